@@ -1,0 +1,66 @@
+"""The ``agentgym-r1`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+
+def _eval(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    import agentgym_r1  # noqa: F401  (registers the env ids)
+    from agentgym_r1.leaderboard.policies import make_policy
+    from agentgym_r1.leaderboard.runner import run_episode, summarise
+
+    kwargs = {"source": args.source} if args.source else {}
+    env = gym.make(args.env, **kwargs)
+    policy = make_policy(args.policy)
+    results = []
+    try:
+        for i in range(args.episodes):
+            r = run_episode(env, policy, seed=args.seed + i)
+            results.append(r)
+            if args.verbose:
+                print(f"episode {i:4d} task={r.task_id} success={r.success} reward={r.reward:.2f} turns={r.turns}")
+    finally:
+        env.close()
+    s = summarise(results)
+    print(f"{args.env} policy={args.policy} source={args.source or 'default'} episodes={s['episodes']}")
+    print(f"success {s['success']:.3f} ± {s['success_ci95']:.3f}   mean reward {s['mean_reward']:.3f}   "
+          f"mean turns {s['mean_turns']:.2f}   invalid-action rate {s['invalid_rate']:.3f}")
+    if args.json:
+        print(json.dumps(s))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentgym-r1", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    ev = sub.add_parser("eval", help="evaluate a policy on one env")
+    ev.add_argument("--policy", required=True, help="random, oracle or scripted")
+    ev.add_argument("--env", required=True, help="an env id, e.g. AgentR1/GSM8K-v0")
+    ev.add_argument("--source", default=None, help="the env's data source (e.g. synthetic, hf, a path)")
+    ev.add_argument("--episodes", type=int, default=20)
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--json", action="store_true", help="also print the summary as JSON")
+    ev.add_argument("-v", "--verbose", action="store_true", help="print every episode")
+    ev.set_defaults(func=_eval)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from agentgym_r1.error import AgentGymError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except AgentGymError as e:
+        print(f"agentgym-r1: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

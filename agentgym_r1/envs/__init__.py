@@ -1,0 +1,26 @@
+"""The environments. Each id is registered with a string entry point, so a module loads only on ``gym.make``."""
+
+from __future__ import annotations
+
+from gymnasium.envs.registration import WrapperSpec, register, registry
+
+# (id, entry point, turn limit). Bump the version when rewards or observations change.
+ENV_SPECS: tuple[tuple[str, str, int], ...] = (
+    ("AgentR1/ToolEnv-v0", "agentgym_r1.envs.tool_env:ToolEnv", 8),
+    ("AgentR1/GSM8K-v0", "agentgym_r1.envs.gsm8k:GSM8KEnv", 6),
+)
+
+
+# Applied outside Gymnasium's TimeLimit: terminated and truncated are never both true.
+_EPISODE_END = WrapperSpec("EpisodeEnd", "agentgym_r1.core.wrappers:EpisodeEnd", {})
+
+
+def register_envs() -> None:
+    """Register every ``AgentR1/*`` id. The turn limit is Gymnasium's ``max_episode_steps``."""
+    for env_id, entry_point, turns in ENV_SPECS:
+        if env_id not in registry:
+            register(id=env_id, entry_point=entry_point, max_episode_steps=turns, additional_wrappers=(_EPISODE_END,))
+
+
+def env_ids() -> list[str]:
+    return [env_id for env_id, _, _ in ENV_SPECS]

@@ -1,0 +1,84 @@
+"""GSM8K task sources: the official JSONL files, the Hugging Face dataset, and a procedural generator."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from agentgym_r1.core.tasks import GeneratedSource, ListSource, Task, TaskSource
+from agentgym_r1.envs.gsm8k.synthetic import generate_problem
+from agentgym_r1.error import DataFormatError, DataNotFoundError, DataSourceUnavailableError, require
+
+_ANNOTATION = re.compile(r"<<([^=<>]+)=([^<>]*)>>")
+ALTERNATIVES = ('source="synthetic" (generated, offline), or source="path/to/test.jsonl" in the official format '
+                "(github.com/openai/grade-school-math, grade_school_math/data/test.jsonl)")
+
+
+def gold_answer(solution: str) -> str:
+    """The number after ``####`` in an official GSM8K solution, commas removed."""
+    _, sep, tail = solution.rpartition("####")
+    if not sep:
+        raise DataFormatError("a GSM8K answer must end with '#### <number>'")
+    return tail.strip().replace(",", "")
+
+
+def task_from_record(record: dict[str, Any], task_id: str) -> Task:
+    """A task from ``{"question", "answer"}``; the ``<<expr=value>>`` annotations become the expert trace."""
+    if not isinstance(record.get("question"), str) or not isinstance(record.get("answer"), str):
+        raise DataFormatError(f"GSM8K record {task_id} needs string 'question' and 'answer', got keys {sorted(record)}")
+    expert = [expr.strip() for expr, _ in _ANNOTATION.findall(record["answer"])]
+    return Task(task_id, record["question"], gold_answer(record["answer"]),
+                {"solution": record["answer"], "expert": expert})
+
+
+@functools.lru_cache(maxsize=8)
+def load_jsonl(path: str) -> ListSource:
+    p = Path(path)
+    if not p.is_file():
+        raise DataNotFoundError(f"GSM8K source {path!r} is not a file. Use {ALTERNATIVES}.")
+    tasks = []
+    with p.open(encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataFormatError(f"{path}:{i + 1} is not a JSON line ({e.msg})") from e
+                tasks.append(task_from_record(record, f"{p.stem}-{i}"))
+    return ListSource(tasks)
+
+
+@functools.lru_cache(maxsize=4)
+def load_hf(split: str, dataset: str = "openai/gsm8k") -> ListSource:
+    datasets = require("datasets", "hf", "GSM8K source='hf'")
+    try:
+        ds = datasets.load_dataset(dataset, "main", split=split)
+    except Exception as e:  # offline, not cached, or the hub refused
+        offline = os.environ.get("HF_DATASETS_OFFLINE") or os.environ.get("HF_HUB_OFFLINE")
+        raise DataSourceUnavailableError(
+            f"could not load {dataset!r} split {split!r} from Hugging Face ({type(e).__name__}: {str(e)[:200]})"
+            f"{'; offline mode is set' if offline else ''}. It is downloaded and cached on first use online. "
+            f"Alternatives: {ALTERNATIVES}."
+        ) from e
+    return ListSource(task_from_record(dict(r), f"gsm8k-{split}-{i}") for i, r in enumerate(ds))
+
+
+@functools.lru_cache(maxsize=16)
+def synthetic_source(seed: int = 0, min_steps: int = 2, max_steps: int = 4) -> GeneratedSource:
+    def make(index: int) -> Task:
+        p = generate_problem(seed, index, min_steps, max_steps)
+        return Task(f"synthetic-{seed}-{index}", p.question, p.answer, {"expert": p.expressions, "steps": len(p.expressions)})
+
+    return GeneratedSource(make, f"synthetic-{seed}")
+
+
+def load_source(source: str, split: str = "test", seed: int = 0, min_steps: int = 2, max_steps: int = 4) -> TaskSource:
+    if source == "synthetic":
+        return synthetic_source(seed, min_steps, max_steps)
+    if source == "hf":
+        return load_hf(split)
+    return load_jsonl(str(Path(source).expanduser().resolve()))

@@ -1,0 +1,73 @@
+"""``AgentR1/GSM8K-v0``: grade-school math with a calculator tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentgym_r1.core.env import Grade, init_options, reject_unknown
+from agentgym_r1.core.parsers import ActionParser
+from agentgym_r1.core.rewards import numeric_equal
+from agentgym_r1.core.tasks import Task
+from agentgym_r1.envs.gsm8k.calculator import Calculator
+from agentgym_r1.envs.gsm8k.data import load_source
+from agentgym_r1.envs.tool_env import ToolEnv
+
+SYSTEM_PROMPT = ("You are a careful math solver. Work out the answer step by step, use the calculator for "
+                 "arithmetic, and give the final answer as a number.")
+
+
+def numeric_reward(prediction: str, task: Task) -> Grade:
+    correct = float(numeric_equal(prediction, str(task.answer)))
+    return Grade(correct, correct == 1.0, {"accuracy": correct})
+
+
+class GSM8KEnv(ToolEnv):
+    """Grade-school math word problems solved with a ``calculator`` tool.
+
+    **Description.** One GSM8K problem per episode. The agent may call ``calculator`` (argument ``expression``:
+    numbers, ``+ - * / // % **``, parentheses; evaluated by an AST walker, never ``eval``) and then answers.
+
+    **Observation.** The system prompt with the tool schema, then the question; then the calculator's results.
+
+    **Action.** Hermes tool calls (default), tags (``<calculator>2+3</calculator>``) or commands
+    (``calculator[2+3]``); the answer as ``<answer>n</answer>``, ``#### n`` or ``\\boxed{n}``.
+
+    **Reward.** ``outcome`` 1 when the answer equals the gold number (numeric equivalence), else 0; process and
+    format parts as in :class:`ToolEnv`. ``metrics``: ``accuracy``.
+
+    **Episode end.** Terminated on an answer; truncated at the turn limit (6).
+
+    **Data sources.** ``source="synthetic"`` (default; generated multi-step word problems with expert calculator
+    traces, seeded by ``seed``, unlimited), a path to a JSONL file in the official format, or ``"hf"``
+    (``openai/gsm8k``, ``split``).
+
+    **Version history.** v0: first release.
+    """
+
+    def __init__(
+        self,
+        source: str = "synthetic",
+        split: str = "test",
+        *,
+        seed: int = 0,
+        min_steps: int = 2,
+        max_steps: int = 4,
+        parser: str | ActionParser = "hermes",
+        system_prompt: str | None = None,
+        valid_call_reward: float = 0.0,
+        failed_call_penalty: float = 0.0,
+        format_penalty: float = -0.1,
+        render_mode: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
+        self.source = source
+        super().__init__(
+            [Calculator()], load_source(source, split, seed, min_steps, max_steps), numeric_reward, parser=parser,
+            answer_formats=("tag", "hashes", "boxed"), system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
+            valid_call_reward=valid_call_reward, failed_call_penalty=failed_call_penalty, format_penalty=format_penalty,
+            render_mode=render_mode,
+        )
+
+    def no_grade(self) -> Grade:
+        return Grade(0.0, False, {"accuracy": 0.0})

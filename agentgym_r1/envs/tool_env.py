@@ -1,0 +1,146 @@
+"""``AgentR1/ToolEnv-v0``: a generic multi-turn tool-use environment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from agentgym_r1.core.env import EnvMessage, Env, Grade, Turn, init_options, reject_unknown
+from agentgym_r1.core.parsers import ActionParser, AnswerFormat, ParsedAction, ToolCall, make_parser, primary_argument
+from agentgym_r1.core.rewards import exact_match
+from agentgym_r1.core.tasks import Task, TaskSource, as_source
+from agentgym_r1.core.tools import BaseTool, check_tools, invalid_arguments, run_tool
+
+RewardFn = Callable[[str, Task], "float | Grade"]
+
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Solve the user's task, using the tools when they help."
+
+
+def exact_match_reward(prediction: str, task: Task) -> Grade:
+    em = exact_match(prediction, task.answer if isinstance(task.answer, str | list) else str(task.answer))
+    return Grade(em, em == 1.0, {"em": em})
+
+
+class ToolEnv(Env):
+    """A multi-turn tool-use environment over any tools, tasks and reward function.
+
+    **Description.** The agent gets a task and may call tools (given as :class:`BaseTool` instances or typed Python
+    functions) over several turns, then gives an answer. The system prompt lists the tool schemas and the action
+    format.
+
+    **Observation.** At reset: the system prompt, a blank line and the task prompt. After a tool call: each tool's
+    result, rendered by the action format (Hermes: ``<tool_response>...</tool_response>``). After an invalid action:
+    a message saying what was wrong and what is expected.
+
+    **Action.** Text in the chosen format: ``parser="hermes"`` (default), ``"tag"`` or ``"command"``; an answer as
+    ``<answer>...</answer>`` (``answer[...]`` for commands).
+
+    **Reward.** ``outcome``: ``reward_fn(answer, task)`` when the agent answers (default: exact match).
+    ``process``: ``valid_call_reward`` per successful call, ``failed_call_penalty`` per failed call (unknown tool, bad
+    arguments, the tool erred or timed out), plus any reward the tool returns. ``format``: ``format_penalty`` for an
+    action that does not parse.
+
+    **Episode end.** Terminated on an answer; truncated by the registered turn limit (``max_episode_steps``, 8).
+
+    **Data sources.** ``tasks``: a list of ``{"prompt", "answer"}`` dicts or :class:`Task`, or a :class:`TaskSource`.
+
+    **Version history.** v0: first release.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[BaseTool | Callable[..., Any]] = (),
+        tasks: TaskSource | Sequence[Task | Mapping[str, Any]] | None = None,
+        reward_fn: RewardFn | None = None,
+        *,
+        parser: str | ActionParser = "hermes",
+        answer_formats: Sequence[AnswerFormat] = ("tag",),
+        system_prompt: str | None = None,
+        valid_call_reward: float = 0.0,
+        failed_call_penalty: float = 0.0,
+        format_penalty: float = -0.1,
+        max_calls_per_turn: int = 8,
+        render_mode: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
+        super().__init__(render_mode=render_mode)
+        self.tools = check_tools(tools)
+        self.tasks = as_source(tasks)
+        self.reward_fn = reward_fn or exact_match_reward
+        self.parser = make_parser(parser, answer_formats)
+        self.valid_call_reward = float(valid_call_reward)
+        self.failed_call_penalty = float(failed_call_penalty)
+        self.format_penalty = float(format_penalty)
+        self.max_calls_per_turn = int(max_calls_per_turn)
+        base = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
+        self.system_prompt = f"{base}\n\n{self.parser.instructions(self.tools)}" if self.tools else base
+        self.task: Task | None = None
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools in OpenAI function format, for chat templates that take ``tools=``."""
+        return [t.schema() for t in self.tools.values()]
+
+    def _begin(self, options: dict[str, Any]) -> list[EnvMessage]:
+        self.task = self.pick(self.tasks, options)
+        return [EnvMessage("system", self.system_prompt), EnvMessage(None, "\n\n"),
+                EnvMessage("user", self.task.prompt)]
+
+    def _act(self, action: str) -> Turn:
+        parsed = self.parser.parse(action, self.tools)
+        if parsed.kind == "command":
+            parsed = self._command_to_call(parsed)
+        if parsed.kind == "answer":
+            return self._answer(parsed.answer or "")
+        if parsed.kind == "invalid":
+            return Turn(parsed.to_info(), [EnvMessage("user", parsed.error or "")], format=self.format_penalty,
+                        valid=False, error=parsed.error)
+        return self._call_tools(parsed)
+
+    def _answer(self, answer: str) -> Turn:
+        assert self.task is not None
+        grade = self.reward_fn(answer, self.task)
+        if not isinstance(grade, Grade):
+            grade = Grade(float(grade), float(grade) >= 1.0, {})
+        self.grade = Grade(grade.score, grade.success, {**self.no_grade().metrics, **grade.metrics})
+        return Turn({"kind": "answer", "answer": answer}, outcome=grade.score, terminated=True)
+
+    def _call_tools(self, parsed: ParsedAction) -> Turn:
+        calls = parsed.calls
+        turn = Turn(parsed.to_info())
+        errors: list[str] = []
+        for i, call in enumerate(calls):
+            tool_ = self.tools.get(call.name)
+            if i >= self.max_calls_per_turn:
+                ok, text = False, f"Error: more than {self.max_calls_per_turn} tool calls in one turn; this one was skipped."
+                errors.append(text)
+            elif tool_ is None:
+                ok, text = False, f"Error: unknown tool {call.name!r}; the tools are {sorted(self.tools)}."
+                errors.append(text)
+            elif (problem := tool_.validate(call.arguments)) is not None:
+                ok, text = False, invalid_arguments(tool_, problem).text
+                errors.append(text)
+            else:
+                result = run_tool(tool_, call.arguments)
+                ok, text = result.ok, result.text
+                turn.process += result.reward
+            turn.process += self.valid_call_reward if ok else self.failed_call_penalty
+            if turn.messages:
+                turn.messages.append(EnvMessage(None, "\n"))
+            turn.messages.append(EnvMessage("tool", self.parser.render_result(call.name, text), text))
+        if errors:
+            turn.valid, turn.error = False, " ".join(errors)
+        return turn
+
+    def _command_to_call(self, parsed: ParsedAction) -> ParsedAction:
+        tool_ = self.tools.get(parsed.verb or "")
+        if tool_ is None:
+            return ParsedAction("invalid", error=f"Invalid action: unknown command {parsed.verb!r}; the commands are "
+                                                 f"{sorted(self.tools)} and answer[...].")
+        key = primary_argument(tool_)
+        return ParsedAction("tool_call", calls=[ToolCall(tool_.name, {key: parsed.arg} if key else {})])
+
+    def close(self) -> None:
+        for t in self.tools.values():
+            t.close()
+        super().close()

@@ -1,0 +1,63 @@
+"""The exception hierarchy.
+
+Bad input from a *model* is never an exception: it becomes an error observation and a penalty. These errors are for
+bad input from a *programmer*: a wrong config, missing data, a missing extra. Each message says what was given and
+how to fix it.
+"""
+
+from __future__ import annotations
+
+from gymnasium import error as gym_error
+
+
+class AgentGymError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(AgentGymError, ValueError):
+    """An option, argument or config value that is not valid."""
+
+
+class UnknownOptionError(ConfigError, TypeError):
+    """An env constructor or ``reset`` was given an option it does not know."""
+
+
+class InvalidToolSchemaError(ConfigError):
+    """A tool's ``parameters`` is not a valid JSON schema (or not an object schema)."""
+
+
+class DependencyNotInstalled(AgentGymError, ImportError):
+    """An optional extra is needed and missing; the message has the ``pip install`` command."""
+
+
+class DataSourceError(AgentGymError):
+    """A data source that cannot be used."""
+
+
+class DataNotFoundError(DataSourceError, FileNotFoundError):
+    """A file or directory given as a source does not exist."""
+
+
+class DataSourceUnavailableError(DataSourceError):
+    """A remote source (Hugging Face) that is neither reachable nor cached."""
+
+
+class DataFormatError(DataSourceError, ValueError):
+    """A file in a shape the loader does not know."""
+
+
+class ResetNeeded(AgentGymError, gym_error.ResetNeeded):
+    """``step`` was called before ``reset`` or after the episode ended."""
+
+
+def require(module: str, extra: str, feature: str):
+    """Import ``module`` or raise :class:`DependencyNotInstalled` naming the extra to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise DependencyNotInstalled(
+            f"{feature} needs the Python package {module!r}, which is not installed. "
+            f'Install it with: pip install "agentgym-r1[{extra}]"'
+        ) from e

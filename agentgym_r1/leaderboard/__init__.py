@@ -1,0 +1,1 @@
+"""Policies, evaluation runs and the leaderboard."""

@@ -1,0 +1,49 @@
+"""Play episodes of a policy on an env and summarise them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from agentgym_r1.leaderboard.policies import Policy
+
+
+@dataclass
+class EpisodeResult:
+    env_id: str
+    seed: int
+    task_id: str | None
+    success: bool
+    reward: float
+    turns: int
+    invalid: int
+    metrics: dict[str, float] = field(default_factory=dict)
+    truncated: bool = False
+
+
+def run_episode(env: gym.Env, policy: Policy, seed: int) -> EpisodeResult:
+    obs, info = env.reset(seed=seed)
+    policy.reset(env, obs, info)
+    total, turns, invalid = 0.0, 0, 0
+    terminated = truncated = False
+    while not (terminated or truncated):
+        obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
+        total += float(reward)
+        turns += 1
+        invalid += not info["valid"]
+    task = getattr(env.unwrapped, "task", None)
+    return EpisodeResult(env.spec.id if env.spec else type(env.unwrapped).__name__, seed, getattr(task, "id", None),
+                         bool(info["success"]), total, turns, invalid, dict(info["metrics"]), truncated)
+
+
+def summarise(results: list[EpisodeResult]) -> dict[str, Any]:
+    n = len(results)
+    rate = sum(r.success for r in results) / n if n else 0.0
+    half = 1.96 * math.sqrt(rate * (1 - rate) / n) if n else 0.0
+    return {"episodes": n, "success": rate, "success_ci95": half,
+            "mean_reward": sum(r.reward for r in results) / n if n else 0.0,
+            "mean_turns": sum(r.turns for r in results) / n if n else 0.0,
+            "invalid_rate": sum(r.invalid for r in results) / max(1, sum(r.turns for r in results))}

@@ -1,0 +1,46 @@
+"""Shared fixtures: where the shared real data lives, and how to build every registered env for tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import agentgym_r1
+
+SHARED_DATA = Path(os.environ.get("AGENTGYM_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+
+
+def shared_data(*parts: str) -> Path:
+    """A path under ``../shared/data``; the test skips when the shared data is not beside the checkout."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not found at {path} (set AGENTGYM_SHARED_DATA)")
+    return path
+
+
+def _echo(text: str) -> str:
+    """Echo the text back.
+
+    Args:
+        text: what to echo
+    """
+    return text
+
+
+# Keyword arguments that make each registered env runnable offline in tests. An env that needs none is absent.
+ENV_KWARGS: dict[str, dict[str, Any]] = {
+    "AgentR1/ToolEnv-v0": {"tools": [_echo], "tasks": [{"prompt": "Say hi.", "answer": "hi"},
+                                                       {"prompt": "Say bye.", "answer": "bye"}]},
+    "AgentR1/GSM8K-v0": {"source": "synthetic"},
+}
+
+
+def make_env(env_id: str, **overrides: Any) -> gym.Env:
+    return gym.make(env_id, **{**ENV_KWARGS.get(env_id, {}), **overrides})
+
+
+ALL_ENV_IDS = agentgym_r1.env_ids()
