@@ -46,6 +46,10 @@ class DataFormatError(DataSourceError, ValueError):
     """A file in a shape the loader does not know."""
 
 
+class RetrievalError(AgentGymError, RuntimeError):
+    """A search that could not be answered (backend down, timeout). Envs show it to the agent; ``step`` never raises it."""
+
+
 class ResetNeeded(AgentGymError, gym_error.ResetNeeded):
     """``step`` was called before ``reset`` or after the episode ended."""
 

@@ -5,8 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentgym_r1.core.env import EnvMessage, Env, Grade, Turn, init_options, reject_unknown
-from agentgym_r1.core.parsers import ActionParser, AnswerFormat, ParsedAction, ToolCall, make_parser, primary_argument
+from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, init_options, reject_unknown
+from agentgym_r1.core.parsers import (
+    ActionParser,
+    AnswerFormat,
+    ParsedAction,
+    ToolCall,
+    make_parser,
+    primary_argument,
+)
 from agentgym_r1.core.rewards import exact_match
 from agentgym_r1.core.tasks import Task, TaskSource, as_source
 from agentgym_r1.core.tools import BaseTool, check_tools, invalid_arguments, run_tool

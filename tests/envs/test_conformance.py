@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -71,7 +72,7 @@ def _check_transcript(env: gym.Env, actions: list[str]) -> None:
     t = env.unwrapped.transcript
     spans = t.spans
     assert spans[0].start == 0 and spans[-1].end == len(t.text)
-    assert all(a.end == b.start for a, b in zip(spans, spans[1:], strict=False))
+    assert all(a.end == b.start for a, b in itertools.pairwise(spans))
     assert t.agent_text() == "".join(actions)
 
 
