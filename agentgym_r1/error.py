@@ -50,6 +50,18 @@ class RetrievalError(AgentGymError, RuntimeError):
     """A search that could not be answered (backend down, timeout). Envs show it to the agent; ``step`` never raises it."""
 
 
+class IndexMismatchError(ConfigError):
+    """An index on disk was built with another backend, embedding model or corpus than the one asked for."""
+
+
+class IndexNotFoundError(DataNotFoundError):
+    """A retrieval index directory that does not exist or has no manifest."""
+
+
+class EmbeddingModelNotFoundError(DataNotFoundError):
+    """A dense retriever was given an embedding model path that does not exist or holds no model."""
+
+
 class ResetNeeded(AgentGymError, gym_error.ResetNeeded):
     """``step`` was called before ``reset`` or after the episode ended."""
 
