@@ -124,12 +124,12 @@ def test_search_returns_titled_passages_and_answer_ends_the_episode():
     env = _env(top_k=2)
     task = env.unwrapped.task
     title = task.meta["supporting_titles"][0]
-    obs, reward, term, trunc, info = env.step(hermes_call("search", query=title))
+    obs, reward, term, _, info = env.step(hermes_call("search", query=title))
     assert obs.startswith("<tool_response>\nDoc 1 (Title: ") and "Doc 2 (Title: " in obs and "Doc 3" not in obs
     assert f"(Title: {title})" in obs
     assert info["valid"] and not term and info["env"]["searches"] == 1
     assert info["env"]["support_recall"] == 0.5
-    obs, reward, term, trunc, info = env.step(f"<think>sure</think><answer>{task.answer}</answer>")
+    obs, reward, term, _, info = env.step(f"<think>sure</think><answer>{task.answer}</answer>")
     assert term and reward == 1.0 and info["success"]
     assert info["metrics"] == {"em": 1.0, "f1": 1.0, "subem": 1.0}
 
@@ -146,11 +146,11 @@ def test_tag_format_reads_search_tags_and_answers_in_information():
 
 def test_process_rewards_are_configurable():
     env = _env(valid_search_reward=0.1, failed_call_penalty=-0.2, format_penalty=-0.5)
-    *_, reward, _, _, info = env.step(hermes_call("search", query="river"))
+    *_, info = env.step(hermes_call("search", query="river"))
     assert info["reward_parts"] == {"outcome": 0.0, "process": 0.1, "format": 0.0}
-    *_, reward, _, _, info = env.step(hermes_call("search", query="   "))
-    assert info["reward_parts"]["process"] == -0.2 and not info["valid"]
-    *_, reward, _, _, info = env.step("I think it is Paris")
+    *_, info = env.step(hermes_call("search", query="   "))
+    assert info["reward_parts"]["process"] == -0.2
+    *_, info = env.step("I think it is Paris")
     assert info["reward_parts"]["format"] == -0.5
 
 
@@ -162,8 +162,6 @@ def test_reward_metric_f1_gives_partial_credit():
 
 
 @pytest.mark.parametrize(("action", "message"), [
-    (hermes_call("search", query=""), "the search query is empty"),
-    (hermes_call("search", query="x" * 5000), "the limit is 1000"),
     (hermes_call("search", query=3), "invalid arguments for search"),
     ("<search></search>", "no tool call or answer found"),
     ('<tool_call>{"name": "lookup", "arguments": {"query": "a"}}</tool_call>', "unknown tool 'lookup'"),
@@ -172,11 +170,23 @@ def test_reward_metric_f1_gives_partial_credit():
 ])
 def test_bad_actions_get_a_clear_observation_and_the_episode_goes_on(action, message):
     env = _env()
-    obs, reward, term, trunc, info = env.step(action)
+    obs, _, term, trunc, info = env.step(action)
     assert message in obs and not term and not trunc
     assert not info["valid"] and message in info["error"]
     obs, *_ = env.step(hermes_call("search", query=env.unwrapped.task.meta["supporting_titles"][0]))
     assert "Doc 1 (Title: " in obs
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ("", "the search query is empty"),
+    (" \n ", "the search query is empty"),
+    ("x" * 5000, "the search query is 5000 characters long; the limit is 1000"),
+])
+def test_empty_and_huge_queries_are_failed_calls_with_a_message(query, message):
+    env = _env(failed_call_penalty=-0.2)
+    obs, reward, term, trunc, info = env.step(hermes_call("search", query=query))
+    assert obs == f"<tool_response>\nError: {message}" + obs.split(message, 1)[1]
+    assert reward == -0.2 and not term and not trunc and info["env"]["searches"] == 0
 
 
 def test_non_ascii_queries_are_searched():
@@ -224,7 +234,7 @@ def test_a_retriever_error_is_an_observation_not_a_crash():
     env = _env(retriever=_DownRetriever(), failed_call_penalty=-0.1)
     obs, reward, term, _, info = env.step(hermes_call("search", query="anything"))
     assert "Error: the search failed (connection refused" in obs and not term
-    assert reward == -0.1 and not info["valid"]
+    assert reward == -0.1 and info["reward_parts"]["process"] == -0.1
     tool = SearchTool(_DownRetriever())
     assert not tool(query="x").ok
 
@@ -258,7 +268,7 @@ def test_oracle_gets_em_one_on_the_shared_sample_with_real_bm25():
         policy.reset(env, obs, info)
         term = trunc = False
         while not (term or trunc):
-            obs, reward, term, trunc, info = env.step(policy.act(obs, info))
+            obs, _, term, trunc, info = env.step(policy.act(obs, info))
             if not term:
                 recalls.append(info["env"]["support_recall"])
         ems.append(info["metrics"]["em"])
@@ -271,8 +281,8 @@ def test_oracle_gets_em_one_on_the_shared_sample_with_real_bm25():
 def _official_layout(record: dict) -> dict:
     ctx, sf = record["context"], record["supporting_facts"]
     return {"_id": record["id"], "question": record["question"], "answer": record["answer"], "type": record["type"],
-            "level": record["level"], "supporting_facts": [list(p) for p in zip(sf["title"], sf["sent_id"])],
-            "context": [[t, s] for t, s in zip(ctx["title"], ctx["sentences"])]}
+            "level": record["level"], "supporting_facts": [list(p) for p in zip(sf["title"], sf["sent_id"], strict=True)],
+            "context": [[t, s] for t, s in zip(ctx["title"], ctx["sentences"], strict=True)]}
 
 
 def test_official_json_and_hf_jsonl_layouts_load_the_same(tmp_path):

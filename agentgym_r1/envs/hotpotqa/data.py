@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,14 +20,13 @@ from agentgym_r1.core.tasks import GeneratedSource, ListSource, Task, TaskSource
 from agentgym_r1.envs.hotpotqa.synthetic import build_kb, distractors, generate_question
 from agentgym_r1.error import DataFormatError, DataNotFoundError, DataSourceUnavailableError, require
 from agentgym_r1.retrieval.base import Document
+from agentgym_r1.retrieval.corpus import hotpotqa_paragraphs
 
 ALTERNATIVES = ('source="synthetic" (generated, offline), a path to the official JSON (hotpot_dev_distractor_v1.json '
                 'from hotpotqa.github.io), or a JSONL file in the Hugging Face layout (one record per line with '
                 '"question", "answer", "supporting_facts" and "context")')
 HF_DATASET = "hotpotqa/hotpot_qa"
 HF_CONFIGS = ("distractor", "fullwiki")
-
-Paragraph = tuple[str, str]  # (title, text)
 
 
 @dataclass(frozen=True)
@@ -39,22 +38,6 @@ class HotpotData:
     key: str  # identifies the corpus, for the per-process index cache
 
 
-def _context(record: Mapping[str, Any], where: str) -> list[Paragraph]:
-    ctx = record.get("context")
-    if ctx is None:
-        return []
-    if isinstance(ctx, Mapping):  # HF layout: {"title": [...], "sentences": [[...], ...]}
-        pairs = zip(ctx.get("title", []), ctx.get("sentences", []), strict=False)
-    elif isinstance(ctx, list):  # official layout: [[title, [sentences]], ...]
-        if not all(isinstance(p, list | tuple) and len(p) == 2 for p in ctx):
-            raise DataFormatError(f"{where}: 'context' must be a list of [title, [sentences]] pairs")
-        pairs = ((p[0], p[1]) for p in ctx)
-    else:
-        raise DataFormatError(f"{where}: 'context' must be a list of [title, [sentences]] or a dict of lists, "
-                              f"got {type(ctx).__name__}")
-    return [(str(title), "".join(map(str, sentences)).strip()) for title, sentences in pairs]
-
-
 def _supporting(record: Mapping[str, Any]) -> list[list[Any]]:
     facts = record.get("supporting_facts") or []
     if isinstance(facts, Mapping):  # HF layout: {"title": [...], "sent_id": [...]}
@@ -62,8 +45,8 @@ def _supporting(record: Mapping[str, Any]) -> list[list[Any]]:
     return [list(f) for f in facts]
 
 
-def task_from_record(record: Mapping[str, Any], index: int, where: str) -> tuple[Task, list[Paragraph]]:
-    """A task and its context paragraphs from one HotpotQA record, in either layout."""
+def task_from_record(record: Mapping[str, Any], index: int, where: str) -> Task:
+    """A task from one HotpotQA record, in either layout."""
     if not isinstance(record, Mapping) or not isinstance(record.get("question"), str) or "answer" not in record:
         keys = sorted(record) if isinstance(record, Mapping) else type(record).__name__
         raise DataFormatError(f"{where}: a HotpotQA record needs 'question' and 'answer', got {keys}. "
@@ -75,21 +58,16 @@ def task_from_record(record: Mapping[str, Any], index: int, where: str) -> tuple
     task_id = str(record.get("_id", record.get("id", index)))
     meta = {"type": record.get("type", ""), "level": record.get("level", ""), "supporting_titles": titles,
             "supporting_facts": facts}
-    return Task(task_id, record["question"], answer, meta), _context(record, where)
+    return Task(task_id, record["question"], answer, meta)
 
 
-def build(records: Iterable[Mapping[str, Any]], where: str, key: str) -> HotpotData:
-    tasks, seen, docs = [], set(), []
-    for i, record in enumerate(records):
-        task, paragraphs = task_from_record(record, i, f"{where} record {i}")
-        tasks.append(task)
-        for title, text in paragraphs:
-            if title not in seen:
-                seen.add(title)
-                docs.append(Document(str(len(docs)), title, text))
+def build(records: Sequence[Mapping[str, Any]], where: str, key: str) -> HotpotData:
+    """Tasks from the records; the distractor corpus from their contexts, unless a record has no context."""
+    tasks = [task_from_record(record, i, f"{where} record {i}") for i, record in enumerate(records)]
     if not tasks:
         raise DataFormatError(f"{where} holds no questions. Use {ALTERNATIVES}.")
-    return HotpotData(ListSource(tasks), tuple(docs) if docs else None, key)
+    with_context = all(record.get("context") for record in records)
+    return HotpotData(ListSource(tasks), tuple(hotpotqa_paragraphs(records)) if with_context else None, key)
 
 
 def _read_records(path: Path) -> list[Any]:
@@ -142,7 +120,7 @@ def load_hf(split: str = "validation", config: str = "distractor") -> HotpotData
             f"{str(e)[:200]}){'; offline mode is set' if offline else ''}. It is downloaded and cached on first use "
             f"online. Alternatives: {ALTERNATIVES}."
         ) from e
-    return build((dict(r) for r in ds), f"{HF_DATASET}/{config}/{split}", f"hf:{config}:{split}")
+    return build([dict(r) for r in ds], f"{HF_DATASET}/{config}/{split}", f"hf:{config}:{split}")
 
 
 @functools.lru_cache(maxsize=8)
