@@ -113,6 +113,16 @@ def test_one_index_per_corpus_is_shared_by_env_instances():
     assert HotpotQAEnv(seed=1).retriever is not a.retriever
 
 
+def test_index_dir_saves_the_index_for_the_next_process(tmp_path):
+    from agentgym_r1.retrieval.factory import load_retriever
+
+    env = HotpotQAEnv(seed=5, kb_size=200, index_dir=tmp_path / "idx")
+    reopened = load_retriever(tmp_path / "idx", cache=False)
+    assert len(reopened) == len(env.retriever) == len(synthetic(5, 200).documents)
+    title = env.tasks[0].meta["supporting_titles"][0]
+    assert reopened.search(title, 1)[0].doc.title == title
+
+
 # -- episodes -------------------------------------------------------------------------------------------------------
 def _env(**kwargs) -> gym.Env:
     env = gym.make("AgentR1/HotpotQA-v0", **kwargs)

@@ -40,23 +40,17 @@ def qa_reward(metric: str = "em") -> RewardFn:
     return reward
 
 
-_RETRIEVERS: dict[tuple, Retriever] = {}
-
-
 def make_retriever(data: HotpotData, corpus: str | os.PathLike[str] | None, backend: str,
                    index_dir: str | os.PathLike[str] | None, options: Mapping[str, Any]) -> Retriever:
-    """The retriever over ``corpus`` (a JSONL path) or the source's context paragraphs; one per process and key."""
+    """The retriever over ``corpus`` (a JSONL path) or the source's context paragraphs. The factory keeps one per
+    process for each corpus, backend and options, so env instances share it."""
     from agentgym_r1.retrieval.factory import build_retriever
 
     if corpus is None and data.documents is None:
         raise ConfigError("this HotpotQA source has no context paragraphs to search (a questions-only file); give "
                           "corpus='path/to/corpus.jsonl' (the full-wiki setting) or a source with contexts")
-    what = str(corpus) if corpus is not None else data.key
-    key = (what, backend, str(index_dir) if index_dir is not None else None, repr(sorted(options.items())))
-    if key not in _RETRIEVERS:
-        docs = os.fspath(corpus) if corpus is not None else data.documents
-        _RETRIEVERS[key] = build_retriever(backend, docs, index_dir, **dict(options))
-    return _RETRIEVERS[key]
+    docs = os.fspath(corpus) if corpus is not None else data.documents
+    return build_retriever(backend, docs, index_dir, **dict(options))
 
 
 class HotpotQAEnv(ToolEnv):
