@@ -349,6 +349,8 @@ def test_bad_sources_and_corpora_raise_named_errors(tmp_path):
         HotpotQAEnv(corpus=str(unknown))
     with pytest.raises(ConfigError, match="top_k"):
         HotpotQAEnv(top_k=0)
+    with pytest.raises(ConfigError, match="kb_size"):
+        HotpotQAEnv(kb_size=5)
 
 
 def test_hf_source_offline_and_not_cached_names_the_alternatives(tmp_path, monkeypatch):

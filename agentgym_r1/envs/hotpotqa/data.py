@@ -18,7 +18,13 @@ from typing import Any
 
 from agentgym_r1.core.tasks import GeneratedSource, ListSource, Task, TaskSource
 from agentgym_r1.envs.hotpotqa.synthetic import build_kb, distractors, generate_question
-from agentgym_r1.error import DataFormatError, DataNotFoundError, DataSourceUnavailableError, require
+from agentgym_r1.error import (
+    ConfigError,
+    DataFormatError,
+    DataNotFoundError,
+    DataSourceUnavailableError,
+    require,
+)
 from agentgym_r1.retrieval.base import Document
 from agentgym_r1.retrieval.corpus import hotpotqa_paragraphs
 
@@ -126,6 +132,8 @@ def load_hf(split: str = "validation", config: str = "distractor") -> HotpotData
 @functools.lru_cache(maxsize=8)
 def synthetic(seed: int = 0, size: int = 1000) -> HotpotData:
     """The generated KB of ``(seed, size)``: unlimited questions, one passage per entity as the corpus."""
+    if not isinstance(size, int) or size < 40:
+        raise ConfigError(f"kb_size must be an int of at least 40 entities, got {size!r}")
     kb = build_kb(seed, size)
 
     def make(index: int) -> Task:

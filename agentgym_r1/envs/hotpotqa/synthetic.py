@@ -177,8 +177,8 @@ def _make_works(rng: np.random.Generator, names: _Names, n: int, people: list[Pe
         kind, verb, role = _pick(rng, _WORK_KINDS)
         title = names.unique(lambda: f"The {_pick(rng, _ADJECTIVES)} {names.word(int(rng.integers(2, 4)))}")
         creator = _pick(rng, people)
-        works.append(Work(title, kind, verb, role, _pick(rng, _GENRES[kind]), _int(rng, creator.born + 18,
-                                                                                         creator.born + 70), creator))
+        year = _int(rng, creator.born + 18, min(creator.born + 70, 2024))
+        works.append(Work(title, kind, verb, role, _pick(rng, _GENRES[kind]), year, creator))
     return works
 
 
