@@ -123,6 +123,15 @@ def test_index_dir_saves_the_index_for_the_next_process(tmp_path):
     assert reopened.search(title, 1)[0].doc.title == title
 
 
+def test_lucene_backend_through_the_env(tmp_path):
+    pytest.importorskip("pyserini")
+    env = gym.make("AgentR1/HotpotQA-v0", kb_size=200, retriever="lucene", index_dir=tmp_path / "lucene", top_k=3)
+    assert env.unwrapped.retriever.backend == "lucene"
+    results = [run_episode(env, HotpotQAOraclePolicy(), seed) for seed in range(10)]
+    assert all(r.success for r in results)
+    env.close()
+
+
 # -- episodes -------------------------------------------------------------------------------------------------------
 def _env(**kwargs) -> gym.Env:
     env = gym.make("AgentR1/HotpotQA-v0", **kwargs)
