@@ -360,6 +360,8 @@ def test_bad_sources_and_corpora_raise_named_errors(tmp_path):
         HotpotQAEnv(top_k=0)
     with pytest.raises(ConfigError, match="kb_size"):
         HotpotQAEnv(kb_size=5)
+    with pytest.raises(ConfigError, match="ready _OneDoc instance"):
+        HotpotQAEnv(retriever=_OneDoc(), corpus=str(unknown))
 
 
 def test_hf_source_offline_and_not_cached_names_the_alternatives(tmp_path, monkeypatch):

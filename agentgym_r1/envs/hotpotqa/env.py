@@ -118,13 +118,17 @@ class HotpotQAEnv(ToolEnv):
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
-        if not isinstance(top_k, int) or top_k < 1:
-            raise ConfigError(f"top_k must be a positive int, got {top_k!r}")
+        for name, value in (("top_k", top_k), ("max_searches_per_turn", max_searches_per_turn)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive int, got {value!r}")
         reward_fn = qa_reward(reward_metric)
         self.source, self.reward_metric = source, reward_metric
         self.data = load_source(source, split, config, seed, kb_size)
         if not isinstance(retriever, Retriever):
             retriever = make_retriever(self.data, corpus, retriever, index_dir, retriever_options or {})
+        elif corpus is not None or index_dir is not None or retriever_options:
+            raise ConfigError("corpus=, index_dir= and retriever_options= build a retriever; they cannot be used with "
+                              f"a ready {type(retriever).__name__} instance. Pass a backend name, or only the instance.")
         self.retriever = retriever
         self.search_tool = SearchTool(retriever, top_k)
         super().__init__(
