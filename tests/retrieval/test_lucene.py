@@ -14,7 +14,7 @@ pytest.importorskip("pyserini")
 if shutil.which("java") is None:
     pytest.skip("pyserini needs Java 17+ on PATH", allow_module_level=True)
 
-from agentgym_r1.retrieval.lucene import LuceneRetriever  # noqa: E402
+from agentgym_r1.retrieval.lucene import LuceneRetriever
 
 
 @pytest.fixture(scope="module")
