@@ -132,6 +132,43 @@ def test_lucene_backend_through_the_env(tmp_path):
     env.close()
 
 
+def test_http_backend_against_a_real_server_then_the_server_goes_down():
+    uvicorn = pytest.importorskip("uvicorn")
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    import socket
+    import threading
+    import time
+
+    from agentgym_r1.retrieval.server import create_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(create_app(HotpotQAEnv(kb_size=200).retriever), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        env = gym.make("AgentR1/HotpotQA-v0", kb_size=200, retriever="http",
+                       retriever_options={"url": url, "timeout": 2.0, "retries": 0})
+        results = [run_episode(env, HotpotQAOraclePolicy(), seed) for seed in range(5)]
+        assert all(r.success for r in results)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+    env.reset(seed=0)
+    obs, _, term, _, _ = env.step(hermes_call("search", query="river"))
+    assert "Error: the search failed (retriever at http://127.0.0.1" in obs and not term
+    obs, reward, term, _, _ = env.step(f"<answer>{env.unwrapped.task.answer}</answer>")
+    assert term and reward == 1.0
+    with pytest.raises(ConfigError, match="url"):
+        HotpotQAEnv(retriever="http")
+
+
 # -- episodes -------------------------------------------------------------------------------------------------------
 def _env(**kwargs) -> gym.Env:
     env = gym.make("AgentR1/HotpotQA-v0", **kwargs)

@@ -40,12 +40,33 @@ def qa_reward(metric: str = "em") -> RewardFn:
     return reward
 
 
+_HTTP_CLIENTS: dict[str, Retriever] = {}
+
+
+def http_retriever(corpus: object, index_dir: object, options: Mapping[str, Any]) -> Retriever:
+    """A client of a retriever server (``agentgym-r1 serve retriever``), one pooled client per process and options."""
+    from agentgym_r1.retrieval.http import HttpRetriever
+
+    if corpus is not None or index_dir is not None:
+        raise ConfigError("retriever='http' searches the index the server was started with; corpus= and index_dir= "
+                          "belong to `agentgym-r1 serve retriever --index DIR`, not to the env")
+    if "url" not in options:
+        raise ConfigError("retriever='http' needs retriever_options={'url': 'http://host:port'} (timeout=, "
+                          "retries= optional)")
+    key = repr(sorted(options.items()))
+    if key not in _HTTP_CLIENTS:
+        _HTTP_CLIENTS[key] = HttpRetriever(**dict(options))
+    return _HTTP_CLIENTS[key]
+
+
 def make_retriever(data: HotpotData, corpus: str | os.PathLike[str] | None, backend: str,
                    index_dir: str | os.PathLike[str] | None, options: Mapping[str, Any]) -> Retriever:
     """The retriever over ``corpus`` (a JSONL path) or the source's context paragraphs. The factory keeps one per
     process for each corpus, backend and options, so env instances share it."""
     from agentgym_r1.retrieval.factory import build_retriever
 
+    if backend == "http":
+        return http_retriever(corpus, index_dir, options)
     if corpus is None and data.documents is None:
         raise ConfigError("this HotpotQA source has no context paragraphs to search (a questions-only file); give "
                           "corpus='path/to/corpus.jsonl' (the full-wiki setting) or a source with contexts")
@@ -87,9 +108,10 @@ class HotpotQAEnv(ToolEnv):
     is the loaded questions' context paragraphs (deduplicated by title: the distractor setting) unless ``corpus=``
     names a JSONL corpus (``{"id", "contents"}`` or ``{"title", "text"}``: the full-wiki setting). ``retriever``:
     a backend name for :func:`agentgym_r1.retrieval.factory.build_retriever` (``"bm25"`` default, ``"lucene"``,
-    ``"dense"``, ``"hybrid"``) with ``retriever_options`` and an optional ``index_dir`` cache, or a
-    :class:`~agentgym_r1.retrieval.base.Retriever` instance (an HTTP client of a retriever server). One index per
-    corpus and backend is built per process and shared by every env instance.
+    ``"dense"``, ``"hybrid"``) with ``retriever_options`` and an optional ``index_dir`` cache; ``"http"`` with
+    ``retriever_options={"url": ...}`` for a retriever server (``agentgym-r1 serve retriever --index DIR``); or any
+    :class:`~agentgym_r1.retrieval.base.Retriever` instance. One index per corpus and backend is built per process
+    and shared by every env instance; a server that is down or slow gives the agent an error observation.
 
     **Version history.** v0: first release.
     """
