@@ -80,6 +80,38 @@ class CalculatorAgentPolicy(Policy):
         return hermes_call("calculator", expression=self.plan.pop(0)(self.value))
 
 
+class WebShopOraclePolicy(Policy):
+    """Searches the goal product's title, opens it (paging through the results), clicks the goal's options and
+    buys. An oracle: it reads the goal from the env's task."""
+
+    name = "webshop-oracle"
+    is_oracle = True
+
+    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
+        super().reset(env, observation, info)
+        self.goal = env.unwrapped.task.meta["goal"]
+        self.clicked: set[str] = set()
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        page = info["env"]["page"]
+        clickables = info["env"]["available_actions"]["clickables"]
+        if page == "search":
+            return f"search[{self.goal.name}]"
+        if page == "results":
+            if self.goal.asin.lower() in clickables:
+                return f"click[{self.goal.asin.lower()}]"
+            return "click[next >]" if "next >" in clickables else "click[back to search]"
+        if page == "item" and info["env"]["asin"] != self.goal.asin:
+            return "click[< prev]"
+        if page == "item":
+            for _, value in self.goal.goal_options:
+                if value not in self.clicked and value in clickables:
+                    self.clicked.add(value)
+                    return f"click[{value}]"
+            return "click[buy now]"
+        return "click[< prev]"
+
+
 POLICIES: dict[str, Callable[[], Policy]] = {
     "random": RandomPolicy,
     "oracle": GSM8KOraclePolicy,
