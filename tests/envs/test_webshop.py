@@ -165,6 +165,7 @@ def test_bad_input_on_the_item_page(shared_env):
                             ("click[purple]", "not a button on this page"), ("click[next >]", "not a button"),
                             ("click[[]]", "not a button")]:
         obs, reward, terminated, _, info = env.step(action)
+        assert obs.startswith(info["error"] + "\n\nWebShop [SEP] Instruction:")
         assert message in info["error"] and reward == -0.1 and not terminated
         assert info["env"]["page"] == "item" and info["env"]["options"] == {}
     *_, info = env.step('<tool_call>{"name": "click", "arguments": {"button": "120ML"}}</tool_call>')
