@@ -90,7 +90,7 @@ def in_text(needle: str, product: Product) -> bool:
 
 
 # -- type reward ----------------------------------------------------------------------------------------------------
-_TOKEN = re.compile(r"[a-z0-9]+(?:[-.][a-z0-9]+)*|'s|[^\sa-z0-9]")
+_TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)*|'s|[^\sa-z0-9]")  # spaCy-like: hyphens and 's split off
 _STOP = frozenset(_words(
     "a about above after again against all am an and any are as at be because been before being below between both "
     "but by can could did do does doing down during each few for from further had has have having he her here hers "
