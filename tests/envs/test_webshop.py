@@ -15,6 +15,7 @@ from agentgym_r1.envs.webshop.generator import (
     generate_goal,
     generate_product,
     index_of,
+    iter_products,
 )
 from agentgym_r1.envs.webshop.reward import in_text
 from agentgym_r1.error import ConfigError, DataFormatError, DataNotFoundError, UnknownOptionError
@@ -224,6 +225,7 @@ def test_official_raw_items_shuffle_format(tmp_path):
 def test_generated_catalogue_is_seeded_lazy_and_sized():
     assert generate_product(3, 17) == generate_product(3, 17) and generate_product(3, 17) != generate_product(4, 17)
     assert generate_goal(3, 1000, 5) == generate_goal(3, 1000, 5)
+    assert list(iter_products(3, 300, block=64))[::37] == [generate_product(3, i) for i in range(0, 300, 37)]
     big = GeneratedProducts(0, 1_000_000)
     assert len(big) == 1_000_000 and big[-1].asin == "GS00999999" and index_of("GS00999999", 1_000_000) == 999_999
     assert index_of("GS00999999", 1000) is None and index_of("B07FYPSNH8", 1000) is None

@@ -21,7 +21,7 @@ def documents(products: Iterable[Product]) -> Iterable[Document]:
         yield Document(p.asin, p.title, p.search_text())
 
 
-def _index(products) -> object:
+def _index(products: Iterable[Product]) -> object:
     from agentgym_r1.retrieval.factory import build_retriever
 
     return build_retriever("bm25", list(documents(products)), None)
@@ -61,7 +61,7 @@ def load_generated(seed: int = 0, num_products: int = 1000) -> Catalogue:
     """The procedural catalogue of ``num_products`` products seeded by ``seed``, with unlimited goals."""
     products = generator.GeneratedProducts(seed, generator.check_size(num_products))
     return Catalogue(f"generated-{seed}-{num_products}", products, generator.goal_source(seed, num_products),
-                     index=_index(products),
+                     index=_index(generator.iter_products(seed, num_products)),
                      lookup=functools.partial(_generated_index, size=num_products))
 
 

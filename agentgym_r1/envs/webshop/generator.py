@@ -11,7 +11,9 @@ such as "i am looking for a long lasting lipstick with color: ruby red, and pric
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import math
+import threading
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -96,26 +98,81 @@ def _pick(rng: np.random.Generator, items: Sequence[str], lo: int, hi: int) -> t
     return tuple(items[i] for i in sorted(rng.choice(len(items), size=n, replace=False)))
 
 
+DRAWS_PER_PRODUCT = 64  # uniforms each product consumes from the catalogue's stream (it uses fewer)
+
+
+class _Draws:
+    """The uniforms of one product: a fixed slice of the catalogue's PCG64 stream, read in order."""
+
+    __slots__ = ("i", "u")
+
+    def __init__(self, u: list[float]) -> None:
+        self.u, self.i = u, 0
+
+    def uniform(self) -> float:
+        self.i += 1
+        return self.u[self.i - 1]
+
+    def int(self, n: int) -> int:
+        return min(int(self.uniform() * n), n - 1)
+
+    def pick(self, items: Sequence, lo: int, hi: int) -> tuple:
+        """``lo`` to ``hi`` distinct items, in their original order (a partial Fisher-Yates shuffle)."""
+        k = lo + self.int(min(hi, len(items)) - lo + 1)
+        idx = list(range(len(items)))
+        for j in range(k):
+            r = j + self.int(len(idx) - j)
+            idx[j], idx[r] = idx[r], idx[j]
+        return tuple(items[i] for i in sorted(idx[:k]))
+
+
+_STREAMS: dict[int, tuple[np.random.PCG64, np.random.Generator, dict]] = {}
+_STREAM_LOCK = threading.Lock()
+
+
+def _product_draws(seed: int, index: int) -> list[float]:
+    """Product ``index``'s uniforms: the PCG64 stream seeded by ``seed``, advanced to the product's slice."""
+    with _STREAM_LOCK:
+        if seed not in _STREAMS:
+            bit = np.random.PCG64(seed)
+            _STREAMS[seed] = (bit, np.random.Generator(bit), bit.state)
+        bit, gen, start = _STREAMS[seed]
+        bit.state = start
+        bit.advance(DRAWS_PER_PRODUCT * index)
+        return gen.random(DRAWS_PER_PRODUCT).tolist()
+
+
+def iter_products(seed: int, size: int, block: int = 4096) -> Iterator[Product]:
+    """Products ``0 .. size-1`` in order, drawn from the stream in blocks (fast, for building the index)."""
+    gen = np.random.Generator(np.random.PCG64(seed))
+    for start in range(0, size, block):
+        rows = gen.random((min(block, size - start), DRAWS_PER_PRODUCT)).tolist()
+        for offset, row in enumerate(rows):
+            yield build_product(start + offset, _Draws(row))
+
+
 @functools.lru_cache(maxsize=8192)
 def generate_product(seed: int, index: int) -> Product:
     """Product ``index`` of the catalogue seeded by ``seed`` (the same for any catalogue size)."""
-    rng = np.random.default_rng([seed, index, 11])
-    top = TOP[int(rng.integers(len(TOP)))]
+    return build_product(index, _Draws(_product_draws(seed, index)))
+
+
+def build_product(index: int, d: _Draws) -> Product:
+    top = TOP[d.int(len(TOP))]
     path, types, attr_pool, option_pool, (low, high) = CATEGORIES[top]
-    kind = types[int(rng.integers(len(types)))]
-    brand = "".join(_SYLLABLES[i] for i in rng.integers(len(_SYLLABLES), size=2)).capitalize()
-    attributes = _pick(rng, attr_pool, 2, 4)
-    adj = _ADJS[int(rng.integers(len(_ADJS)))]
-    model = f"{chr(65 + int(rng.integers(26)))}{chr(65 + int(rng.integers(26)))}-{int(rng.integers(100, 10000))}"
+    kind = types[d.int(len(types))]
+    brand = (_SYLLABLES[d.int(len(_SYLLABLES))] + _SYLLABLES[d.int(len(_SYLLABLES))]).capitalize()
+    attributes = d.pick(attr_pool, 2, 4)
+    adj = _ADJS[d.int(len(_ADJS))]
+    model = f"{chr(65 + d.int(26))}{chr(65 + d.int(26))}-{100 + d.int(9900)}"
     title = f"{brand} {adj.capitalize()} {kind.title()} {model}, {attributes[0].title()}"
-    names = _pick(rng, sorted(option_pool), 0, 2)
-    options = tuple((n, _pick(rng, option_pool[n], 2, 5)) for n in names)
-    price = round(float(np.exp(rng.uniform(np.log(low), np.log(high)))), 2)
+    options = tuple((n, d.pick(option_pool[n], 2, 5)) for n in d.pick(sorted(option_pool), 0, 2))
+    price = round(low * math.exp(d.uniform() * math.log(high / low)), 2)  # log-uniform
     bullets = tuple(f"{a.capitalize()}: designed for {kind}s that last." if i == 0 else f"{a.capitalize()}."
                     for i, a in enumerate(attributes))
     description = (f"The {brand} {kind} is {', '.join(attributes[:-1]) + ' and ' if len(attributes) > 1 else ''}"
                    f"{attributes[-1]}. {'An' if adj[0] in 'aeiou' else 'A'} {adj} choice for every day.")
-    reviews = tuple(_REVIEWS[i] for i in _pick(rng, range(len(_REVIEWS)), 0, 2))  # type: ignore[arg-type]
+    reviews = d.pick(_REVIEWS, 0, 2)
     rating = "N.A." if not reviews else f"{sum(float(r[1]) for r in reviews) / len(reviews):.1f}"
     return Product(asin_of(index), title, price, f"${price}", top, kind, f"{path} › {top.title()} › {kind.title()}",
                    description, bullets, attributes, options, rating, tuple(Review(*r) for r in reviews))
