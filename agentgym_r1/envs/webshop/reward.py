@@ -111,16 +111,26 @@ _NOT_NOUNS = frozenset(_words(
 _ADJ_SUFFIX = re.compile(r".{3,}(?:ous|ful|less|able|ible|ive|ly|ish|ical|ed|ing)$")
 
 
-def title_nouns(title: str) -> list[str]:
-    """The title's probable nouns (lowercased): what spaCy's NOUN/PROPN tags give in the original."""
+def tokens(title: str) -> list[str]:
+    """Lowercased tokens, split as spaCy's English tokenizer mostly does (see ``benchmarks/README.md``)."""
+    return _TOKEN.findall(title.lower())
+
+
+def noun_filter(toks: Iterable[str]) -> list[str]:
+    """The tokens that are probably nouns: not stop words, numbers, colours, sizes or adjective-like words."""
     out = []
-    for tok in _TOKEN.findall(title.lower()):
-        if not tok[0].isalpha() or any(c.isdigit() for c in tok) or tok in _STOP or tok in _NOT_NOUNS:
+    for tok in toks:
+        if not tok[:1].isalpha() or any(c.isdigit() for c in tok) or tok in _STOP or tok in _NOT_NOUNS:
             continue
         if tok in COLOR_SET or _ADJ_SUFFIX.fullmatch(tok):
             continue
         out.append(tok)
     return out
+
+
+def title_nouns(title: str) -> list[str]:
+    """The title's probable nouns (lowercased): what spaCy's NOUN/PROPN tags give in the original."""
+    return noun_filter(tokens(title))
 
 
 @dataclass(frozen=True, slots=True)
