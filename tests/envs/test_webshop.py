@@ -239,3 +239,17 @@ def test_generated_catalogue_is_seeded_lazy_and_sized():
     assert all(v in product.option_dict[k] for k, v in goal.goal_options)
     small = WebShopEnv(num_products=50, seed=1)
     assert len(small.catalogue) == 50 and small.catalogue is not load_catalogue("generated")
+
+
+def test_synthetic_goals_are_drawn_by_webshop_weight():
+    env = WebShopEnv(str(shared_data("webshop")), goals="synthetic")
+    goals = env.catalogue.goals
+    weights = [goals[i].meta["goal"].weight for i in range(len(goals))]
+    drawn = []
+    for seed in range(3000):
+        env.reset(seed=seed)
+        drawn.append(env.task.meta["goal"].weight)
+    # weighted draws favour heavy goals: the mean drawn weight is E[w^2]/E[w], well above the uniform mean E[w]
+    uniform, weighted = sum(weights) / len(weights), sum(w * w for w in weights) / sum(weights)
+    assert weighted > 1.5 * uniform
+    assert abs(sum(drawn) / len(drawn) - weighted) < abs(sum(drawn) / len(drawn) - uniform)

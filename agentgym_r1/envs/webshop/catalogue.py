@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from agentgym_r1.core.tasks import TaskSource
 
 SEARCH_RETURN_N = 50  # results a search returns (WebShop's SEARCH_RETURN_N)
@@ -111,10 +113,24 @@ class Catalogue:
     goals: TaskSource
     index: Any  # a Retriever over the products (id = ASIN)
     lookup: Callable[[str], int | None] | None = None  # ASIN (upper case) -> index; default: a dict built here
+    goal_weights: Sequence[float] | None = None  # draw goals in proportion (WebShop's goal weights); None: uniform
+    _cumulative: Any = None
 
     def __post_init__(self) -> None:
         if self.lookup is None:
             self.lookup = {p.asin.upper(): i for i, p in enumerate(self.products)}.get
+        if self.goal_weights is not None and len(set(self.goal_weights)) > 1:
+            cumulative = np.cumsum(np.asarray(self.goal_weights, dtype=float))
+            cumulative.flags.writeable = False
+            self._cumulative = cumulative
+
+    def draw_goal(self, rng: np.random.Generator) -> int:
+        """A goal index drawn with ``rng``: in proportion to the goal weights (as WebShop samples its synthetic
+        goals, favouring rare attributes), or uniformly when all weights are equal."""
+        if self._cumulative is None:
+            return int(rng.integers(len(self.goals)))
+        u = rng.random() * self._cumulative[-1]
+        return min(int(np.searchsorted(self._cumulative, u, side="right")), len(self._cumulative) - 1)
 
     def __len__(self) -> int:
         return len(self.products)

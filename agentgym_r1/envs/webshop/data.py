@@ -53,7 +53,7 @@ def load_official(path: str, goals: str = "auto", seed: int = 0, num_products: i
             f"{'items_human_ins*.json (or product instructions)' if kind == 'human' else 'items_ins_v2*.json'} "
             f"beside it (found: {human_file if kind == 'human' else attr_file}).")
     return Catalogue(f"{products_file.name}:{kind}", tuple(products), _tasks(found, kind),
-                     index=_index(products))
+                     index=_index(products), goal_weights=tuple(g.weight for g in found))
 
 
 @functools.lru_cache(maxsize=8)

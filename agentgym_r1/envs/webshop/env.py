@@ -71,7 +71,10 @@ class WebShopEnv(Env):
     **Data sources.** ``source="generated"`` (default, offline): a seeded procedural catalogue of ``num_products``
     (default 1000, up to 1,000,000) with unlimited synthetic goals. Or a path to the official files (a product file:
     ``items_shuffle*.json`` or ``{id, contents, product}`` JSONL; or their directory, with ``items_ins_v2*.json`` and
-    ``items_human_ins*.json`` found beside it); ``goals="human"``, ``"synthetic"`` or ``"auto"``.
+    ``items_human_ins*.json`` found beside it); ``goals="human"``, ``"synthetic"`` or ``"auto"`` (human when there
+    are human instructions); ``num_products`` keeps the first products of the file. Goals are drawn with
+    ``self.np_random`` in proportion to WebShop's goal weights (synthetic goals with rare attributes come up more
+    often; human goals uniformly), or chosen with ``options={"index": i}`` / ``{"task_id": ...}``.
 
     **Version history.** v0: first release.
     """
@@ -119,7 +122,8 @@ class WebShopEnv(Env):
 
     # -- episode ----------------------------------------------------------------------------------------------------
     def _begin(self, options: dict[str, Any]) -> list[EnvMessage]:
-        self.task = self.pick(self.catalogue.goals, options)
+        goals = self.catalogue.goals
+        self.task = self.pick(goals, options) if options else goals[self.catalogue.draw_goal(self.np_random)]
         self.session = Session()
         return [EnvMessage("system", self.system_prompt), EnvMessage(None, "\n\n"), EnvMessage("user", self._page())]
 
