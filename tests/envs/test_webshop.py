@@ -169,8 +169,10 @@ def test_bad_input_on_the_item_page(shared_env):
         assert obs.startswith(info["error"] + "\n\nWebShop [SEP] Instruction:")
         assert message in info["error"] and reward == -0.1 and not terminated
         assert info["env"]["page"] == "item" and info["env"]["options"] == {}
-    *_, info = env.step('<tool_call>{"name": "click", "arguments": {"button": "120ML"}}</tool_call>')
+    obs, *_, info = env.step('<tool_call>{"name": "click", "arguments": {"button": "120ML"}}</tool_call>')
     assert info["valid"] and info["action"]["kind"] == "tool_call" and info["env"]["options"] == {"color": "120ml"}
+    assert obs.startswith("<tool_response>\nWebShop [SEP] Instruction:") and obs.endswith("\n</tool_response>")
+    assert env.transcript.messages()[-1]["role"] == "tool" and env.transcript.messages()[-1]["content"].startswith("WebShop")
     _, reward, terminated, _, info = env.step("<think>done</think>click[Buy Now]")
     assert terminated and reward == 1.0 and info["success"]
 

@@ -55,7 +55,8 @@ class WebShopEnv(Env):
     ``[SEP]``-separated text (``WebShop [SEP] Instruction: [SEP] ... [SEP] Search``), then a line
     ``Available actions: search[<your query>], click[...], ...``. The clickables are also in
     ``info["env"]["available_actions"]`` (``has_search_bar``, ``clickables``). After an invalid action: the error
-    message, then the current page again.
+    message, then the current page again. An action given as a Hermes tool call is answered with a ``tool`` message,
+    the page inside ``<tool_response>...</tool_response>``.
 
     **Action.** ``search[query]`` or ``click[button]`` (buttons match case-insensitively), or one Hermes tool call
     ``search(query)`` / ``click(button)``. Invalid: malformed text, a search off the search page, a button, product or
@@ -137,11 +138,15 @@ class WebShopEnv(Env):
             return self._invalid(info, str(arg))
         error = self._search(arg) if verb == "search" else self._click(arg)
         if isinstance(error, Turn):
-            error.action = info
-            return error
-        if error is not None:
-            return self._invalid(info, error)
-        return Turn(info, [EnvMessage("user", self._page())])
+            turn, turn.action = error, info
+        elif error is not None:
+            turn = self._invalid(info, error)
+        else:
+            turn = Turn(info, [EnvMessage("user", self._page())])
+        if info["kind"] == "tool_call":  # answer a tool call with a tool message, as Hermes chat templates expect
+            turn.messages = [EnvMessage("tool", self._hermes.render_result(verb, m.text), m.text)
+                             for m in turn.messages]
+        return turn
 
     def _parse(self, action: str) -> tuple[str | None, str, dict[str, Any]]:
         """``(verb, argument, info["action"])``; ``verb`` None means invalid, with the message as argument."""
