@@ -255,3 +255,16 @@ def test_synthetic_goals_are_drawn_by_webshop_weight():
     uniform, weighted = sum(weights) / len(weights), sum(w * w for w in weights) / sum(weights)
     assert weighted > 1.5 * uniform
     assert abs(sum(drawn) / len(drawn) - weighted) < abs(sum(drawn) / len(drawn) - uniform)
+
+
+def test_scripted_policy_reads_only_the_page_and_buys_validly():
+    from agentgym_r1.leaderboard.policies import WebShopScriptedPolicy
+    from agentgym_r1.leaderboard.runner import run_episode, summarise
+
+    env = gym.make("AgentR1/WebShop-v0", source=str(shared_data("webshop")), goals="human")
+    policy = WebShopScriptedPolicy()
+    assert not policy.is_oracle
+    results = [run_episode(env, policy, seed) for seed in range(26)]
+    summary = summarise(results)
+    assert summary["invalid_rate"] == 0.0 and not any(r.truncated for r in results)
+    assert 0.5 < sum(r.metrics["score"] for r in results) / len(results) < 1.0  # a baseline, not an oracle

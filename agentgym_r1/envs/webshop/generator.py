@@ -3,9 +3,11 @@
 Every product and every goal is a pure function of ``(seed, size, index)``: products are made on demand (a small
 cache keeps the ones in use), so the catalogue costs only its search index in memory. Five top categories as in
 WebShop (beauty, electronics, fashion, garden, grocery), each with product types, attributes, option kinds and
-price ranges. Titles carry a brand and a model code so most are unique. A goal picks a product, one to three of
-its attributes, one value of each of its options and a price limit (WebShop's rule), and writes an instruction
-such as "i am looking for a long lasting lipstick with color: ruby red, and price lower than 30.00 dollars".
+price ranges. Products come in families of four near duplicates (same type, brand and kinds of options; each
+lacks one of the family's attributes or not, and has its own option values, price and model code), as sellers
+list variants on Amazon. A goal picks a product, two or three of its attributes, one value of each of its options
+and a price limit (WebShop's rule), and writes an instruction such as "i am looking for a lipstick that is long
+lasting and cruelty free with color: ruby red, and price lower than 30.00 dollars".
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ def _pick(rng: np.random.Generator, items: Sequence[str], lo: int, hi: int) -> t
 
 
 DRAWS_PER_PRODUCT = 64  # uniforms each product consumes from the catalogue's stream (it uses fewer)
+HALF = DRAWS_PER_PRODUCT // 2  # the first half of a family leader's draws are the family's, the second its own
+FAMILY = 4  # products 4k .. 4k+3 are siblings: same type, brand and kinds of options
 
 
 class _Draws:
@@ -144,30 +148,41 @@ def _product_draws(seed: int, index: int) -> list[float]:
 
 def iter_products(seed: int, size: int, block: int = 4096) -> Iterator[Product]:
     """Products ``0 .. size-1`` in order, drawn from the stream in blocks (fast, for building the index)."""
+    assert block % FAMILY == 0
     gen = np.random.Generator(np.random.PCG64(seed))
     for start in range(0, size, block):
         rows = gen.random((min(block, size - start), DRAWS_PER_PRODUCT)).tolist()
         for offset, row in enumerate(rows):
-            yield build_product(start + offset, _Draws(row))
+            leader = rows[offset - offset % FAMILY]
+            yield build_product(start + offset, _Draws(leader[:HALF]), _Draws(row[HALF:]))
 
 
 @functools.lru_cache(maxsize=8192)
 def generate_product(seed: int, index: int) -> Product:
     """Product ``index`` of the catalogue seeded by ``seed`` (the same for any catalogue size)."""
-    return build_product(index, _Draws(_product_draws(seed, index)))
+    own = _product_draws(seed, index)
+    leader = own if index % FAMILY == 0 else _product_draws(seed, index - index % FAMILY)
+    return build_product(index, _Draws(leader[:HALF]), _Draws(own[HALF:]))
 
 
-def build_product(index: int, d: _Draws) -> Product:
-    top = TOP[d.int(len(TOP))]
+def build_product(index: int, family: _Draws, d: _Draws) -> Product:
+    """A product from its family's draws (category, type, brand, attributes, option kinds, base price) and its
+    own (which attribute it lacks, model, option values, price): siblings are near duplicates, as on Amazon."""
+    top = TOP[family.int(len(TOP))]
     path, types, attr_pool, option_pool, (low, high) = CATEGORIES[top]
-    kind = types[d.int(len(types))]
-    brand = (_SYLLABLES[d.int(len(_SYLLABLES))] + _SYLLABLES[d.int(len(_SYLLABLES))]).capitalize()
-    attributes = d.pick(attr_pool, 2, 4)
-    adj = _ADJS[d.int(len(_ADJS))]
+    kind = types[family.int(len(types))]
+    brand = (_SYLLABLES[family.int(len(_SYLLABLES))] + _SYLLABLES[family.int(len(_SYLLABLES))]).capitalize()
+    attributes = family.pick(attr_pool, 3, 5)
+    adj = _ADJS[family.int(len(_ADJS))]
+    names = family.pick(sorted(option_pool), 0, 2)
+    base = low * math.exp(family.uniform() * math.log(high / low))  # log-uniform
+    if d.uniform() < 0.75:  # most siblings lack one of the family's attributes
+        lacking = d.int(len(attributes))
+        attributes = attributes[:lacking] + attributes[lacking + 1 :]
     model = f"{chr(65 + d.int(26))}{chr(65 + d.int(26))}-{100 + d.int(9900)}"
     title = f"{brand} {adj.capitalize()} {kind.title()} {model}, {attributes[0].title()}"
-    options = tuple((n, d.pick(option_pool[n], 2, 5)) for n in d.pick(sorted(option_pool), 0, 2))
-    price = round(low * math.exp(d.uniform() * math.log(high / low)), 2)  # log-uniform
+    options = tuple((n, d.pick(option_pool[n], 2, 5)) for n in names)
+    price = round(base * math.exp(0.8 * d.uniform() - 0.4), 2)
     bullets = tuple(f"{a.capitalize()}: designed for {kind}s that last." if i == 0 else f"{a.capitalize()}."
                     for i, a in enumerate(attributes))
     description = (f"The {brand} {kind} is {', '.join(attributes[:-1]) + ' and ' if len(attributes) > 1 else ''}"
@@ -199,7 +214,7 @@ def generate_goal(seed: int, size: int, index: int) -> Goal:
     """Goal ``index``: a product, some of its attributes, one value per option, a price limit, an instruction."""
     rng = np.random.default_rng([seed, size, index, 23])
     product = generate_product(seed, int(rng.integers(size)))
-    attrs = _pick(rng, product.attributes, 1, 3)
+    attrs = _pick(rng, product.attributes, min(2, len(product.attributes)), 3)
     chosen = tuple((n, vs[int(rng.integers(len(vs)))]) for n, vs in product.options)
     upper, price_text = price_limit(product.price, lambda xs, n: [xs[i] for i in rng.choice(len(xs), n, replace=False)])
     said = ", ".join(attrs[:-1]) + (" and " if len(attrs) > 1 else "") + attrs[-1]
