@@ -134,6 +134,24 @@ def type_agreement() -> None:
           f"r_type < 1 in {below_one / total:.1%}")
 
 
+def baselines(episodes: int = 200) -> None:
+    """Success and mean score of the scripted search-and-buy policy (and the oracle) on each goal set."""
+    from agentgym_r1.leaderboard.policies import WebShopScriptedPolicy
+    from agentgym_r1.leaderboard.runner import run_episode, summarise
+
+    sources = [("generated 1k", {})]
+    if (SHARED / "webshop").exists():
+        sources += [(f"shared {g}", {"source": SHARED / "webshop", "goals": g}) for g in ("synthetic", "human")]
+    for label, kw in sources:
+        for policy in (WebShopScriptedPolicy(), WebShopOraclePolicy()):
+            env = WebShopEnv(**kw)
+            results = [run_episode(env, policy, seed) for seed in range(episodes)]
+            s = summarise(results)
+            score = sum(r.metrics["score"] for r in results) / len(results)
+            print(f"{policy.name} on {label}, {episodes} episodes: success {s['success']:.1%}, "
+                  f"mean score {score:.3f}, mean turns {s['mean_turns']:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 100_000])
@@ -146,6 +164,7 @@ def main() -> None:
     memory_per_instance(args.instances)
     if (SHARED / "webshop").exists():
         type_agreement()
+    baselines()
 
 
 if __name__ == "__main__":
