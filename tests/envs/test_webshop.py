@@ -127,6 +127,7 @@ def test_buy_grades_with_every_part_in_info(shared_env):
     assert reward == pytest.approx((n_att + 0 + parts["r_price"]) / (n_att + n_opt + 1)) == parts["score"]
     assert obs.startswith("Thank you for shopping with us! [SEP] Purchased [SEP] asin [SEP] " + goal.asin)
     assert info["env"]["purchased"]["options"] == {"color": wrong}
+    assert info["env"]["goal"]["asin"] == goal.asin and info["env"]["goal"]["goal_options"] == {"color": "orange"}
 
 
 BAD = [

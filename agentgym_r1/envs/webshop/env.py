@@ -65,7 +65,8 @@ class WebShopEnv(Env):
     **Reward.** ``outcome`` at ``Buy Now``: WebShop's score in [0, 1] (attributes, options with colour normalisation,
     price, times the type factor; see :mod:`agentgym_r1.envs.webshop.reward`). ``format``: ``format_penalty`` per
     invalid action. ``success`` when the score is 1. ``metrics``: ``score`` and every part (``r_type``, ``r_att``,
-    ``r_option``, ``r_price``, ``query_match``, ``category_match``, ``title_score``, weights ``w_*``).
+    ``r_option``, ``r_price``, ``query_match``, ``category_match``, ``title_score``, weights ``w_*``); at the
+    purchase ``info["env"]`` also has ``purchased`` (ASIN, options, price) and the ``goal``.
 
     **Episode end.** Terminated at ``Buy Now``; truncated at the turn limit (15).
 
@@ -239,5 +240,5 @@ class WebShopEnv(Env):
         self._clickables = []
         text = render_done(product.asin, s.options, score)
         extra = {**self.env_info(), "purchased": {"asin": product.asin, "options": dict(s.options),
-                                                 "price": product.price}}
+                                                 "price": product.price}, "goal": self.task.meta["goal"].to_dict()}
         return Turn({}, [EnvMessage("user", text)], outcome=score, terminated=True, extra=extra)
