@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import gymnasium as gym
@@ -181,6 +182,11 @@ def test_bad_input_on_the_item_page(shared_env):
 def test_envs_share_one_catalogue_and_reject_bad_config(tmp_path):
     a, b = WebShopEnv(), gym.make("AgentR1/WebShop-v0").unwrapped
     assert a.catalogue is b.catalogue
+    product = a.catalogue.products[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.catalogue.index = None  # read-only: no env can change what the others see
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        product.price = 0.0
     with pytest.raises(UnknownOptionError):
         WebShopEnv(bogus=1)
     with pytest.raises(ConfigError, match="goals"):

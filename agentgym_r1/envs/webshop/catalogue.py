@@ -104,7 +104,7 @@ def price_limit(price: float, draw: Callable[[Sequence[float], int], Sequence[fl
     return float(upper), f", and price lower than {upper:.2f} dollars"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Catalogue:
     """Products, goals and a search engine. Build once (the loaders cache it) and share between envs."""
 
@@ -118,11 +118,11 @@ class Catalogue:
 
     def __post_init__(self) -> None:
         if self.lookup is None:
-            self.lookup = {p.asin.upper(): i for i, p in enumerate(self.products)}.get
+            object.__setattr__(self, "lookup", {p.asin.upper(): i for i, p in enumerate(self.products)}.get)
         if self.goal_weights is not None and len(set(self.goal_weights)) > 1:
             cumulative = np.cumsum(np.asarray(self.goal_weights, dtype=float))
             cumulative.flags.writeable = False
-            self._cumulative = cumulative
+            object.__setattr__(self, "_cumulative", cumulative)
 
     def draw_goal(self, rng: np.random.Generator) -> int:
         """A goal index drawn with ``rng``: in proportion to the goal weights (as WebShop samples its synthetic
