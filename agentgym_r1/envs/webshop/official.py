@@ -101,7 +101,7 @@ def _options(raw: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
         if contents is None:
             continue
         if isinstance(contents, list) and contents and isinstance(contents[0], str):  # processed: values already
-            values = tuple(contents)
+            values = tuple(str(v).lower() for v in contents)
         else:
             values = tuple(str(c["value"]).strip().replace("/", " | ").lower() for c in contents)
         out.append((str(name).lower(), values))
