@@ -45,7 +45,12 @@ def bench_ours(n: int, wrapped: bool) -> dict[str, float]:
     env = gym.make("AgentR1/GSM8K-v0", source="synthetic")
     target = env if wrapped else env.unwrapped
     label = "gym.make" if wrapped else "unwrapped"
-    state = {"answer": "0"}
+    state = {"answer": "0", "i": 0}
+
+    def distinct_call() -> object:  # a new expression each time: the parse cache never hits
+        state["i"] += 1
+        expression = f"({state['i']} + 30) * 4 / 7"
+        return target.step(f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{expression}"}}}}</tool_call>')
 
     def reset() -> None:
         target.reset(seed=0)
@@ -54,6 +59,8 @@ def bench_ours(n: int, wrapped: bool) -> dict[str, float]:
     out = {
         "reset": report(f"agentgym-r1 GSM8K ({label}) reset", timed(n, lambda: None, lambda: target.reset())),
         "calculator": report(f"agentgym-r1 GSM8K ({label}) calculator step", timed(n, reset, lambda: target.step(CALC))),
+        "calculator_distinct": report(f"agentgym-r1 GSM8K ({label}) calculator, new expr",
+                                      timed(n, reset, distinct_call)),
         "answer": report(f"agentgym-r1 GSM8K ({label}) answer step",
                          timed(n, reset, lambda: target.step(state["answer"]))),
         "invalid": report(f"agentgym-r1 GSM8K ({label}) invalid step", timed(n, reset, lambda: target.step(INVALID))),
@@ -96,7 +103,8 @@ def main() -> None:
     skyrl = bench_skyrl(args.n)
     gem = bench_gem(max(200, args.n // 20))
     print()
-    print(f"targets: calculator step <= 50 us median (gym.make: {wrapped['calculator']:.1f} us), "
+    print(f"targets: calculator step <= 50 us median (gym.make: {wrapped['calculator']:.1f} us repeated expression, "
+          f"{wrapped['calculator_distinct']:.1f} us new expressions), "
           f"answer step <= 10 us (gym.make: {wrapped['answer']:.1f} us)")
     if skyrl:
         print(f"answer step vs skyrl-gym gsm8k: {wrapped['answer'] / skyrl:.1f}x (gym.make), "
