@@ -275,3 +275,28 @@ def test_scripted_policy_reads_only_the_page_and_buys_validly():
     summary = summarise(results)
     assert summary["invalid_rate"] == 0.0 and not any(r.truncated for r in results)
     assert 0.5 < sum(r.metrics["score"] for r in results) / len(results) < 1.0  # a baseline, not an oracle
+
+
+def test_official_files_in_bad_shapes_raise_named_errors(tmp_path):
+    bad_json = tmp_path / "a" / "documents.jsonl"
+    bad_json.parent.mkdir()
+    bad_json.write_text('{"id": "B1", "contents": "x", "product": {}}\n{not json\n')
+    with pytest.raises(DataFormatError, match="not valid JSON lines"):
+        load_catalogue(bad_json)
+    malformed = tmp_path / "b" / "items_shuffle.json"
+    malformed.parent.mkdir()
+    malformed.write_text(json.dumps([{"asin": "B000000001", "name": "Lamp"}, {"asin": "B000000002", "title": "x"}]))
+    with pytest.raises(DataFormatError, match=r"record 1 \(0-based\) is malformed"):  # the second record has no name
+        load_catalogue(malformed)
+    good = tmp_path / "c" / "items_shuffle.json"
+    good.parent.mkdir()
+    good.write_text(json.dumps([_raw_product("B000000001", "Oak Side Table", {})]))
+    with pytest.raises(DataFormatError, match="no human goals"):
+        load_catalogue(good, goals="human")
+    with pytest.raises(DataFormatError, match="no synthetic goals"):
+        load_catalogue(good)
+    (good.parent / "items_human_ins.json").write_text(json.dumps({"B000000001": [
+        {"instruction": "i want an oak side table.", "instruction_attributes": ["oak"], "instruction_options": []},
+        {"instruction": "no attributes: skipped", "instruction_attributes": [], "instruction_options": []}]}))
+    catalogue = load_catalogue(good.parent, goals="human")
+    assert len(catalogue.goals) == 1 and catalogue.goals[0].prompt.startswith("i want an oak side table, and price")

@@ -145,7 +145,7 @@ def load_products(path: Path, attributes: Mapping[str, Any], seed: int,
     and the human instructions found inside processed records."""
     data = read_json(path)
     if isinstance(data, list) and data and isinstance(data[0], Mapping) and "product" in data[0]:
-        records = [d["product"] for d in data]
+        records = [d.get("product") if isinstance(d, Mapping) else None for d in data]
     elif isinstance(data, list) and data and isinstance(data[0], Mapping) and "asin" in data[0] and "name" in data[0]:
         records = data
     else:
@@ -155,7 +155,7 @@ def load_products(path: Path, attributes: Mapping[str, Any], seed: int,
         raise DataFormatError(f"{path} is not a WebShop product file: found a {shape} (keys {keys}). Expected "
                               f"{EXPECTED}.")
     products, seen, human = [], set(), {}
-    for rec in records[:limit] if limit else records:
+    for i, rec in enumerate(records[:limit] if limit else records):
         try:
             asin = str(rec["asin"])
             if asin == "nan" or len(asin) > 10 or asin in seen:
@@ -163,7 +163,7 @@ def load_products(path: Path, attributes: Mapping[str, Any], seed: int,
             seen.add(asin)
             products.append(product_from_record(rec, attributes, seed))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise DataFormatError(f"{path}: product record {len(seen)} is malformed ({type(e).__name__}: {e}); "
+            raise DataFormatError(f"{path}: product record {i} (0-based) is malformed ({type(e).__name__}: {e}); "
                                   f"expected WebShop's product fields (asin, name or Title, ...)") from e
         if isinstance(rec.get("instructions"), list):
             human[asin] = rec["instructions"]
