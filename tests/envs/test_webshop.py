@@ -300,3 +300,24 @@ def test_official_files_in_bad_shapes_raise_named_errors(tmp_path):
         {"instruction": "no attributes: skipped", "instruction_attributes": [], "instruction_options": []}]}))
     catalogue = load_catalogue(good.parent, goals="human")
     assert len(catalogue.goals) == 1 and catalogue.goals[0].prompt.startswith("i want an oak side table, and price")
+
+
+def test_turn_limit_truncates_without_a_purchase():
+    env = gym.make("AgentR1/WebShop-v0")
+    env.reset(seed=0)
+    for turn in range(15):
+        _, reward, terminated, truncated, info = env.step("click[nothing]")
+        assert not terminated and truncated == (turn == 14) and reward == -0.1
+    assert info["episode_end"] == "turn_limit" and not info["success"] and info["metrics"]["score"] == 0.0
+
+
+def test_envs_in_threads_share_the_catalogue():
+    from concurrent.futures import ThreadPoolExecutor
+
+    def worker(start: int) -> list[float]:
+        env, policy = gym.make("AgentR1/WebShop-v0"), WebShopOraclePolicy()
+        return [play(env, policy, seed=s)["metrics"]["score"] for s in range(start, start + 15)]
+
+    with ThreadPoolExecutor(4) as pool:
+        scores = [x for xs in pool.map(worker, range(0, 60, 15)) for x in xs]
+    assert scores == [1.0] * 60
