@@ -10,6 +10,7 @@ The index lives in memory (``index_dir=None``) or on disk, where tantivy memory-
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -49,11 +50,11 @@ def _schema(tv):
 
 
 def _pack(doc: Document) -> bytes:
-    return f"{doc.id}\x1f{doc.title}\x1f{doc.text}".encode()
+    return json.dumps([doc.id, doc.title, doc.text], ensure_ascii=False).encode()
 
 
 def _unpack(raw: bytes) -> Document:
-    doc_id, title, text = raw.decode().split("\x1f", 2)
+    doc_id, title, text = json.loads(raw)
     return Document(doc_id, title, text)
 
 

@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from agentgym_r1.error import IndexMismatchError, IndexNotFoundError
+from agentgym_r1.retrieval.base import Document
 from tests.retrieval.conftest import BAD_QUERIES, QUERIES, SMALL_DOCS
 
 pytest.importorskip("tantivy")
@@ -93,3 +94,9 @@ def test_recall_at_5_of_gold_paragraphs_on_hotpotqa(hotpot_records, hotpot_docs)
           f"{len(hotpot_docs)} paragraphs")
     assert len(hotpot_docs) > 10_000
     assert recall > 0.5
+
+
+def test_any_characters_in_documents_round_trip():
+    odd = Document("id\x1f\n\"1\"", "Tïtle \x1f with \\ quotes \"", "Text with\nnew lines, \x00 and 🙂 zebra.")
+    retriever = BM25Retriever.build([*SMALL_DOCS, odd])
+    assert retriever.search("zebra", k=1)[0].doc == odd
