@@ -1,6 +1,6 @@
 """Retrieval benchmark: build time, memory, query latency (p50/p95) and top-5 agreement of the retrieval engines.
 
-Engines: ``bm25`` (the default in-process backend, tantivy), ``bm25s`` (the pure-Python alternative, measured raw),
+Engines: ``bm25`` (the default in-process backend, tantivy; ``bm25-nostem`` without stemming), ``bm25s`` (the pure-Python alternative, measured raw),
 ``lucene`` (pyserini) and ``dense`` (faiss + all-MiniLM-L6-v2; latency includes encoding the query). Each engine is
 built in one fresh process and queried in another, so RSS figures are its own.
 
@@ -112,15 +112,17 @@ def build(engine: str, corpus: str, index_dir: Path, dense_docs: int) -> dict:
     else:
         from agentgym_r1.retrieval import build_retriever
 
-        opts = {}
+        opts: dict = {"stem": False} if engine == "bm25-nostem" else {}
         if engine == "dense":
             from agentgym_r1.retrieval.dense import packaged_minilm_path
 
             opts["model"] = packaged_minilm_path()
             items = docs if isinstance(docs, list) else list(iter_corpus(docs))
             docs = items[:dense_docs]
-        build_retriever("lucene" if engine == "lucene" else engine, docs, index_dir, cache=False, **opts).close()
-    return {"build_s": time.perf_counter() - t0, "build_peak_rss_mb": _peak_mb(),
+        build_retriever(engine.split("-")[0], docs, index_dir, cache=False, **opts).close()
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"build_s": time.perf_counter() - t0, "build_cpu_s": own.ru_utime + own.ru_stime,
+            "build_child_cpu_s": kids.ru_utime + kids.ru_stime, "build_peak_rss_mb": _peak_mb(),
             "build_child_peak_rss_mb": _peak_mb(resource.RUSAGE_CHILDREN)}
 
 
@@ -182,7 +184,7 @@ def compare(args: argparse.Namespace) -> None:
             index_dir.mkdir()
             results[engine] = {**_child("build", engine, args, index_dir), **_child("query", engine, args, index_dir)}
             r = results[engine]
-            print(f"{engine:7s} build {r['build_s']:7.1f} s  peak RSS {r['build_peak_rss_mb']:7.0f} MB "
+            print(f"{engine:7s} build {r['build_s']:7.1f} s (CPU {r['build_cpu_s'] + r['build_child_cpu_s']:6.1f} s)  peak RSS {r['build_peak_rss_mb']:7.0f} MB "
                   f"(indexer subprocess {r['build_child_peak_rss_mb']:5.0f} MB)  load {r['load_s']:5.2f} s  "
                   f"query p50 {r['p50_ms']:7.3f} ms  p95 {r['p95_ms']:7.3f} ms  p99 {r['p99_ms']:7.3f} ms  "
                   f"RSS after queries {r['rss_after_load_and_queries_mb']:6.0f} MB  ({r['queries']} queries)",

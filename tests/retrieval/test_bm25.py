@@ -100,3 +100,13 @@ def test_any_characters_in_documents_round_trip():
     odd = Document("id\x1f\n\"1\"", "Tïtle \x1f with \\ quotes \"", "Text with\nnew lines, \x00 and 🙂 zebra.")
     retriever = BM25Retriever.build([*SMALL_DOCS, odd])
     assert retriever.search("zebra", k=1)[0].doc == odd
+
+
+def test_unstemmed_index_keeps_its_analyzer(tmp_path):
+    BM25Retriever.build(SMALL_DOCS, tmp_path / "idx", stem=False)
+    loaded = BM25Retriever.load(tmp_path / "idx")
+    assert loaded.stem is False
+    assert loaded.terms("converting plants") == ["converting", "plants"]
+    assert loaded.search("plants", k=1)[0].doc.id == "d2"
+    with pytest.raises(IndexMismatchError, match="stem=False"):
+        BM25Retriever.load(tmp_path / "idx", stem=True)
