@@ -36,6 +36,14 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_retriever(args: argparse.Namespace) -> int:
+    from agentgym_r1.retrieval.server import serve
+
+    opts = {"model": args.model} if args.model else {}
+    serve(args.index, host=args.host, port=args.port, log_level=args.log_level, **opts)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym-r1", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -48,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="also print the summary as JSON")
     ev.add_argument("-v", "--verbose", action="store_true", help="print every episode")
     ev.set_defaults(func=_eval)
+    serve = sub.add_parser("serve", help="run a server").add_subparsers(dest="server", required=True)
+    sr = serve.add_parser("retriever", help="serve a saved retrieval index over HTTP (POST /retrieve, GET /health)")
+    sr.add_argument("--index", required=True, help="an index directory built by build_retriever")
+    sr.add_argument("--host", default="127.0.0.1")
+    sr.add_argument("--port", type=int, default=8000)
+    sr.add_argument("--model", default=None, help="embedding model directory (dense/hybrid; default: the saved one)")
+    sr.add_argument("--log-level", default="warning")
+    sr.set_defaults(func=_serve_retriever)
     return parser
 
 
