@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from agentgym_r1.error import IndexMismatchError, IndexNotFoundError
+from agentgym_r1.retrieval.base import Document
 from tests.retrieval.conftest import BAD_QUERIES, QUERIES, SMALL_DOCS
 
 pytest.importorskip("tantivy")
@@ -93,3 +94,19 @@ def test_recall_at_5_of_gold_paragraphs_on_hotpotqa(hotpot_records, hotpot_docs)
           f"{len(hotpot_docs)} paragraphs")
     assert len(hotpot_docs) > 10_000
     assert recall > 0.5
+
+
+def test_any_characters_in_documents_round_trip():
+    odd = Document("id\x1f\n\"1\"", "Tïtle \x1f with \\ quotes \"", "Text with\nnew lines, \x00 and 🙂 zebra.")
+    retriever = BM25Retriever.build([*SMALL_DOCS, odd])
+    assert retriever.search("zebra", k=1)[0].doc == odd
+
+
+def test_unstemmed_index_keeps_its_analyzer(tmp_path):
+    BM25Retriever.build(SMALL_DOCS, tmp_path / "idx", stem=False)
+    loaded = BM25Retriever.load(tmp_path / "idx")
+    assert loaded.stem is False
+    assert loaded.terms("converting plants") == ["converting", "plants"]
+    assert loaded.search("plants", k=1)[0].doc.id == "d2"
+    with pytest.raises(IndexMismatchError, match="stem=False"):
+        BM25Retriever.load(tmp_path / "idx", stem=True)
