@@ -27,6 +27,7 @@ def _eval(args: argparse.Namespace) -> int:
             if args.verbose:
                 print(f"episode {i:4d} task={r.task_id} success={r.success} reward={r.reward:.2f} turns={r.turns}"
                       + (f" error={r.error}" if r.error else ""))
+        policy.close()
     finally:
         env.close()
     s = summarise(results)

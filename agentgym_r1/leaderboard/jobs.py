@@ -107,6 +107,13 @@ def _play(job: Job, meta: RunMeta, env, store: ResultsStore, progress) -> JobOut
         policy = make_policy(job.policy, job.env_id, seed=job.seed, timeout=job.timeout)
     except AgentGymError as e:
         return _finish(store, meta, job, "failed", str(e), progress)
+    try:
+        return _episodes(job, meta, env, policy, store, progress)
+    finally:
+        policy.close()
+
+
+def _episodes(job: Job, meta: RunMeta, env, policy, store: ResultsStore, progress) -> JobOutcome:
     run_id = store.begin_run(meta)
     stored = store.episodes(run_id)
     done, successes = len(stored), sum(e.success for e in stored)

@@ -26,6 +26,9 @@ class Policy:
     def act(self, observation: str, info: dict[str, Any]) -> str:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Free what the policy holds (a connection, a model)."""
+
 
 class RandomPolicy(Policy):
     """Random text from the env's action space: the floor every agent must beat."""
@@ -170,13 +173,14 @@ def policy_kind(spec: str, env_id: str | None = None) -> str:
 def make_policy(spec: str, env_id: str | None = None, seed: int = 0, timeout: float = 60.0) -> Policy:
     """The policy named ``spec`` for ``env_id`` (GSM8K when no env is named).
 
-    ``spec`` is a registered name (see :data:`POLICY_SPECS`), ``hf:PATH`` (a local transformers model) or
+    ``spec`` is a registered name (see :data:`POLICY_SPECS`), ``hf:PATH[?max_new_tokens=N&device=D]`` (a local
+    transformers model) or
     ``openai:URL#MODEL`` (an OpenAI-compatible chat endpoint, e.g. a vLLM server). ``timeout`` bounds one model turn.
     """
     if spec.startswith("hf:"):
         from agentgym_r1.leaderboard.models import HFPolicy
 
-        return HFPolicy(spec.removeprefix("hf:"), timeout=timeout)
+        return HFPolicy.from_spec(spec, timeout=timeout)
     if spec.startswith("openai:"):
         from agentgym_r1.leaderboard.models import OpenAIPolicy
 
