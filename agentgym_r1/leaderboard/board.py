@@ -137,10 +137,10 @@ def build_rows(store: ResultsStore) -> list[Row]:
 def reference_rows(env_ids: list[str]) -> list[Row]:
     out: list[Row] = []
     for env_id in env_ids:
-        for method, values in REFERENCE.get(env_family(env_id), {}).items():
+        for i, (method, values) in enumerate(REFERENCE.get(env_family(env_id), {}).items()):
             metrics = {k: Stat(v / 100, math.nan, math.nan) for k, v in values.items()}
             out.append(Row(env_id, "paper", f"Qwen3-4B {method}", "reported", metrics=metrics,
-                           status="reported, not run", message=REFERENCE_NOTES.get(env_family(env_id))))
+                           status="reported, not run", message=None if i else REFERENCE_NOTES.get(env_family(env_id))))
     return out
 
 

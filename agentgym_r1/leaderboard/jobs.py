@@ -168,5 +168,12 @@ def run_jobs(jobs: Sequence[Job], store_path: str | os.PathLike[str], workers: i
     if workers <= 1:
         return [o for g in groups.values() for o in _run_group(g, str(store_path), progress)]
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(_run_group, g, str(store_path), progress) for g in groups.values()]
-        return [o for f in futures for o in f.result()]
+        futures = [(g, pool.submit(_run_group, g, str(store_path), progress)) for g in groups.values()]
+        return [o for g, f in futures for o in _outcomes(g, f)]
+
+
+def _outcomes(group: list[Job], future) -> list[JobOutcome]:
+    try:
+        return future.result()
+    except Exception as e:  # the worker process died (killed, out of memory): what it stored is kept
+        return [JobOutcome(job, "failed", f"worker process died: {type(e).__name__}: {e}", 0, 0) for job in group]

@@ -58,10 +58,10 @@ def terminal(boards: dict[str, list[Row]]) -> str:
     out = []
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
-        widths = [max(len(h), *(min(len(c[i]), 60) for c in cells)) for i, h in enumerate(header)]
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header[:-1])]
         out.append(f"== {env_id} ({', '.join(sorted({r.source for r in rows if not r.reported}))})")
-        out.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-        out.extend("  ".join(c[:60].ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells)
+        for row in [header, *cells]:  # the last column (status) is left unpadded
+            out.append("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]))
         out.append("")
     out.append(f"± is the 95% confidence interval half-width. Reported rows: {REFERENCE_SOURCE}.")
     return "\n".join(out)
