@@ -165,20 +165,21 @@ class RuleReActPolicy(Policy):
 
 
 class ExpertPlanPolicy(Policy):
-    """Follows the expert plan: ``info["env"]["expert_plan"]`` when the env updates it each step, else the plan in
-    ``env.unwrapped.task.meta``. An oracle."""
+    """Follows the expert plan: the env's planner (``env.unwrapped.expert_plan()``, replanned from the current state
+    each turn) when it has one, else a plan in ``info["env"]`` or ``env.unwrapped.task.meta``. An oracle."""
 
     name = "oracle"
     is_oracle = True
 
     def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
         super().reset(env, observation, info)
+        self.planner = getattr(env.unwrapped, "expert_plan", None)
         task = getattr(env.unwrapped, "task", None)
         meta = getattr(task, "meta", None) or {}
         self.plan = next((list(meta[k]) for k in PLAN_KEYS if isinstance(meta.get(k), list | tuple)), None)
-        if self.plan is None and not self._live(info):
-            raise PolicyError(f"the ALFWorld oracle found no expert plan in info['env'] or task.meta "
-                              f"(looked for {PLAN_KEYS})")
+        if not callable(self.planner) and self.plan is None and not self._live(info):
+            raise PolicyError(f"the ALFWorld oracle found no expert plan: no env.unwrapped.expert_plan(), and none "
+                              f"in info['env'] or task.meta (looked for {PLAN_KEYS})")
 
     @staticmethod
     def _live(info: dict[str, Any]) -> list[str] | None:
@@ -187,7 +188,7 @@ class ExpertPlanPolicy(Policy):
         return [str(c) for c in plan] if plan else None
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
-        live = self._live(info)
+        live = list(self.planner()) if callable(self.planner) else self._live(info)
         if live:
-            return live[0]
+            return str(live[0])
         return str(self.plan.pop(0)) if self.plan else "look"

@@ -104,14 +104,24 @@ class RuleShopperPolicy(_Shopper):
         return f"click[{_has(clicks, 'back to search') or 'back to search'}]"
 
 
+def _get(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        value = obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+        if value:
+            return value
+    return None
+
+
 def _goal(meta: Any) -> tuple[str | None, list[str], str | None]:
-    goal = meta.get("goal") if isinstance(meta.get("goal"), dict) else meta
-    asin = goal.get("asin") or goal.get("product_id") or meta.get("asin")
-    options = goal.get("goal_options") or goal.get("options") or meta.get("goal_options") or []
+    """The goal's asin, option values and a query for it, from ``meta["goal"]`` (a dict or an object) or ``meta``."""
+    goal = _get(meta, "goal") or meta
+    asin = _get(goal, "asin", "product_id")
+    options = _get(goal, "goal_options", "options") or []
     if isinstance(options, dict):
         options = list(options.values())
-    query = goal.get("query") or goal.get("name") or goal.get("title") or goal.get("product_title")
-    return (str(asin) if asin else None), [str(o) for o in options], (str(query) if query else None)
+    values = [str(o[1]) if isinstance(o, list | tuple) else str(o) for o in options]
+    query = _get(goal, "name", "title", "product_title", "query")
+    return (str(asin) if asin else None), values, (str(query) if query else None)
 
 
 class WebShopOraclePolicy(_Shopper):
