@@ -89,12 +89,12 @@ class CalculatorAgentPolicy(Policy):
         return hermes_call("calculator", expression=self.plan.pop(0)(self.value))
 
 
-# The GSM8K policies by name (kept for callers that name no env).
 POLICIES: dict[str, Callable[[], Policy]] = {
     "random": RandomPolicy,
     "oracle": GSM8KOraclePolicy,
     "scripted": CalculatorAgentPolicy,
 }
+# POLICIES above: the GSM8K policies by name, kept for callers that name no env.
 
 
 @dataclass(frozen=True)
