@@ -42,6 +42,9 @@ def _eval(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym-r1", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    from agentgym_r1.leaderboard.cli import add_leaderboard_parser
+
+    add_leaderboard_parser(sub)
     ev = sub.add_parser("eval", help="evaluate a policy on one env")
     ev.add_argument("--policy", required=True,
                     help="a baseline for the env (random, scripted, rag, react, rule, oracle), hf:PATH or openai:URL#MODEL")
@@ -49,14 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--source", default=None, help="the env's data source (e.g. synthetic, hf, a path)")
     ev.add_argument("--episodes", type=int, default=20)
     ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--json", action="store_true", help="also print the summary as JSON")
-    ev.add_argument("-v", "--verbose", action="store_true", help="print every episode")
     ev.add_argument("--timeout", type=float, default=60.0, help="seconds a model may take for one turn")
     ev.add_argument("--results", default=None, help="also record the episodes in this results file (resumable)")
+    ev.add_argument("--json", action="store_true", help="also print the summary as JSON")
+    ev.add_argument("-v", "--verbose", action="store_true", help="print every episode")
     ev.set_defaults(func=_eval)
-    from agentgym_r1.leaderboard.cli import add_leaderboard_parser
-
-    add_leaderboard_parser(sub)
     return parser
 
 
