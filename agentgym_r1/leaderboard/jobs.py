@@ -2,9 +2,9 @@
 
 Each finished episode is stored at once (see :mod:`agentgym_r1.leaderboard.store`); running the same jobs again
 skips what is stored. Envs run in separate processes (no state is shared between them); jobs of one env run one
-after another in its process. Bad input stops only the job it concerns: an env id that is not registered is recorded
-as skipped, a policy that cannot be built or an endpoint that cannot be reached is recorded as failed with the
-message, a model turn that times out ends that episode unsolved; the other jobs go on.
+after another in its process. Bad input stops only the job it concerns: an env id that is not registered, or whose
+extra is not installed, is recorded as skipped; a policy that cannot be built or an endpoint that cannot be reached
+is recorded as failed with the message; a model turn that times out ends that episode unsolved. The other jobs go on.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import TextIO
 
-from agentgym_r1.error import AgentGymError, PolicyError
+from agentgym_r1.error import AgentGymError, DependencyNotInstalled, PolicyError
 from agentgym_r1.leaderboard.policies import make_policy, policy_kind
 from agentgym_r1.leaderboard.runner import run_episode
 from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore, RunMeta
@@ -94,6 +94,8 @@ def run_job(job: Job, store: ResultsStore, progress: Callable[..., None] | None 
         return _finish(store, meta, job, "skipped", not_registered_message(job.env_id), progress)
     try:
         env = make_env(job.env_id, job.source)
+    except DependencyNotInstalled as e:  # an extra this checkout lacks: like an env that is not here
+        return _finish(store, meta, job, "skipped", f"{job.env_id} needs an extra: {e}", progress)
     except Exception as e:  # an env that cannot be built is this job's failure, not the suite's
         return _finish(store, meta, job, "failed", f"cannot make {job.env_id} on source {job.source!r}: {e}", progress)
     try:
