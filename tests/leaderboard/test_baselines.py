@@ -118,3 +118,34 @@ def test_random_policies_are_seeded():
     assert [a.act("", info) for _ in range(5)] == [b.act("", info) for _ in range(5)]
     assert make_policy("random", "AgentR1/WebShop-v0", seed=2).rng.integers(100) == \
         make_policy("random", "AgentR1/WebShop-v0", seed=2).rng.integers(100)
+
+
+def test_reader_compares_the_asked_attribute_and_answers_same_questions_from_the_passages():
+    city = [reader.Passage("Mommere", "Mommere is a city. It was founded in 1164 and has a population of 1,446,366."),
+            reader.Passage("Taithirford", "Taithirford is a city. It was founded in 945 and has a population of "
+                                          "1,982,467.")]
+    assert reader.read("Which city has more inhabitants, Mommere or Taithirford?", city) == "Taithirford"
+    assert reader.read("Which was founded earlier, Mommere or Taithirford?", city) == "Taithirford"
+    assert reader.read("Which was founded later, Mommere or Taithirford?", city) == "Mommere"
+    people = [reader.Passage("Ana Lind", "Ana Lind (born 1986 in Teskhaven, Seimounmark) is a physician from "
+                                         "Seimounmark."),
+              reader.Passage("Bo Stru", "Bo Stru (born 1875 in Trapoulvale, Veluthuxia) is a diplomat from Veluthuxia."),
+              reader.Passage("Cy Dorn", "Cy Dorn (born 1901 in Teskhaven, Seimounmark) is a painter from Seimounmark.")]
+    assert reader.read("Are Ana Lind and Bo Stru from the same country?", people) == "no"
+    assert reader.read("Are Ana Lind and Cy Dorn from the same country?", people) == "yes"
+
+
+def test_rule_react_searches_the_bridge_entity_and_reads_its_passage():
+    from agentgym_r1.leaderboard.baselines.hotpotqa import RuleReActPolicy, both_entities
+
+    assert both_entities("Are Ana Lind and Bo Stru from the same country?") == ("Ana Lind", "Bo Stru")
+    policy = RuleReActPolicy()
+    obs = "Search to answer.\n\nIn which city is the brewery that Faetath Vaimask works at headquartered?"
+    policy.reset(None, obs, {})  # the policy reads only the observation
+    assert '"query": "In which city' in policy.act(obs, {})
+    hop1 = ("<tool_response>\nDoc 1 (Title: Faetath Vaimask) Faetath Vaimask (born 1965 in Breivelarkport) is a "
+            "painter. He works at Kevu Brewery.\n</tool_response>")
+    assert '"query": "Kevu Brewery"' in policy.act(hop1, {})
+    hop2 = ("<tool_response>\nDoc 1 (Title: Kevu Brewery) Kevu Brewery is a craft brewery founded in 1945 by Staimoril "
+            "Kremaidre. Its headquarters are in Treinvale, Rustendavia.\n</tool_response>")
+    assert policy.act(hop2, {}) == "<answer>Treinvale</answer>"

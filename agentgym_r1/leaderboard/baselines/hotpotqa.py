@@ -64,28 +64,41 @@ class NaiveRAGPolicy(_SearchPolicy):
 
 
 class RuleReActPolicy(_SearchPolicy):
-    """Search the question; for a comparison, search each compared entity; for a bridge question, search the
-    entity the first results name (the bridge), then read both result sets."""
+    """ReAct by rules. Search the question. A comparison (*A or B?*, *are A and B ...?*): search each entity, then
+    compare. A bridge question: take the name the best-matching sentence adds to the question (the bridge entity,
+    e.g. a film's director), search that name, and read its passage for the answer (never the bridge itself)."""
 
     name = "react"
 
     def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
         super().reset(env, observation, info)
-        options = comparison_options(self.question)
+        options = comparison_options(self.question) or both_entities(self.question)
         self.queue = list(options) if options else [self.question]
+        self.bridge: str | None = None
         self.bridge_done = bool(options)
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
-        self.passages += results_of(observation)
+        found = results_of(observation)
+        self.passages = found + [p for p in self.passages if p not in found] if self.bridge else self.passages + found
         if self.queue:
             return self.search(self.queue.pop(0))
         if not self.bridge_done:
             self.bridge_done = True
-            bridge = next((c for s in best_sentences(self.question, self.passages, k=1)
-                           for c in candidates(self.question, s)), None)
-            if bridge:
-                return self.search(f"{bridge} {self.question}")
+            self.bridge = next((c for s in best_sentences(self.question, self.passages, k=1)
+                                for c in candidates(self.question, s) if not c[0].isdigit()), None)
+            if self.bridge:
+                return self.search(self.bridge)
+        if self.bridge:
+            own = [p for p in self.passages if p.title.lower() == self.bridge.lower()]
+            return self.answer(read(self.question, own or self.passages, exclude=(self.bridge,)))
         return self.answer(read(self.question, self.passages))
+
+
+def both_entities(question: str) -> tuple[str, str] | None:
+    """``Are A and B from the same country?`` -> ``(A, B)``."""
+    m = re.match(r'^\s*(?:are|were|is|was|do|does|did)\s+"?(.+?)"?\s+and\s+"?(.+?)"?\s+(?:both|from|made|of|in|the|'
+                 r"born|located|founded|released|written|directed)\b", question, re.I)
+    return (m[1], m[2]) if m else None
 
 
 def supporting_titles(meta: Any) -> list[str]:

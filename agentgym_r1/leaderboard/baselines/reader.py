@@ -2,8 +2,9 @@
 
 No model: sentences are ranked by word overlap with the question, and the answer is a span of the best sentences
 that the question does not already contain, of the type the question asks for (a year or number for *when* and
-*how many*, a name otherwise). Comparison questions (*which is older, A or B?*) compare the numbers found beside
-each option. Yes/no questions answer *yes* (the majority answer in HotpotQA).
+*how many*, a name otherwise). Comparison questions (*which is older, A or B?*) compare the numbers found in each
+option's passage. *Are A and B from the same ...?* compares what the two passages say; other yes/no questions answer
+*yes* (the majority answer in HotpotQA).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ class Passage:
 
 
 def words(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text)} - STOPWORDS
+    """Content words, crudely stemmed (a final *s* dropped, cut to 6 letters: *headquartered* ~ *headquarters*)."""
+    return {w.lower().removesuffix("s")[:6] for w in _WORD.findall(text) if w.lower() not in STOPWORDS}
 
 
 def split_passages(text: str) -> list[Passage]:
@@ -58,22 +60,58 @@ def comparison_options(question: str) -> tuple[str, str] | None:
     return (a, b) if a and b else None
 
 
-def _number(text: str) -> float | None:
-    m = _NUMBER.search(text)
-    return float(m[0].replace(",", "")) if m else None
+_YEAR_CUES = ("year", "born", "founded", "first", "earlier", "older", "oldest", "earliest", "later", "younger",
+              "newer", "recent", "established", "released", "when")
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(m.replace(",", "")) for m in _NUMBER.findall(text)]
+
+
+def entity_passages(entity: str, passages: list[Passage]) -> list[Passage]:
+    """The passages about ``entity``: its own (same title) first, then those that mention it."""
+    own = [p for p in passages if p.title.lower() == entity.lower()]
+    return own + [p for p in passages if p not in own and words(entity) <= words(p.text)]
+
+
+def attribute_number(question: str, entity: str, passages: list[Passage]) -> float | None:
+    """The number the question compares for ``entity``: a year for *born, founded, older, first, ...*, else the
+    largest figure in the entity's own passage (a population, a height, a count)."""
+    found = entity_passages(entity, passages)
+    if not found:
+        return None
+    values = _numbers(found[0].text)
+    if any(cue in question.lower() for cue in _YEAR_CUES):
+        years = [v for v in values if 1 <= v <= 2100 and v.is_integer()]
+        return years[0] if years else None
+    return max(values) if values else None
 
 
 def compare(question: str, options: tuple[str, str], passages: list[Passage]) -> str:
     """The option whose number (a year, a count) is the smaller or larger one, as the question's wording asks."""
-    values: list[float | None] = []
-    for option in options:
-        near = [s for p in passages for s in sentences(p) if words(option) <= words(s) or p.title.lower() == option.lower()]
-        values.append(next((n for n in map(_number, near) if n is not None), None))
-    a, b = values
+    a, b = (attribute_number(question, option, passages) for option in options)
     if a is None or b is None or a == b:
         return options[0]
-    smaller = any(w in question.lower().split() for w in _SMALLER)
+    smaller = any(w in re.findall(r"[a-z]+", question.lower()) for w in _SMALLER)
     return options[0] if (a < b) == smaller else options[1]
+
+
+def yes_no(question: str, passages: list[Passage]) -> str:
+    """*Are A and B from the same ...?*: compare what the two passages say; other yes/no questions: yes."""
+    m = re.search(r"\b(?:are|were|is|was|do|does|did)\s+(.+?)\s+and\s+(.+?)\s+(?:both|from|made|of|in|the|born|"
+                  r"located|founded|released|written|directed)\b", question, re.I)
+    if not m or "same" not in question.lower():
+        return "yes"
+    found = [entity_passages(e.strip(' "'), passages) for e in (m[1], m[2])]
+    if not all(found):
+        return "yes"
+    first = [sentences(f[0])[0] if sentences(f[0]) else f[0].text for f in found]
+    if "year" in question.lower():
+        years = [[v for v in _numbers(t) if 1000 <= v <= 2100] for t in first]
+        return "yes" if years[0][:1] == years[1][:1] and years[0] else "no"
+    names = [{c.lower() for c in candidates(question, t) if not _NUMBER.fullmatch(c)} - {e.strip(' "').lower()}
+             for t, e in zip(first, (m[1], m[2]), strict=True)]
+    return "yes" if names[0] & names[1] else "no"
 
 
 def best_sentences(question: str, passages: list[Passage], k: int = 3) -> list[str]:
@@ -88,18 +126,18 @@ def candidates(question: str, sentence: str) -> list[str]:
     return [s for s in spans if s and not words(s) <= q]
 
 
-def read(question: str, passages: list[Passage]) -> str:
-    """The answer this reader gives to ``question`` from ``passages``."""
+def read(question: str, passages: list[Passage], exclude: tuple[str, ...] = ()) -> str:
+    """The answer this reader gives to ``question`` from ``passages`` (never one of ``exclude``)."""
     if not passages:
         return "unknown"
     if _YES_NO.match(question.strip()):
-        return "yes"
+        return yes_no(question, passages)
     if options := comparison_options(question):
         return compare(question, options, passages)
     wants_number = bool(re.match(r"^\s*(?:when|what year|in what year|how many|how much|how old)", question, re.I))
     titles = {p.title.lower() for p in passages}
     for sentence in best_sentences(question, passages):
-        found = candidates(question, sentence)
+        found = [c for c in candidates(question, sentence) if c.lower() not in {e.lower() for e in exclude}]
         found.sort(key=lambda c: c.lower() in titles)  # a passage's own subject is rarely the answer about it
         numbers = [c for c in found if _NUMBER.fullmatch(c)]
         names = [c for c in found if not _NUMBER.fullmatch(c)]
