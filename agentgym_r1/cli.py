@@ -34,6 +34,8 @@ def _eval(args: argparse.Namespace) -> int:
     print(f"{args.env} policy={args.policy} source={args.source or 'default'} episodes={s['episodes']}")
     print(f"success {s['success']:.3f} ± {s['success_ci95']:.3f}   mean reward {s['mean_reward']:.3f}   "
           f"mean turns {s['mean_turns']:.2f}   invalid-action rate {s['invalid_rate']:.3f}")
+    if s["metrics"]:
+        print("metrics (mean): " + "   ".join(f"{k} {v:.3f}" for k, v in s["metrics"].items()))
     if args.json:
         print(json.dumps(s))
     return 0

@@ -57,4 +57,6 @@ def summarise(results: list[EpisodeResult]) -> dict[str, Any]:
     return {"episodes": n, "success": rate, "success_ci95": half,
             "mean_reward": sum(r.reward for r in results) / n if n else 0.0,
             "mean_turns": sum(r.turns for r in results) / n if n else 0.0,
-            "invalid_rate": sum(r.invalid for r in results) / max(1, sum(r.turns for r in results))}
+            "invalid_rate": sum(r.invalid for r in results) / max(1, sum(r.turns for r in results)),
+            "metrics": {k: sum(r.metrics.get(k, 0.0) for r in results) / n
+                        for k in dict.fromkeys(k for r in results for k in r.metrics)} if n else {}}
