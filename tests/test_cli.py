@@ -55,3 +55,13 @@ def test_leaderboard_run_show_and_export(tmp_path, capsys):
 def test_show_with_no_results_says_how_to_get_some(tmp_path, capsys):
     assert main(["leaderboard", "show", "--results", str(tmp_path / "none.sqlite")]) == 0
     assert "leaderboard run --suite quick" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--suite", "huge"], "unknown suite 'huge'"),
+    (["--env", "AgentR1/Nope-v0"], "['AgentR1/Nope-v0'] not in suite 'quick'"),
+    (["--episodes", "0"], "--episodes must be at least 1"),
+])
+def test_leaderboard_run_bad_input(argv, message, tmp_path, capsys):
+    assert main(["leaderboard", "run", "--results", str(tmp_path / "r.sqlite"), *argv]) == 2
+    assert message in capsys.readouterr().err

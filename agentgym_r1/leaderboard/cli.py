@@ -49,11 +49,19 @@ def _open_store(path: str):
 
 
 def _jobs(args: argparse.Namespace) -> list:
+    from agentgym_r1.error import ConfigError
     from agentgym_r1.leaderboard.jobs import Job
     from agentgym_r1.leaderboard.suites import suite
 
+    entries = suite(args.suite)
+    missing = sorted(set(args.env) - {e.env_id for e in entries})
+    if missing:
+        raise ConfigError(f"{missing} not in suite {args.suite!r}; its envs are {[e.env_id for e in entries]} "
+                          f"(evaluate any other env id with `agentgym-r1 eval`)")
+    if args.episodes is not None and args.episodes < 1:
+        raise ConfigError(f"--episodes must be at least 1, got {args.episodes}")
     jobs = []
-    for entry in suite(args.suite):
+    for entry in entries:
         if args.env and entry.env_id not in args.env:
             continue
         policies = [*([] if args.only else entry.policies), *args.policy]
