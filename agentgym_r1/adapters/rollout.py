@@ -114,6 +114,9 @@ class RolloutEngine:
                 self._round(live)
         finally:
             self._release(lives)
+        for x in lives:
+            if not x.episode.turns and not x.episode.placeholder:
+                self._placeholder(x)
         self._timings["total"] = time.perf_counter() - start
         layout = cfg.layout if self.token_mode else "concatenated"
         return RolloutBatch([x.episode for x in lives], layout, dict(self._timings))

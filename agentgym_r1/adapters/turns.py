@@ -45,6 +45,9 @@ def generate_turns(engine: RolloutEngine, live: list[_Live]) -> list[tuple[_Live
         engine._timings["generate"] += time.perf_counter() - t0
     out = []
     for (x, ctx, budget), gen in zip(batch, gens, strict=True):
+        if not gen.ids:
+            engine._end(x, "generation_error", f"the backend returned no tokens for turn {x.turn}")
+            continue
         reason = gen.finish_reason
         if reason == "length" and budget < cfg.sampling.max_new_tokens:
             reason = "context"
