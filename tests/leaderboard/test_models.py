@@ -12,7 +12,7 @@ import pytest
 
 from agentgym_r1.error import ConfigError, PolicyError, PolicyTimeout
 from agentgym_r1.leaderboard.jobs import Job, run_jobs
-from agentgym_r1.leaderboard.models import chat_messages, close_stop
+from agentgym_r1.leaderboard.models import chat_messages
 from agentgym_r1.leaderboard.policies import make_policy
 from agentgym_r1.leaderboard.runner import run_episode
 from agentgym_r1.leaderboard.store import ResultsStore
@@ -78,14 +78,8 @@ def test_openai_policy_plays_an_episode_against_a_real_server(server):
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "user"]
     assert second["messages"][-1]["content"] == "<tool_response>\n42\n</tool_response>"
-    assert first["stop"] == ["</tool_call>", "</answer>"] and first["temperature"] == 0.0
+    assert {"</tool_call>", "</answer>"} <= set(first["stop"]) and first["temperature"] == 0.0
     assert r.success == (env.unwrapped.task.answer == "42")
-
-
-def test_close_stop_restores_only_an_open_tag():
-    assert close_stop("<answer>4") == "<answer>4</answer>"
-    assert close_stop("<answer>4</answer>") == "<answer>4</answer>"
-    assert close_stop("no tags") == "no tags"
 
 
 def test_chat_messages_turn_tool_results_into_user_turns(server):
@@ -143,31 +137,11 @@ def test_bad_model_specs_are_config_errors():
 
 def _tiny_qwen2(path):
     pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    pytest.importorskip("transformers")
+    from agentgym_r1.adapters.tiny import make_model, train_tokenizer
 
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     corpus = ["<tool_call> calculator expression answer 1 2 3 + * </tool_call> <answer> </answer> has how many"] * 20
-    specials = ["<unk>", "<|im_start|>", "<|im_end|>", "<|endoftext|>"]
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=300, special_tokens=specials,
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    from tokenizers import decoders
-
-    tok.decoder = decoders.ByteLevel()
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
-                                                pad_token="<|endoftext|>", unk_token="<unk>")
-    fast.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-                          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-    fast.save_pretrained(path)
-    config = transformers.Qwen2Config(vocab_size=len(fast), hidden_size=16, intermediate_size=32,
-                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                                      max_position_embeddings=4096, eos_token_id=fast.eos_token_id,
-                                      pad_token_id=fast.pad_token_id)
-    import torch
-
-    torch.manual_seed(0)
-    transformers.Qwen2ForCausalLM(config).save_pretrained(path)
+    make_model(train_tokenizer(corpus, path, vocab_size=300), path, hidden=16, layers=1, heads=2)
 
 
 def test_hf_policy_runs_a_tiny_local_qwen2_through_the_runner(tmp_path):
@@ -181,3 +155,6 @@ def test_hf_policy_runs_a_tiny_local_qwen2_through_the_runner(tmp_path):
     (ep,) = store.episodes(run["id"])
     assert run["policy_kind"] == "model"
     assert ep.turns == 6 and ep.invalid == 6 and not ep.success  # an untrained model: six invalid turns
+    slow = make_policy(f"hf:{tmp_path / 'tiny'}?max_new_tokens=12", "AgentR1/GSM8K-v0", timeout=1e-4)
+    r = run_episode(make_env("AgentR1/GSM8K-v0", "synthetic"), slow, seed=0)
+    assert r.turns == 0 and not r.success and "did not finish a turn within" in r.error
