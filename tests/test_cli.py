@@ -65,3 +65,15 @@ def test_show_with_no_results_says_how_to_get_some(tmp_path, capsys):
 def test_leaderboard_run_bad_input(argv, message, tmp_path, capsys):
     assert main(["leaderboard", "run", "--results", str(tmp_path / "r.sqlite"), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_corrupted_results_file_is_reported_and_rebuilt(tmp_path, capsys):
+    db = tmp_path / "lb.sqlite"
+    assert main(["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--source", "synthetic",
+                 "--episodes", "3", "--results", str(db)]) == 0
+    db.write_bytes(b"not a database at all" * 50)
+    capsys.readouterr()
+    assert main(["leaderboard", "show", "--results", str(db)]) == 0
+    captured = capsys.readouterr()
+    assert "could not be read" in captured.err and "rebuilt 3 episode(s) of 1 run(s)" in captured.err
+    assert "scripted" in captured.out
