@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -25,6 +27,9 @@ class Policy:
     def act(self, observation: str, info: dict[str, Any]) -> str:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Free what the policy holds (a connection, a model)."""
+
 
 class RandomPolicy(Policy):
     """Random text from the env's action space: the floor every agent must beat."""
@@ -33,6 +38,10 @@ class RandomPolicy(Policy):
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
+
+    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
+        super().reset(env, observation, info)
+        env.action_space.seed(int(self.rng.integers(2**31)))
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         return self.env.action_space.sample()
@@ -179,9 +188,103 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "oracle": GSM8KOraclePolicy,
     "scripted": CalculatorAgentPolicy,
 }
+# POLICIES above: the GSM8K policies by name, kept for callers that name no env.
 
 
-def make_policy(spec: str) -> Policy:
-    if spec not in POLICIES:
-        raise ConfigError(f"unknown policy {spec!r}; choose one of {sorted(POLICIES)}")
-    return POLICIES[spec]()
+@dataclass(frozen=True)
+class PolicySpec:
+    """A named policy for one env family: where its class lives (loaded on use), and what kind of baseline it is.
+
+    ``kind`` is ``"random"``, ``"baseline"`` (an honest agent that sees only what a model would see), ``"oracle"``
+    (reads the gold task: an upper bound, never a result) or ``"model"``. ``checked`` is False for baselines written
+    against an env's public contract before that env was in this checkout.
+    """
+
+    family: str
+    name: str
+    entry_point: str
+    kind: str
+    summary: str
+    checked: bool = True
+
+
+_B = "agentgym_r1.leaderboard.baselines"
+POLICY_SPECS: tuple[PolicySpec, ...] = (
+    PolicySpec("GSM8K", "random", f"{__name__}:RandomPolicy", "random", "random text from the action space"),
+    PolicySpec("GSM8K", "scripted", f"{__name__}:CalculatorAgentPolicy", "baseline",
+               "rule-based ReAct-style reader: one calculator call per sentence, then answers"),
+    PolicySpec("GSM8K", "oracle", f"{__name__}:GSM8KOraclePolicy", "oracle", "expert expressions, then the gold answer"),
+    PolicySpec("ToolEnv", "random", f"{__name__}:RandomPolicy", "random", "random text from the action space"),
+    PolicySpec("ToolEnv", "scripted", f"{_B}.toolenv:LookupAgentPolicy", "baseline",
+               "calls the lookup tool with the entity named in the question, answers its result"),
+    PolicySpec("ToolEnv", "oracle", f"{_B}.toolenv:AnswerOraclePolicy", "oracle", "answers the gold answer"),
+    PolicySpec("HotpotQA", "random", f"{__name__}:RandomPolicy", "random", "random text from the action space"),
+    PolicySpec("HotpotQA", "rag", f"{_B}.hotpotqa:NaiveRAGPolicy", "baseline",
+               "naive RAG: one search with the question, a rule-based reader over the top passages", checked=False),
+    PolicySpec("HotpotQA", "react", f"{_B}.hotpotqa:RuleReActPolicy", "baseline",
+               "rule-based ReAct: search, find the bridge entity or both compared entities, search again, read",
+               checked=False),
+    PolicySpec("HotpotQA", "oracle", f"{_B}.hotpotqa:HotpotQAOraclePolicy", "oracle",
+               "searches the gold supporting titles, answers the gold answer", checked=False),
+    PolicySpec("ALFWorld", "random", f"{_B}.alfworld:RandomAdmissiblePolicy", "random",
+               "a random admissible command", checked=False),
+    PolicySpec("ALFWorld", "react", f"{_B}.alfworld:RuleReActPolicy", "baseline",
+               "rule-based ReAct: parse the goal, search receptacles, take, transform, place", checked=False),
+    PolicySpec("ALFWorld", "oracle", f"{_B}.alfworld:ExpertPlanPolicy", "oracle", "follows the expert plan",
+               checked=False),
+    PolicySpec("WebShop", "random", f"{_B}.webshop:RandomClickPolicy", "random",
+               "searches the instruction, then random available actions", checked=False),
+    PolicySpec("WebShop", "rule", f"{_B}.webshop:RuleShopperPolicy", "baseline",
+               "WebShop's rule baseline: search the instruction, first result, options named in it, buy",
+               checked=False),
+    PolicySpec("WebShop", "oracle", f"{_B}.webshop:WebShopOraclePolicy", "oracle",
+               "searches the goal product, clicks it and its goal options, buys", checked=False),
+)
+
+
+def env_family(env_id: str) -> str:
+    """``"AgentR1/HotpotQA-v0"`` -> ``"HotpotQA"``."""
+    return env_id.rpartition("/")[2].rsplit("-v", 1)[0]
+
+
+def policy_specs(env_id: str) -> list[PolicySpec]:
+    family = env_family(env_id)
+    return [p for p in POLICY_SPECS if p.family == family]
+
+
+def find_policy(spec: str, env_id: str | None = None) -> PolicySpec | None:
+    family = env_family(env_id) if env_id else "GSM8K"
+    return next((p for p in POLICY_SPECS if p.family == family and p.name == spec), None)
+
+
+def policy_kind(spec: str, env_id: str | None = None) -> str:
+    if spec.startswith(("hf:", "openai:")):
+        return "model"
+    found = find_policy(spec, env_id)
+    return found.kind if found else "unknown"
+
+
+def make_policy(spec: str, env_id: str | None = None, seed: int = 0, timeout: float = 60.0) -> Policy:
+    """The policy named ``spec`` for ``env_id`` (GSM8K when no env is named).
+
+    ``spec`` is a registered name (see :data:`POLICY_SPECS`), ``hf:PATH[?max_new_tokens=N&device=D]`` (a local
+    transformers model) or
+    ``openai:URL#MODEL`` (an OpenAI-compatible chat endpoint, e.g. a vLLM server). ``timeout`` bounds one model turn.
+    """
+    if spec.startswith("hf:"):
+        from agentgym_r1.leaderboard.models import HFPolicy
+
+        return HFPolicy.from_spec(spec, timeout=timeout)
+    if spec.startswith("openai:"):
+        from agentgym_r1.leaderboard.models import OpenAIPolicy
+
+        return OpenAIPolicy.from_spec(spec, timeout=timeout)
+    found = find_policy(spec, env_id)
+    if found is None:
+        family = env_family(env_id) if env_id else "GSM8K"
+        names = sorted(p.name for p in POLICY_SPECS if p.family == family)
+        raise ConfigError(f"unknown policy {spec!r} for {env_id or 'GSM8K'}; choose one of {names}, "
+                          f"'hf:PATH' (a local transformers model) or 'openai:URL#MODEL' (an OpenAI-compatible endpoint)")
+    module, _, attr = found.entry_point.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    return cls(seed=seed) if found.kind == "random" else cls()
