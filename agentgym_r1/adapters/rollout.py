@@ -103,7 +103,7 @@ class RolloutEngine:
         g = cfg.samples_per_prompt if samples_per_prompt is None else samples_per_prompt
         if g < 1:
             raise ConfigError(f"samples_per_prompt must be >= 1, got {g}")
-        specs = [p if isinstance(p, Prompt) else Prompt(**p) for p in prompts]
+        specs = _group_seeds([p if isinstance(p, Prompt) else Prompt(**p) for p in prompts], cfg.seed)
         self._timings = {"generate": 0.0, "env": 0.0, "tokenize": 0.0}
         start = time.perf_counter()
         if cfg.seed is not None and hasattr(self.backend, "reseed"):
@@ -215,6 +215,15 @@ class RolloutEngine:
 
         turns = generate_turns(self, live)
         step_turns(self, turns)
+
+
+def _group_seeds(specs: list[Prompt], seed: int | None) -> list[Prompt]:
+    """Give every prompt without a seed one drawn for it, so that all samples of a group play the same task."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [s if s.seed is not None else Prompt(s.env, s.env_kwargs, int(rng.integers(2**31)), s.options)
+            for s in specs]
 
 
 def _messages(env: gym.Env, obs: str, previous: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -60,8 +60,13 @@ class HFBackend:
                                   "stopping_criteria": [criterion]}
         if not greedy:
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
-        with torch.no_grad():
-            self.model.generate(input_ids=input_ids, attention_mask=mask, **kwargs, **params.extra)
+        training = self.model.training
+        self.model.eval()  # no dropout while sampling: the logprobs are those of the policy as it is
+        try:
+            with torch.no_grad():
+                self.model.generate(input_ids=input_ids, attention_mask=mask, **kwargs, **params.extra)
+        finally:
+            self.model.train(training)
         return criterion.results()
 
     def _decode(self, ids: list[int]) -> str:
