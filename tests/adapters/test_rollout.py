@@ -9,7 +9,7 @@ import pytest
 
 from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.error import ConfigError
-from tests.adapters.conftest import ScriptedBackend
+from tests.adapters.scripted import ScriptedBackend
 
 torch = pytest.importorskip("torch")
 

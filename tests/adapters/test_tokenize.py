@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.adapters.tiny import QWEN_CHAT_TEMPLATE
 from agentgym_r1.error import ConfigError
-from tests.adapters.conftest import ScriptedBackend
+from tests.adapters.scripted import ScriptedBackend
 
 
 def _echo(text: str) -> str:
