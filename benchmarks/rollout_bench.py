@@ -31,9 +31,8 @@ import torch
 import agentgym_r1  # noqa: F401  (registers the env ids)
 from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.adapters.backends.hf import HFBackend
-from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, train_tokenizer
+from agentgym_r1.adapters.tiny import expert_actions, gsm8k_corpus, make_model, train_tokenizer
 from agentgym_r1.envs.gsm8k.env import SYSTEM_PROMPT
-from agentgym_r1.leaderboard.policies import hermes_call
 
 ENV_ID, ENV_KWARGS = "AgentR1/GSM8K-v0", {"source": "synthetic"}
 
@@ -73,9 +72,7 @@ def expert_texts(chat: ChatTokenizer, n: int, seed: int) -> list[str]:
     tools = [env.unwrapped.tool_schemas()[0]]
     for i in range(n):
         env.reset(seed=seed + i)
-        task = env.unwrapped.task
-        for action in [*(hermes_call("calculator", expression=e) for e in task.meta["expert"]),
-                       f"<answer>{task.answer}</answer>"]:
+        for action in expert_actions(env.unwrapped.task):
             _, _, term, trunc, _ = env.step(action)
             if term or trunc:
                 break
