@@ -130,14 +130,15 @@ class RolloutEngine:
 
     # -- episode start and end --------------------------------------------------------------------------------------
     def _start(self, items: list[tuple[int, int, Prompt]]) -> list[_Live]:
+        t0 = time.perf_counter()
         results = self._map(lambda item: self._reset(*item), items)
+        self._timings["env"] += time.perf_counter() - t0  # wall time, also when resets run in threads
         return [self._begin(live, messages) for live, messages in results]
 
     def _reset(self, group: int, sample: int, spec: Prompt) -> tuple[_Live, list[dict[str, Any]] | None]:
         env_name = spec.env if isinstance(spec.env, str) else getattr(spec.env, "__name__", "factory")
         episode = Episode(f"{group}-{sample}-{spec.seed}", group, sample, env_name, [])
         live = _Live(episode, None, [], [])
-        t0 = time.perf_counter()
         try:
             live.env, live.pool_key = self._acquire(spec)
             obs, _info = live.env.reset(seed=spec.seed, options=spec.options)
@@ -147,7 +148,6 @@ class RolloutEngine:
         except Exception as e:  # an env that raises ends its own episode, never the batch
             self._end(live, "env_error", f"reset raised {type(e).__name__}: {e}")
             messages = None
-        self._timings["env"] += time.perf_counter() - t0
         return live, messages
 
     def _begin(self, live: _Live, messages: list[dict[str, Any]] | None) -> _Live:
