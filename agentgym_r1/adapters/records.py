@@ -103,6 +103,7 @@ class Episode:
     success: bool = False
     metrics: dict[str, float] = field(default_factory=dict)
     task_id: str | None = None
+    seed: int | None = None
     messages: list[dict[str, str]] = field(default_factory=list)
     placeholder: bool = False
     text_only: bool = False

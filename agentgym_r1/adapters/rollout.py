@@ -94,6 +94,7 @@ class RolloutEngine:
             raise ConfigError("a token backend needs chat=ChatTokenizer(tokenizer) to render and tokenize env text")
         self._pool: dict[Any, list[gym.Env]] = {}
         self._timings: dict[str, float] = {}
+        self._rollouts = 0
 
     # -- public API -------------------------------------------------------------------------------------------------
     def rollout(self, prompts: Sequence[Prompt | Mapping[str, Any]], samples_per_prompt: int | None = None,
@@ -105,6 +106,7 @@ class RolloutEngine:
             raise ConfigError(f"samples_per_prompt must be >= 1, got {g}")
         specs = _group_seeds([p if isinstance(p, Prompt) else Prompt(**p) for p in prompts], cfg.seed)
         self._timings = {"generate": 0.0, "env": 0.0, "tokenize": 0.0}
+        self._rollouts += 1
         start = time.perf_counter()
         if cfg.seed is not None and hasattr(self.backend, "reseed"):
             self.backend.reseed(cfg.seed)
@@ -137,7 +139,7 @@ class RolloutEngine:
 
     def _reset(self, group: int, sample: int, spec: Prompt) -> tuple[_Live, list[dict[str, Any]] | None]:
         env_name = spec.env if isinstance(spec.env, str) else getattr(spec.env, "__name__", "factory")
-        episode = Episode(f"{group}-{sample}-{spec.seed}", group, sample, env_name, [])
+        episode = Episode(f"r{self._rollouts}-g{group}-s{sample}", group, sample, env_name, [], seed=spec.seed)
         live = _Live(episode, None, [], [])
         try:
             live.env, live.pool_key = self._acquire(spec)
