@@ -32,10 +32,16 @@ EnvFactory = Callable[[], gym.Env]
 
 @dataclass(slots=True)
 class RolloutConfig:
-    """How to play a batch. ``max_turns`` caps turns on top of the env's own turn limit (``None``: the env's)."""
+    """How to play a batch. ``max_turns`` caps turns on top of the env's own turn limit (``None``: the env's).
+
+    ``max_context_tokens`` bounds the whole sequence (prompt and completion); ``max_completion_tokens`` (full-history
+    context only) bounds what follows the first prompt, agent and env tokens together, as TRL's
+    ``max_completion_length`` does. An episode that reaches either ends with ``end_reason="context_limit"``.
+    """
 
     samples_per_prompt: int = 1
     max_context_tokens: int = 4096
+    max_completion_tokens: int | None = None
     max_turns: int | None = None
     layout: Layout = "concatenated"
     context: str | int | Summariser | ContextPolicy = "full"
@@ -54,6 +60,8 @@ class RolloutConfig:
                               " use layout='step' with last-k or summarised contexts")
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"max_turns must be >= 1 or None, got {self.max_turns}")
+        if self.max_completion_tokens is not None and self.max_completion_tokens < 1:
+            raise ConfigError(f"max_completion_tokens must be >= 1 or None, got {self.max_completion_tokens}")
         if self.max_context_tokens < 2:
             raise ConfigError(f"max_context_tokens must be >= 2, got {self.max_context_tokens}")
 

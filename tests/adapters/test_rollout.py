@@ -83,6 +83,15 @@ def test_context_overflow_truncates_and_says_so(model, chat):
     assert ep.turns[-1].finish_reason in ("context", "eos", "stop")
 
 
+def test_completion_budget_bounds_agent_and_env_tokens(chat):
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "2 + 3"}}</tool_call>'
+    config = RolloutConfig(max_completion_tokens=120, sampling=SamplingParams(max_new_tokens=40))
+    engine = RolloutEngine(ScriptedBackend(chat, lambda c, t: (call, True)), chat, config)
+    (ep,), (row,) = (batch := engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K, seed=1)])).episodes, batch.samples
+    assert ep.end_reason == "context_limit" and "max_completion_tokens=120" in ep.error
+    assert len(row.completion_ids) <= 120 and len(ep.turns) >= 2
+
+
 def _first_messages():
     env = gym.make("AgentR1/GSM8K-v0", **GSM8K)
     env.reset(seed=1)
