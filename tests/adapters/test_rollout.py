@@ -178,3 +178,11 @@ def test_config_errors_name_the_fix():
         SamplingParams(max_new_tokens=0)
     with pytest.raises(ConfigError, match="ChatTokenizer"):
         RolloutEngine(ScriptedBackend(None, None))
+
+
+def test_a_seeded_rollout_is_reproducible(model, chat):
+    config = RolloutConfig(samples_per_prompt=2, max_turns=2, seed=11, sampling=SamplingParams(max_new_tokens=10))
+    engine = RolloutEngine(hf(model, chat), chat, config)
+    first, second = (engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K, seed=3)]) for _ in range(2))
+    assert [r.completion_ids for r in first.samples] == [r.completion_ids for r in second.samples]
+    assert first.samples[0].completion_ids != first.samples[1].completion_ids  # samples of a group differ
