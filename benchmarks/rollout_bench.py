@@ -12,7 +12,9 @@ What it does, top to bottom:
    ``calculator`` method steps the env with the tool call). ``_generate_and_score_completions`` runs TRL's loop;
    its ``_generate`` (generation + tool calls) is timed, and env time is timed inside the env wrapper.
 
-Prints tokens/s (model-sampled tokens), episodes/s, turns per episode and the share of wall time spent in env steps.
+Prints tokens/s (model-sampled tokens), processed tokens/s (context + sampled tokens of every generation call: the
+work of the model, which grows with the context of later turns), episodes/s, turns per episode and the share of
+wall time spent in env steps.
 
     PYTHONPATH=. python benchmarks/rollout_bench.py --prompts 8 --samples 4
 """
@@ -31,9 +33,8 @@ import torch
 import agentgym_r1  # noqa: F401  (registers the env ids)
 from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.adapters.backends.hf import HFBackend
-from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, train_tokenizer
+from agentgym_r1.adapters.tiny import expert_actions, gsm8k_corpus, make_model, train_tokenizer
 from agentgym_r1.envs.gsm8k.env import SYSTEM_PROMPT
-from agentgym_r1.leaderboard.policies import hermes_call
 
 ENV_ID, ENV_KWARGS = "AgentR1/GSM8K-v0", {"source": "synthetic"}
 
@@ -73,9 +74,7 @@ def expert_texts(chat: ChatTokenizer, n: int, seed: int) -> list[str]:
     tools = [env.unwrapped.tool_schemas()[0]]
     for i in range(n):
         env.reset(seed=seed + i)
-        task = env.unwrapped.task
-        for action in [*(hermes_call("calculator", expression=e) for e in task.meta["expert"]),
-                       f"<answer>{task.answer}</answer>"]:
+        for action in expert_actions(env.unwrapped.task):
             _, _, term, trunc, _ = env.step(action)
             if term or trunc:
                 break
@@ -114,13 +113,24 @@ def bench_engine(model, chat, prompts: int, samples: int, max_new: int, seed: in
     if stop is not None:
         sampling.stop = stop
     config = RolloutConfig(samples_per_prompt=samples, max_context_tokens=2048, sampling=sampling, seed=seed)
-    engine = RolloutEngine(HFBackend(model, chat), chat, config)
+    backend, processed = HFBackend(model, chat), [0]
+    generate = backend.generate
+
+    def counted(contexts, budgets, params):  # context + sampled tokens of every generate call
+        gens = generate(contexts, budgets, params)
+        processed[0] += sum(map(len, contexts)) + sum(len(g.ids) for g in gens)
+        return gens
+
+    backend.generate = counted
+    engine = RolloutEngine(backend, chat, config)
     engine.rollout([Prompt(ENV_ID, ENV_KWARGS, seed=10_000)])  # warm-up
+    processed[0] = 0
     batch = engine.rollout([Prompt(ENV_ID, ENV_KWARGS, seed=seed + i) for i in range(prompts)])
     engine.close()
     t, eps = batch.timings, batch.episodes
     tokens = sum(e.num_agent_tokens for e in eps)
     return {"episodes": len(eps), "agent_tokens": tokens, "wall_s": t["total"], "tokens_per_s": tokens / t["total"],
+            "processed_tokens_per_s": processed[0] / t["total"],
             "episodes_per_s": len(eps) / t["total"], "turns_per_episode": sum(len(e.turns) for e in eps) / len(eps),
             "env_share": t["env"] / t["total"], "template_share": t["tokenize"] / t["total"],
             "generate_share": t["generate"] / t["total"], "success": sum(e.success for e in eps) / len(eps)}
@@ -150,16 +160,25 @@ def bench_trl(model, tokenizer, prompts: int, samples: int, max_new: int, seed: 
         return result
 
     trainer._generate = timed_generate
+    single_turn, processed = trainer._generate_single_turn, [0]
+
+    def counted(prompt_ids, *args, **kwargs):  # context + sampled tokens of every generation call
+        completion_ids, logprobs = single_turn(prompt_ids, *args, **kwargs)
+        processed[0] += sum(map(len, prompt_ids)) + sum(map(len, completion_ids))
+        return completion_ids, logprobs
+
+    trainer._generate_single_turn = counted
     inputs = [row for row in rows for _ in range(samples)]
     trainer.model.train()
     trainer._generate_and_score_completions(inputs[:samples])  # warm-up
-    TRLGSM8K.env_seconds = 0.0
+    TRLGSM8K.env_seconds, processed[0] = 0.0, 0
     trainer._generate_and_score_completions(inputs)
     _, completion_ids, tool_mask, completions, *_ = timed["result"]
     tokens = sum(map(sum, tool_mask)) if tool_mask is not None else sum(map(len, completion_ids))
     wall = timed["wall"] + TRLGSM8K.env_seconds  # resets happen before _generate; tool calls inside it
     turns = sum(sum(m["role"] == "assistant" for m in c) for c in completions) / len(completions)
     return {"episodes": len(inputs), "agent_tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall,
+            "processed_tokens_per_s": processed[0] / wall,
             "episodes_per_s": len(inputs) / wall, "turns_per_episode": turns, "env_share": TRLGSM8K.env_seconds / wall}
 
 

@@ -37,6 +37,8 @@ def make_app(backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agen
                                 stop=(stop,) if isinstance(stop, str) else tuple(stop))
         prompt = chat.prompt_ids(messages)
         with lock:
+            if body.get("seed") is not None and hasattr(backend, "reseed"):
+                backend.reseed(int(body["seed"]))
             gen = backend.generate([prompt], [params.max_new_tokens], params)[0]
         text, reason = chat.decode_action(gen.ids), gen.finish_reason
         if reason == "stop":  # OpenAI semantics: the reply ends before the stop sequence

@@ -15,6 +15,17 @@ if TYPE_CHECKING:
     from agentgym_r1.adapters.rollout import RolloutEngine, _Live
 
 
+def token_limit(engine: RolloutEngine, x: _Live) -> tuple[int, str]:
+    """The most tokens the episode's context may hold, and the setting that says so."""
+    cfg = engine.config
+    limit, name = cfg.max_context_tokens, f"max_context_tokens={cfg.max_context_tokens}"
+    if cfg.max_completion_tokens is not None and cfg.context.full:
+        by_completion = len(x.episode.prompt_ids) + cfg.max_completion_tokens
+        if by_completion < limit:
+            limit, name = by_completion, f"max_completion_tokens={cfg.max_completion_tokens}"
+    return limit, name
+
+
 def generate_turns(engine: RolloutEngine, live: list[_Live]) -> list[tuple[_Live, TurnRecord]]:
     """Sample one turn for every live episode; returns the turns whose actions go to the envs."""
     if not engine.token_mode:
@@ -25,10 +36,10 @@ def generate_turns(engine: RolloutEngine, live: list[_Live]) -> list[tuple[_Live
     t0 = time.perf_counter()
     for x in live:
         ctx = x.ids if cfg.context.full else chat.prompt_ids(cfg.context.messages(x.messages))
-        room = cfg.max_context_tokens - len(ctx)
+        limit, name = token_limit(engine, x)
+        room = limit - len(ctx)
         if room < 1:
-            engine._end(x, "context_limit", f"the context has {len(ctx)} tokens, no room left under "
-                                            f"max_context_tokens={cfg.max_context_tokens}")
+            engine._end(x, "context_limit", f"the context has {len(ctx)} tokens, no room left under {name}")
             continue
         batch.append((x, ctx, min(cfg.sampling.max_new_tokens, room)))
     engine._timings["tokenize"] += time.perf_counter() - t0
@@ -57,8 +68,7 @@ def generate_turns(engine: RolloutEngine, live: list[_Live]) -> list[tuple[_Live
         if cfg.context.full:
             x.ids += turn.completion_ids
         if reason == "context":
-            engine._end(x, "context_limit", f"turn {x.turn} reached max_context_tokens={cfg.max_context_tokens} "
-                                            "before it ended")
+            engine._end(x, "context_limit", f"turn {x.turn} reached {token_limit(engine, x)[1]} before it ended")
             continue
         out.append((x, turn))
     return out
@@ -138,10 +148,10 @@ def _append_suffix(engine: RolloutEngine, x: _Live, turn: TurnRecord, history: l
     assert engine.chat is not None
     last = turn.completion_ids[-1] if turn.completion_ids else None
     suffix = engine.chat.suffix_ids(history, new, last)
-    limit = engine.config.max_context_tokens
+    limit, name = token_limit(engine, x)
     if len(x.ids) + len(suffix) + 1 > limit:
         engine._end(x, "context_limit", f"the env reply after turn {x.turn - 1} ({len(suffix)} tokens) does not fit "
-                                        f"under max_context_tokens={limit}")
+                                        f"under {name}")
         return
     turn.env_ids = suffix
     x.ids += suffix

@@ -88,3 +88,12 @@ def test_dropped_stop_strings_are_restored():
     assert restore_stop("<answer>4", stops) == "<answer>4</answer>"
     assert restore_stop("<answer>4</answer>", stops) == "<answer>4</answer>"
     assert restore_stop("plain", stops) == "plain"
+
+
+def test_a_request_seed_makes_the_reply_reproducible(server):
+    import httpx
+
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 12, "temperature": 1.0}
+    replies = [httpx.post(f"{server}/chat/completions", json={**body, "seed": s}, timeout=60).json()
+               ["choices"][0]["message"]["content"] for s in (5, 5, 6)]
+    assert replies[0] == replies[1] != replies[2]

@@ -9,7 +9,7 @@ import pytest
 
 from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.error import ConfigError
-from tests.adapters.conftest import ScriptedBackend
+from tests.adapters.scripted import ScriptedBackend
 
 torch = pytest.importorskip("torch")
 
@@ -83,6 +83,15 @@ def test_context_overflow_truncates_and_says_so(model, chat):
     assert ep.turns[-1].finish_reason in ("context", "eos", "stop")
 
 
+def test_completion_budget_bounds_agent_and_env_tokens(chat):
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "2 + 3"}}</tool_call>'
+    config = RolloutConfig(max_completion_tokens=120, sampling=SamplingParams(max_new_tokens=40))
+    engine = RolloutEngine(ScriptedBackend(chat, lambda c, t: (call, True)), chat, config)
+    (ep,), (row,) = (batch := engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K, seed=1)])).episodes, batch.samples
+    assert ep.end_reason == "context_limit" and "max_completion_tokens=120" in ep.error
+    assert len(row.completion_ids) <= 120 and len(ep.turns) >= 2
+
+
 def _first_messages():
     env = gym.make("AgentR1/GSM8K-v0", **GSM8K)
     env.reset(seed=1)
@@ -138,10 +147,14 @@ def test_bad_input_ends_episodes_with_a_reason_and_the_batch_goes_on(chat):
 
 def test_special_tokens_only_actions_reach_the_env_as_text(chat):
     engine = RolloutEngine(ScriptedBackend(chat, lambda c, t: ("<|im_start|><|im_start|>", True)), chat,
-                           RolloutConfig(max_turns=2))
-    (ep,) = engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K, seed=4)]).episodes
-    assert [t.action for t in ep.turns] == ["<|im_start|><|im_start|>"] * 2
-    assert ep.end_reason == "max_turns" and all(not t.valid for t in ep.turns)
+                           RolloutConfig(max_turns=2, samples_per_prompt=3, env_workers=2))
+    batch = engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K), Prompt("AgentR1/GSM8K-v0", GSM8K)])
+    for ep in batch.episodes:
+        assert [t.action for t in ep.turns] == ["<|im_start|><|im_start|>"] * 2
+        assert ep.end_reason == "max_turns" and all(not t.valid for t in ep.turns)
+    # Prompts without a seed get one per group: the samples of a group play the same task.
+    tasks = [{e.task_id for e in batch.episodes if e.group == g} for g in (0, 1)]
+    assert all(len(t) == 1 for t in tasks) and tasks[0] != tasks[1]
 
 
 def test_step_layout_rows_share_the_episode_for_advantages(model, chat):
@@ -165,3 +178,11 @@ def test_config_errors_name_the_fix():
         SamplingParams(max_new_tokens=0)
     with pytest.raises(ConfigError, match="ChatTokenizer"):
         RolloutEngine(ScriptedBackend(None, None))
+
+
+def test_a_seeded_rollout_is_reproducible(model, chat):
+    config = RolloutConfig(samples_per_prompt=2, max_turns=2, seed=11, sampling=SamplingParams(max_new_tokens=10))
+    engine = RolloutEngine(hf(model, chat), chat, config)
+    first, second = (engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K, seed=3)]) for _ in range(2))
+    assert [r.completion_ids for r in first.samples] == [r.completion_ids for r in second.samples]
+    assert first.samples[0].completion_ids != first.samples[1].completion_ids  # samples of a group differ

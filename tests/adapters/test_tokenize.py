@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.adapters.tiny import QWEN_CHAT_TEMPLATE
 from agentgym_r1.error import ConfigError
-from tests.adapters.conftest import ScriptedBackend
+from tests.adapters.scripted import ScriptedBackend
 
 
 def _echo(text: str) -> str:
@@ -82,6 +82,8 @@ def test_masked_tokens_decode_exactly_to_the_actions(chat, script):
         expected.append(action + (eos if with_eos else ""))
     masked = [i for i, m in zip(row.completion_ids, row.env_mask, strict=True) if m]
     assert decode(masked) == "".join(expected)
+    # The env's transcript saw exactly these actions (its agent spans), in order.
+    assert [m["content"] for m in episode.messages if m["role"] == "assistant"] == [t.action for t in episode.turns]
     assert sum(row.env_mask) == sum(len(t.completion_ids) for t in episode.turns)
     # Each step's reward sits on the last agent token of its turn.
     assert len(row.step_ends) == len(episode.turns) == len(row.step_rewards)

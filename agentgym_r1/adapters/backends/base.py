@@ -78,6 +78,17 @@ class StopScanner:
         self.stop = tuple(s for s in stop if s)
         # A token is at least one byte; a stop string of n characters spans at most 4n bytes.
         self.window = 4 * max((len(s) for s in self.stop), default=0) + 1
+        self._last_chars = {s[-1] for s in self.stop}
+        self._may_end: dict[int, bool] = {}
+
+    def _could_end(self, token: int) -> bool:
+        """Whether ``token`` can complete a stop string: its text holds a stop string's last character (or is a
+        partial UTF-8 sequence). Memoised per id, so most steps decode nothing."""
+        known = self._may_end.get(token)
+        if known is None:
+            text = self.decode([token])
+            known = self._may_end[token] = "\ufffd" in text or any(c in text for c in self._last_chars)
+        return known
 
     def check(self, ids: Sequence[int]) -> FinishReason | None:
         """``"eos"`` or ``"stop"`` when the last id ends the turn, else ``None``."""
@@ -85,7 +96,7 @@ class StopScanner:
             return None
         if ids[-1] in self.stop_ids:
             return "eos"
-        if not self.stop:
+        if not self.stop or not self._could_end(ids[-1]):
             return None
         tail = list(ids[-self.window:])
         text = self.decode(tail)

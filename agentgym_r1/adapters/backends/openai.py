@@ -34,23 +34,25 @@ class OpenAIBackend:
         self.max_concurrency = max_concurrency
         self.extra_body = dict(extra_body or {})
         self.client = httpx.Client(headers=headers, timeout=timeout)
+        self._calls = 0
 
     def chat(self, conversations: Sequence[Sequence[dict[str, Any]]], params: SamplingParams) -> list[ChatReply]:
         if not conversations:
             return []
         workers = min(self.max_concurrency, len(conversations))
+        self._calls += 1
         with ThreadPoolExecutor(workers) as ex:
-            return list(ex.map(lambda c: self._one(c, params), conversations))
+            return list(ex.map(lambda ic: self._one(ic[1], params, ic[0]), enumerate(conversations)))
 
-    def _one(self, messages: Sequence[dict[str, Any]], params: SamplingParams) -> ChatReply:
+    def _one(self, messages: Sequence[dict[str, Any]], params: SamplingParams, row: int) -> ChatReply:
         body: dict[str, Any] = {"model": self.model, "messages": [{"role": m["role"], "content": m["content"]}
                                                                   for m in messages],
                                 "max_tokens": params.max_new_tokens, "temperature": params.temperature,
                                 "top_p": params.top_p, "logprobs": True, **self.extra_body}
         if params.stop:
             body["stop"] = list(params.stop)[:4]  # OpenAI accepts at most four
-        if params.seed is not None:
-            body["seed"] = params.seed
+        if params.seed is not None:  # one seed per request, else the samples of a group would be the same
+            body["seed"] = params.seed + 1_000_003 * self._calls + row
         response = self.client.post(self.url, json=body)
         response.raise_for_status()
         choice = response.json()["choices"][0]

@@ -25,6 +25,11 @@ class VLLMBackend:
         if (llm is None) == (client is None):
             raise ConfigError("VLLMBackend needs exactly one of llm= (colocated vllm.LLM) or client= (VLLMClient)")
         self.chat, self.llm, self.client = chat, llm, client
+        self._calls = 0
+
+    def _seed(self, params: SamplingParams, row: int) -> int | None:
+        """A distinct seed per request: one seed for all would give the samples of a group the same tokens."""
+        return None if params.seed is None else params.seed + 1_000_003 * self._calls + row
 
     def generate(self, contexts: Sequence[Sequence[int]], budgets: Sequence[int],
                  params: SamplingParams) -> list[Generation]:
@@ -45,9 +50,11 @@ class VLLMBackend:
         from vllm import SamplingParams as VLLMSamplingParams
         from vllm.inputs import TokensPrompt
 
+        self._calls += 1
         sampling = [VLLMSamplingParams(max_tokens=b, temperature=params.temperature, top_p=params.top_p,
-                                       top_k=params.top_k or -1, logprobs=0, seed=params.seed, **self._stops(params))
-                    for b in budgets]
+                                       top_k=params.top_k or -1, logprobs=0, seed=self._seed(params, i),
+                                       **self._stops(params))
+                    for i, b in enumerate(budgets)]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(c)) for c in contexts], sampling,
                                     use_tqdm=False)
         gens = []
