@@ -7,7 +7,8 @@ compiles each game once (:func:`compile_game`, an LRU cache shared by every env 
 copy of the compiled initial state, which is what a fresh translation would give.
 
 Each :class:`Engine` owns one private copy of fast-downward's shared library (``PddlEnv`` loads a copy per
-instance) and reuses it for every game; :meth:`Engine.close` unloads it.
+instance, fast-downward keeps the current task in globals) and reuses it for every game; :meth:`Engine.close` hands
+it back to a pool for the next engine.
 """
 
 from __future__ import annotations
@@ -162,10 +163,15 @@ def clear_cache() -> None:
 @functools.lru_cache(maxsize=1)
 def _engine_class() -> type:
     tw_pddl = import_textworld()
+    import textworld
     from textworld.core import GameState
 
     class CachedPddlEnv(tw_pddl.PddlEnv):
         """TextWorld's ``PddlEnv`` that loads a :class:`CompiledGame` and resets from its pristine state."""
+
+        def __init__(self, infos: Any, lib: Any) -> None:
+            textworld.Environment.__init__(self, infos)  # PddlEnv.__init__ minus loading a new library copy
+            self.downward_lib = lib
 
         def load_compiled(self, game: CompiledGame) -> None:
             self._game = game
@@ -201,14 +207,28 @@ def _engine_class() -> type:
     return CachedPddlEnv
 
 
+_LIBS: list[Any] = []  # loaded copies of fast-downward's library that no engine uses now
+
+
+def _take_lib() -> Any:
+    import fast_downward
+
+    with _LOCK:
+        return _LIBS.pop() if _LIBS else fast_downward.load_lib()
+
+
 class Engine:
-    """One TextWorld PDDL environment (one private copy of fast-downward), reused across games until closed."""
+    """One TextWorld PDDL environment with its own copy of fast-downward, reused across games until closed.
+
+    :meth:`close` hands the library copy back to a process-wide pool that the next engine takes it from, instead of
+    unloading it: ``dlclose`` on fast-downward (``fast_downward.close_lib``) crashed the next ``load_lib`` in this
+    project's tests. The number of copies is the largest number of engines open at once; nothing grows with resets.
+    """
 
     def __init__(self) -> None:
         import textworld
 
-        with _LOCK:
-            self._env = _engine_class()(textworld.EnvInfos(won=True, admissible_commands=True))
+        self._env = _engine_class()(textworld.EnvInfos(won=True, admissible_commands=True), _take_lib())
         self.game: CompiledGame | None = None
         self.state: Any = None
 
@@ -236,11 +256,10 @@ class Engine:
         return list(self._env._pddl_state.replan(self.game.entity_infos))
 
     def close(self) -> None:
-        """Unload this engine's copy of fast-downward. Safe to call twice."""
+        """Drop the game state and give the library copy back to the pool. Safe to call twice."""
         env, self._env = getattr(self, "_env", None), None
         self.game = self.state = None
-        if env is not None and getattr(env, "downward_lib", None) is not None:
-            import fast_downward
-
-            fast_downward.close_lib(env.downward_lib)
-            env.downward_lib = None
+        if env is not None and env.downward_lib is not None:
+            lib, env.downward_lib, env._pddl_state, env.state, env.prev_state = env.downward_lib, None, None, None, None
+            with _LOCK:
+                _LIBS.append(lib)
