@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 from agentgym_r1.core.tasks import GeneratedSource, ListSource, Task, TaskSource
-from agentgym_r1.envs.alfworld.generator import generate, normalise_task_types, task_type_of
+from agentgym_r1.envs.alfworld.engine import CompiledGame
+from agentgym_r1.envs.alfworld.generator import TASK_TYPES, generate, normalise_task_types, task_type_of
 from agentgym_r1.error import ConfigError, DataNotFoundError
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
@@ -55,6 +56,12 @@ def _solvable(path: Path) -> bool:
 def task_type_from_dir(name: str) -> str:
     """``pick_heat_then_place_in_recep-Mug-None-Cabinet-10`` -> ``pick_heat_then_place_in_recep``."""
     return name.split("-", 1)[0]
+
+
+def task_type_of_game(game: CompiledGame) -> str | None:
+    """A loose game file's task type: its ``task_type`` key (generated games), else its task directory's name."""
+    found = game.data.get("task_type") or task_type_from_dir(Path(game.path).parent.parent.name)
+    return found if found in TASK_TYPES else None
 
 
 @functools.lru_cache(maxsize=16)

@@ -8,8 +8,9 @@ from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, init_options, rej
 from agentgym_r1.core.parsers import HermesParser
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.alfworld.commands import ACT_TOOL, ReadAction, explain, read_action
-from agentgym_r1.envs.alfworld.data import load_source
+from agentgym_r1.envs.alfworld.data import load_source, task_type_of_game
 from agentgym_r1.envs.alfworld.engine import Engine, import_textworld
+from agentgym_r1.envs.alfworld.expert import plan_for
 
 INSTRUCTIONS = (
     "You are in a household. Reach the goal in the task with text commands, one per turn: look, inventory, "
@@ -77,6 +78,7 @@ class ALFWorldEnv(Env):
         self.system_prompt = system_prompt
         self._engine: Engine | None = None
         self._state: Any = None
+        self._moves = 0
         self.task: Task | None = None
 
     # -- episode ----------------------------------------------------------------------------------------------------
@@ -87,7 +89,11 @@ class ALFWorldEnv(Env):
         else:
             self.task = self.pick(self.games, options)
         engine = self.engine
-        self._state = engine.reset(engine.compile(self.task.meta["game_file"]))
+        game = engine.compile(self.task.meta["game_file"])
+        if self.task.meta.get("task_type") is None:
+            self.task = Task(self.task.id, "", None, {**self.task.meta, "task_type": task_type_of_game(game)})
+        self._state = engine.reset(game)
+        self._moves = 0
         messages = [EnvMessage("system", self.system_prompt), EnvMessage(None, "\n\n")] if self.system_prompt else []
         return [*messages, EnvMessage("user", self._state.feedback)]
 
@@ -105,6 +111,7 @@ class ALFWorldEnv(Env):
             turn.valid = False
             return self._reply(read, text, turn)
         self._state = self.engine.step(read.command)
+        self._moves += 1
         if self._state["won"]:
             self.grade = Grade(1.0, True, {"won": 1.0})
             turn.outcome, turn.terminated = 1.0, True
@@ -138,10 +145,16 @@ class ALFWorldEnv(Env):
             self._engine = Engine()
         return self._engine
 
-    def expert_plan(self) -> list[str]:
-        """The planner's commands from the current state to the goal (ALFWorld's planner expert)."""
-        if self._needs_reset and self._state is None:
+    def expert_plan(self, planner: bool = False) -> list[str]:
+        """Commands from the current state to the goal. Before the first move: the game's walkthrough (generated
+        games) or the scripted full-knowledge expert (:mod:`~agentgym_r1.envs.alfworld.expert`); after it, or with
+        ``planner=True``: fast-downward's plan (ALFWorld's planner expert; up to a minute on a large room)."""
+        if self._state is None or self._engine is None or self._engine.game is None:
             return []
+        if not planner and self._moves == 0:
+            plan = plan_for(self._engine.game, self.task.meta.get("task_type") if self.task else None)
+            if plan:
+                return plan
         return self.engine.replan()
 
     def tool_schemas(self) -> list[dict[str, Any]]:
