@@ -79,6 +79,26 @@ def test_real_game_is_won_by_the_expert(real_env, index):
     assert info["episode_end"] == "terminated" and info["env"]["won"]
 
 
+def test_cached_resets_match_textworlds_own_env(real_env):
+    """The compiled-once game plays exactly like a stock TextWorld PddlEnv that ALFWorld builds."""
+    import textworld
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+    from textworld.envs.pddl import PddlEnv
+
+    raw = AlfredInfos(AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True))))
+    for episode in range(2):  # the second reset comes from the cache
+        obs, info = real_env.reset(options={"index": 16})
+        if episode == 0:
+            raw.load(info["env"]["game_file"])
+        state = raw.reset()
+        assert obs == state.feedback and info["env"]["admissible_commands"] == state["admissible_commands"]
+        for command in [*real_env.unwrapped.expert_plan()[:3], "look", "inventory"]:
+            obs, _, _, _, info = real_env.step(command)
+            state, _, _ = raw.step(command)
+            assert obs == state.feedback and info["env"]["admissible_commands"] == state["admissible_commands"]
+    raw.close()
+
+
 def test_planner_expert_wins_a_real_game_and_replans_mid_episode(real_env):
     real_env.reset(options={"index": 4})  # pick_and_place: a short plan
     reward, terminated, _ = play(real_env, real_env.unwrapped.expert_plan(planner=True))

@@ -26,7 +26,7 @@ from typing import Any
 from agentgym_r1.error import DataFormatError, DataNotFoundError, require
 
 FEATURE = "AgentR1/ALFWorld-v0"
-COMPILED_CACHE_SIZE = 256
+COMPILED_CACHE_SIZE = 32  # about 3 MiB each for a real ALFWorld room
 _LOCK = threading.RLock()
 
 
