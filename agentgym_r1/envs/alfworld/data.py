@@ -106,9 +106,9 @@ class GeneratedGames(GeneratedSource):
 
 def load_source(source: str, split: str, task_types: object, seed: int, num_games: int | None,
                 cache_dir: str | None) -> TaskSource:
-    """``"generated"``, ``"alfworld"`` ($ALFWORLD_DATA) or a directory in the official layout."""
+    """``"generated"`` (alias ``"synthetic"``), ``"alfworld"`` ($ALFWORLD_DATA) or a directory in the official layout."""
     types = normalise_task_types(task_types)
-    if source == "generated":
+    if source in ("generated", "synthetic"):
         return GeneratedGames(int(seed), types, num_games, cache_dir)
     if num_games is not None:
         raise ConfigError("num_games is for source='generated'; a data directory plays all the games of its split")

@@ -43,9 +43,10 @@ class ALFWorldEnv(Env):
 
     **Episode end.** Terminated when won; truncated at the turn limit (50).
 
-    **Data sources.** ``source="generated"`` (default): new games from :mod:`~agentgym_r1.envs.alfworld.generator`,
-    seeded by ``seed``, unlimited or the first ``num_games``, cached under ``cache_dir``; each solved by the planner
-    and carrying its expert plan. ``source="alfworld"``: the official data under ``$ALFWORLD_DATA``
+    **Data sources.** ``source="generated"`` (default; alias ``"synthetic"``): new games from
+    :mod:`~agentgym_r1.envs.alfworld.generator`, seeded by ``seed``, unlimited or the first ``num_games``, each
+    solved by the planner and carrying its expert plan; a new game takes about a second to make and is cached as a
+    file under ``cache_dir`` (default ``~/.cache/agentgym-r1/alfworld``, or ``$AGENTGYM_R1_CACHE``). ``source="alfworld"``: the official data under ``$ALFWORLD_DATA``
     (``alfworld-download``), or a path to a directory in that layout; ``split`` is one of ``train``,
     ``valid_seen``, ``valid_unseen``. ``task_types`` filters both (names or ALFWorld's ids 1-6).
 
