@@ -16,6 +16,7 @@ pytest.importorskip("alfworld")
 
 from agentgym_r1.envs.alfworld import ALFWorldEnv
 from agentgym_r1.envs.alfworld.data import list_games
+from agentgym_r1.envs.alfworld.expert import scripted_plan
 from agentgym_r1.envs.alfworld.generator import TASK_TYPES, generate, shipped_logic
 from agentgym_r1.error import (
     ConfigError,
@@ -163,6 +164,9 @@ def test_generated_games_of_each_type_are_won_by_their_walkthrough(gen_env):
         assert data["pddl_domain"] == domain and data["grammar"] == grammar.replace("UNKNOWN GOAL", data["task_desc"])
         reward, terminated, info = play(gen_env, data["walkthrough"])
         assert terminated and reward == 1.0 and info["success"], task_type
+        gen_env.reset(options={"index": index})  # the scripted expert reads the newer grammar ("move o to r") too
+        reward, terminated, _ = play(gen_env, scripted_plan(gen_env.unwrapped.engine.game, task_type))
+        assert terminated and reward == 1.0, task_type
 
 
 def test_generated_game_walkthrough_minus_its_last_step_does_not_win(gen_env):
