@@ -23,6 +23,7 @@ from agentgym_r1.error import (
     DataFormatError,
     DataNotFoundError,
     DependencyNotInstalled,
+    ResetNeeded,
 )
 from agentgym_r1.leaderboard.policies import ALFWorldExpertPolicy, hermes_call
 from tests.conftest import SHARED_DATA, shared_data
@@ -279,7 +280,11 @@ def test_step_penalty_and_system_prompt(gen_cache):
     assert env.unwrapped.transcript.messages()[0] == {"role": "system", "content": "Be brief."}
     _, reward, _, _, info = env.step("look")
     assert reward == pytest.approx(-0.01) and info["reward_parts"]["process"] == pytest.approx(-0.01)
+    _, reward, _, _, info = env.step("")
+    assert info["reward_parts"] == pytest.approx({"outcome": 0.0, "process": -0.01, "format": -0.1})
     env.close()
+    with pytest.raises(ResetNeeded):
+        env.unwrapped.step("look")
 
 
 def test_expert_policy_wins_with_tool_calls(gen_env):

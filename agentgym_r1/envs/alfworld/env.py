@@ -38,7 +38,7 @@ class ALFWorldEnv(Env):
     ("Nothing happens.": not admissible now, unknown object or verb) is marked ``valid=False`` with the reason.
 
     **Reward.** ``outcome`` 1 when the game is won. ``process``: ``step_penalty`` on every step (default 0).
-    ``format``: ``format_penalty`` for an unreadable action. ``metrics``: ``won``.
+    ``format``: ``format_penalty`` for an unreadable action (default -0.1). ``metrics``: ``won``.
     ``info["env"]``: ``admissible_commands``, ``task_type``, ``game_file``, ``task_id``, ``won``.
 
     **Episode end.** Terminated when won; truncated at the turn limit (50).
@@ -102,7 +102,7 @@ class ALFWorldEnv(Env):
         read = read_action(action)
         if read.kind == "invalid":
             return self._reply(read, read.error or "", Turn(read.to_info(), valid=False, error=read.error,
-                                                           format=self.format_penalty))
+                                                           process=self.step_penalty, format=self.format_penalty))
         turn = Turn(read.to_info(), process=self.step_penalty)
         if read.kind == "think":
             return self._reply(read, "OK.", turn)
@@ -167,4 +167,5 @@ class ALFWorldEnv(Env):
             self._engine.close()
             self._engine = None
         self._state = None
+        self._needs_reset = True  # the game is gone: step() raises ResetNeeded until the next reset
         super().close()
