@@ -161,6 +161,7 @@ def test_generated_games_of_each_type_are_won_by_their_walkthrough(gen_env):
         data = json.loads(Path(info["env"]["game_file"]).read_text(encoding="utf-8"))
         assert data["solvable"] is True and data["task_type"] == task_type == info["env"]["task_type"]
         assert f"Your task is to: {data['task_desc']}." in obs
+        assert gen_env.unwrapped.task.prompt == f"{data['task_desc']}."
         domain, grammar = shipped_logic()
         assert data["pddl_domain"] == domain and data["grammar"] == grammar.replace("UNKNOWN GOAL", data["task_desc"])
         reward, terminated, info = play(gen_env, data["walkthrough"])
@@ -344,7 +345,7 @@ def test_missing_extra_names_the_pip_command(monkeypatch):
         ALFWorldEnv()
 
 
-def test_unknown_reset_option_and_game_file_option(gen_env):
+def test_game_file_reset_option_plays_any_game(gen_env):
     path = REAL_GAMES[0] if REAL_GAMES else None
     if path is None:
         pytest.skip("shared ALFWorld data not found")

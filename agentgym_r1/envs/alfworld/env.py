@@ -91,10 +91,11 @@ class ALFWorldEnv(Env):
             self.task = self.pick(self.games, options)
         engine = self.engine
         game = engine.compile(self.task.meta["game_file"])
-        if self.task.meta.get("task_type") is None:
-            self.task = Task(self.task.id, "", None, {**self.task.meta, "task_type": task_type_of_game(game)})
         self._state = engine.reset(game)
         self._moves = 0
+        goal = self._state.feedback.rpartition("Your task is to: ")[2].strip()
+        self.task = Task(self.task.id, goal, None,
+                         {**self.task.meta, "task_type": self.task.meta.get("task_type") or task_type_of_game(game)})
         messages = [EnvMessage("system", self.system_prompt), EnvMessage(None, "\n\n")] if self.system_prompt else []
         return [*messages, EnvMessage("user", self._state.feedback)]
 
