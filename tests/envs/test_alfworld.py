@@ -108,9 +108,14 @@ def test_planner_expert_wins_a_real_game_and_replans_mid_episode(real_env):
     real_env.reset(options={"index": 4})
     scripted = real_env.unwrapped.expert_plan()
     _, _, terminated, _, _ = real_env.step(scripted[0])
-    rest = real_env.unwrapped.expert_plan()  # after a move: the planner, from the current state
-    assert not terminated and rest and rest[0] != scripted[0]
+    assert not terminated and real_env.unwrapped.expert_plan() == scripted[1:]  # still on the plan: its rest
+    rest = real_env.unwrapped.expert_plan(planner=True)  # the planner, from the current state
+    assert rest and rest[0] != scripted[0]
     reward, terminated, _ = play(real_env, rest)
+    assert terminated and reward == 1.0
+    real_env.reset(options={"index": 4})
+    real_env.step("inventory")  # a detour: the expert replans with fast-downward
+    reward, terminated, _ = play(real_env, real_env.unwrapped.expert_plan())
     assert terminated and reward == 1.0
 
 

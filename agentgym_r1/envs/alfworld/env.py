@@ -79,7 +79,8 @@ class ALFWorldEnv(Env):
         self.system_prompt = system_prompt
         self._engine: Engine | None = None
         self._state: Any = None
-        self._moves = 0
+        self._played: list[str] = []  # the commands the engine applied this episode
+        self._initial_plan: list[str] | None = None
         self.task: Task | None = None
 
     # -- episode ----------------------------------------------------------------------------------------------------
@@ -92,7 +93,7 @@ class ALFWorldEnv(Env):
         engine = self.engine
         game = engine.compile(self.task.meta["game_file"])
         self._state = engine.reset(game)
-        self._moves = 0
+        self._played, self._initial_plan = [], None
         goal = self._state.feedback.rpartition("Your task is to: ")[2].strip()
         self.task = Task(self.task.id, goal, None,
                          {**self.task.meta, "task_type": self.task.meta.get("task_type") or task_type_of_game(game)})
@@ -113,7 +114,7 @@ class ALFWorldEnv(Env):
             turn.valid = False
             return self._reply(read, text, turn)
         self._state = self.engine.step(read.command)
-        self._moves += 1
+        self._played.append(read.command)
         if self._state["won"]:
             self.grade = Grade(1.0, True, {"won": 1.0})
             turn.outcome, turn.terminated = 1.0, True
@@ -148,15 +149,19 @@ class ALFWorldEnv(Env):
         return self._engine
 
     def expert_plan(self, planner: bool = False) -> list[str]:
-        """Commands from the current state to the goal. Before the first move: the game's walkthrough (generated
-        games) or the scripted full-knowledge expert (:mod:`~agentgym_r1.envs.alfworld.expert`); after it, or with
-        ``planner=True``: fast-downward's plan (ALFWorld's planner expert; up to a minute on a large room)."""
+        """Commands from the current state to the goal. While the episode has followed it, the rest of the game's
+        walkthrough (generated games) or of the scripted full-knowledge expert's plan
+        (:mod:`~agentgym_r1.envs.alfworld.expert`); after a detour, or with ``planner=True``, fast-downward's plan
+        from the current state (ALFWorld's planner expert; up to a minute on a large real room)."""
         if self._state is None or self._engine is None or self._engine.game is None:
             return []
-        if not planner and self._moves == 0:
-            plan = plan_for(self._engine.game, self.task.meta.get("task_type") if self.task else None)
-            if plan:
-                return plan
+        if not planner:
+            if self._initial_plan is None:
+                task_type = self.task.meta.get("task_type") if self.task else None
+                self._initial_plan = plan_for(self._engine.game, task_type) or []
+            plan, done = self._initial_plan, len(self._played)
+            if done < len(plan) and plan[:done] == self._played:
+                return plan[done:]
         return self.engine.replan()
 
     def tool_schemas(self) -> list[dict[str, Any]]:
