@@ -50,8 +50,32 @@ class RetrievalError(AgentGymError, RuntimeError):
     """A search that could not be answered (backend down, timeout). Envs show it to the agent; ``step`` never raises it."""
 
 
+class IndexMismatchError(ConfigError):
+    """An index on disk was built with another backend, embedding model or corpus than the one asked for."""
+
+
+class IndexNotFoundError(DataNotFoundError):
+    """A retrieval index directory that does not exist or has no manifest."""
+
+
+class EmbeddingModelNotFoundError(DataNotFoundError):
+    """A dense retriever was given an embedding model path that does not exist or holds no model."""
+
+
 class ResetNeeded(AgentGymError, gym_error.ResetNeeded):
     """``step`` was called before ``reset`` or after the episode ended."""
+
+
+class ResultsFileError(AgentGymError, OSError):
+    """A leaderboard results file that cannot be written or read."""
+
+
+class PolicyError(AgentGymError, RuntimeError):
+    """A policy that cannot act: a model endpoint that is down, a model path that does not load."""
+
+
+class PolicyTimeout(PolicyError, TimeoutError):
+    """A model that did not answer within its time limit (the episode is recorded as failed and the run goes on)."""
 
 
 def require(module: str, extra: str, feature: str):
