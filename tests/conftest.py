@@ -36,6 +36,7 @@ ENV_KWARGS: dict[str, dict[str, Any]] = {
     "AgentR1/ToolEnv-v0": {"tools": [_echo], "tasks": [{"prompt": "Say hi.", "answer": "hi"},
                                                        {"prompt": "Say bye.", "answer": "bye"}]},
     "AgentR1/GSM8K-v0": {"source": "synthetic"},
+    "AgentR1/ALFWorld-v0": {"source": "generated", "num_games": 3},
 }
 
 

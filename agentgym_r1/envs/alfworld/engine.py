@@ -1,0 +1,265 @@
+"""The real ALFWorld text engine: TextWorld's PDDL environment (fast-downward underneath), with per-game caches.
+
+ALFWorld plays ``game.tw-pddl`` files through :class:`textworld.envs.pddl.PddlEnv`, with alfworld's demangler
+turning PDDL ids (``Desk_bar__minus_00_dot_57...``) into names (``desk 1``). Loading a game costs two runs of
+fast-downward's PDDL-to-SAS translator, and stock ``PddlEnv.reset`` runs them again on every reset. This module
+compiles each game once (:func:`compile_game`, an LRU cache shared by every env in the process) and resets from a
+copy of the compiled initial state, which is what a fresh translation would give.
+
+Each :class:`Engine` owns one private copy of fast-downward's shared library (``PddlEnv`` loads a copy per
+instance, fast-downward keeps the current task in globals) and reuses it for every game; :meth:`Engine.close` hands
+it back to a pool for the next engine.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+import sys
+import threading
+from collections import Counter, OrderedDict, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym_r1.error import DataFormatError, DataNotFoundError, require
+
+FEATURE = "AgentR1/ALFWorld-v0"
+COMPILED_CACHE_SIZE = 32  # about 3 MiB each for a real ALFWorld room
+_LOCK = threading.RLock()
+
+
+def import_textworld() -> Any:
+    """The ``textworld`` PDDL modules, or :class:`DependencyNotInstalled` naming the ``alfworld`` extra."""
+    require("textworld", "alfworld", FEATURE)
+    require("fast_downward", "alfworld", FEATURE + " (fast-downward-textworld, TextWorld's PDDL planner)")
+    require("alfworld", "alfworld", FEATURE)
+    from textworld.envs.pddl import pddl as tw_pddl
+
+    return tw_pddl
+
+
+@dataclass
+class CompiledGame:
+    """One game, parsed and translated once: the logic, the pristine initial state and the entity names."""
+
+    path: str
+    data: dict[str, Any]
+    logic: Any
+    pristine: Any
+    entity_infos: dict[str, Any]
+    names: frozenset[str] = field(default_factory=frozenset)
+    initial: tuple[Any, dict[int, Any]] | None = None  # the engine's state right after reset, and its operators
+
+    @property
+    def walkthrough(self) -> list[str] | None:
+        plan = self.data.get("walkthrough")
+        return list(plan) if plan else None
+
+    def fresh_state(self, lib: Any) -> Any:
+        """A copy of the initial state bound to ``lib``; fast-downward's C++ state is reloaded from the SAS text."""
+        src = self.pristine
+        state = copy.copy(src)  # shares the translation (task, SAS text), copies the facts as State.copy does
+        state._facts = defaultdict(set, {k: set(v) for k, v in src._facts.items()})
+        state._vars_by_name = dict(src._vars_by_name)
+        state._vars_by_type = defaultdict(set, {k: set(v) for k, v in src._vars_by_type.items()})
+        state._var_counts = Counter(src._var_counts)
+        state.downward_lib = lib
+        lib.load_sas(state.sas.encode("utf-8"))
+        lib.load_sas_replan(state.sas_replan.encode("utf-8"))
+        return state
+
+
+def read_game(path: str) -> dict[str, Any]:
+    """The JSON of a ``game.tw-pddl`` file, checked for the keys the engine needs."""
+    if not os.path.isfile(path):
+        raise DataNotFoundError(f"ALFWorld game file {path!r} does not exist")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataFormatError(f"ALFWorld game file {path!r} is not valid JSON ({e}); re-download it with "
+                              "`alfworld-download` or regenerate it") from e
+    missing = [k for k in ("pddl_domain", "grammar", "pddl_problem") if not isinstance(data, dict) or
+               not isinstance(data.get(k), str)]
+    if missing:
+        raise DataFormatError(f"ALFWorld game file {path!r} lacks the string key(s) {missing}; a game.tw-pddl "
+                              "holds pddl_domain, grammar and pddl_problem")
+    return data
+
+
+def _translate(lib: Any, path: str, data: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """Parse the grammar and translate the problem with TextWorld; errors name the file."""
+    from alfworld.agents.utils.misc import Demangler
+    from textworld.envs.pddl import logic as pddl_logic
+    from textworld.generator.game import EntityInfo
+
+    argv = sys.argv[:]
+    try:
+        logic = pddl_logic.GameLogic(domain=data["pddl_domain"], grammar=data["grammar"])
+        state = pddl_logic.PddlState(lib, data["pddl_problem"], logic)
+    except Exception as e:  # tatsu, fast-downward's translator and KeyErrors from bad PDDL all land here
+        raise DataFormatError(f"ALFWorld game file {path!r} could not be loaded by TextWorld: "
+                              f"{type(e).__name__}: {str(e)[:300]}") from e
+    finally:
+        sys.argv[:] = argv  # fast-downward's translator overwrites sys.argv
+    infos = {v.name: EntityInfo(v.name, v.type) for fact in state.facts for v in fact.arguments}
+    demangler = Demangler(game_infos=infos, shuffle=False)
+    for info in infos.values():
+        info.definite, info.indefinite = "the", "a"
+        info.name = demangler.demangle_alfred_name(info.id)
+    return logic, state, infos
+
+
+_COMPILED: OrderedDict[tuple[str, float, int], CompiledGame] = OrderedDict()
+
+
+def compile_data(path: str, data: dict[str, Any], lib: Any) -> CompiledGame:
+    """Compile a game's JSON (``path`` only names it in errors and in ``info``); not cached."""
+    with _LOCK:
+        logic, state, infos = _translate(lib, path, data)
+    state.downward_lib = None  # fresh copies are bound to the engine that plays them
+    return CompiledGame(path, data, logic, state, infos, frozenset(info.name for info in infos.values()))
+
+
+def _key(path: str) -> tuple[str, float, int]:
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise DataNotFoundError(f"ALFWorld game file {path!r} does not exist") from e
+    return (path, st.st_mtime, st.st_size)
+
+
+def remember(game: CompiledGame) -> None:
+    """Put a compiled game in the cache under its (written) file."""
+    key = _key(game.path)
+    with _LOCK:
+        _COMPILED[key] = game
+        _COMPILED.move_to_end(key)
+        while len(_COMPILED) > COMPILED_CACHE_SIZE:
+            _COMPILED.popitem(last=False)
+
+
+def compile_game(path: str, lib: Any) -> CompiledGame:
+    """The compiled game at ``path`` (cached by path, size and mtime; at most ``COMPILED_CACHE_SIZE`` games)."""
+    path = os.path.abspath(path)
+    key = _key(path)
+    with _LOCK:
+        game = _COMPILED.get(key)
+        if game is not None:
+            _COMPILED.move_to_end(key)
+            return game
+    game = compile_data(path, read_game(path), lib)
+    remember(game)
+    return game
+
+
+def clear_cache() -> None:
+    with _LOCK:
+        _COMPILED.clear()
+
+
+@functools.lru_cache(maxsize=1)
+def _engine_class() -> type:
+    tw_pddl = import_textworld()
+    import textworld
+    from textworld.core import GameState
+
+    class CachedPddlEnv(tw_pddl.PddlEnv):
+        """TextWorld's ``PddlEnv`` that loads a :class:`CompiledGame` and resets from its pristine state."""
+
+        def __init__(self, infos: Any, lib: Any) -> None:
+            textworld.Environment.__init__(self, infos)  # PddlEnv.__init__ minus loading a new library copy
+            self.downward_lib = lib
+
+        def load_compiled(self, game: CompiledGame) -> None:
+            self._game = game
+            self._game_file = game.path
+            self._game_data = game.data
+            self.walkthrough = game.data.get("walkthrough")
+            self._logic = game.logic
+            self._entity_infos = game.entity_infos
+            self._pddl_state = None
+
+        def reset(self) -> GameState:
+            # PddlEnv.reset, with the translation replaced by a copy of the compiled initial state. The intro text
+            # and the initial infos are a pure function of the game: derived on its first reset, then reused.
+            game = self._game
+            self._pddl_state = game.fresh_state(self.downward_lib)
+            self.prev_state = None
+            self._last_action = None
+            self._moves = 0
+            if game.initial is None:
+                self.state = GameState()
+                context = {"state": self._pddl_state, "facts": list(self._pddl_state.facts), "variables": {},
+                           "mapping": {}, "entity_infos": self._entity_infos}
+                self.state.feedback = self._logic.grammar.derive("#intro#", context)
+                self.state.raw = self.state.feedback
+                self._gather_infos()
+                game.initial = (GameState(self.state), dict(self._pddl_state._operators))
+            state, operators = game.initial
+            self.state = GameState({k: list(v) if isinstance(v, list) else v for k, v in state.items()})
+            self.state["_entity_infos"] = dict(self._entity_infos)
+            self._pddl_state._operators = dict(operators)
+            return self.state
+
+    return CachedPddlEnv
+
+
+_LIBS: list[Any] = []  # loaded copies of fast-downward's library that no engine uses now
+
+
+def _take_lib() -> Any:
+    import fast_downward
+
+    with _LOCK:
+        return _LIBS.pop() if _LIBS else fast_downward.load_lib()
+
+
+class Engine:
+    """One TextWorld PDDL environment with its own copy of fast-downward, reused across games until closed.
+
+    :meth:`close` hands the library copy back to a process-wide pool that the next engine takes it from, instead of
+    unloading it: ``dlclose`` on fast-downward (``fast_downward.close_lib``) crashed the next ``load_lib`` in this
+    project's tests. The number of copies is the largest number of engines open at once; nothing grows with resets.
+    """
+
+    def __init__(self) -> None:
+        import textworld
+
+        self._env = _engine_class()(textworld.EnvInfos(won=True, admissible_commands=True), _take_lib())
+        self.game: CompiledGame | None = None
+        self.state: Any = None
+
+    @property
+    def lib(self) -> Any:
+        return self._env.downward_lib
+
+    def compile(self, path: str) -> CompiledGame:
+        return compile_game(path, self.lib)
+
+    def reset(self, game: CompiledGame) -> Any:
+        """Start ``game`` from its initial state; returns TextWorld's ``GameState``."""
+        self._env.load_compiled(game)
+        self.game = game
+        self.state = self._env.reset()
+        return self.state
+
+    def step(self, command: str) -> Any:
+        self.state, _, _ = self._env.step(command)
+        return self.state
+
+    def replan(self) -> list[str]:
+        """fast-downward's plan from the current state (ALFWorld's planner expert); ``[]`` when none is found."""
+        assert self.game is not None and self._env._pddl_state is not None
+        return list(self._env._pddl_state.replan(self.game.entity_infos))
+
+    def close(self) -> None:
+        """Drop the game state and give the library copy back to the pool. Safe to call twice."""
+        env, self._env = getattr(self, "_env", None), None
+        self.game = self.state = None
+        if env is not None and env.downward_lib is not None:
+            lib, env.downward_lib, env._pddl_state, env.state, env.prev_state = env.downward_lib, None, None, None, None
+            with _LOCK:
+                _LIBS.append(lib)

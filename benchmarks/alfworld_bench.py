@@ -1,0 +1,151 @@
+"""ALFWorld figures: reset and step time against the raw TextWorld env, RSS over many resets, generator throughput.
+
+    PYTHONPATH=. python benchmarks/alfworld_bench.py [--data ../shared/data/alfworld] [--episodes 10]
+        [--resets 1000] [--generate 12]
+
+1. Reset and step time (p50, p95) of ``AgentR1/ALFWorld-v0`` against the raw TextWorld env that ALFWorld builds
+   (``PddlEnv`` with alfworld's ``AlfredDemangler`` and ``AlfredInfos``, requesting won and admissible commands),
+   on the same game and the same commands (the expert's), episodes of the two interleaved.
+2. RSS after 1,000 resets (one ``look`` after each) cycling over the games, and after opening and closing 50 envs.
+3. Generator throughput: new games per second (generated, solved by the planner, replayed, written), fresh cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+import agentgym_r1  # noqa: F401  (registers the ids)
+from agentgym_r1.envs.alfworld.generator import TASK_TYPES, generate
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+def pct(xs: list[float]) -> str:
+    return f"p50 {np.percentile(xs, 50) * 1e3:8.2f} ms   p95 {np.percentile(xs, 95) * 1e3:8.2f} ms   n={len(xs)}"
+
+
+def raw_env():
+    import textworld
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+    from textworld.envs.pddl import PddlEnv
+
+    return AlfredInfos(AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True))))
+
+
+class TimedEngine:
+    """Times the engine calls inside the env's ``reset``/``step``, to give the wrapper's own time exactly."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.last = engine, 0.0
+        for name in ("reset", "step"):
+            setattr(self, name, self._timed(getattr(engine, name)))
+
+    def _timed(self, fn):
+        def call(*args):
+            t = time.perf_counter()
+            out = fn(*args)
+            self.last = time.perf_counter() - t
+            return out
+        return call
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+def timing(env: gym.Env, game: str, episodes: int) -> None:
+    env.reset(options={"game_file": game})
+    commands = env.unwrapped.expert_plan()
+    raw = raw_env()
+    raw.load(game)
+    timed = TimedEngine(env.unwrapped.engine)
+    env.unwrapped._engine = timed
+    times: dict[str, list[float]] = {k: [] for k in ("raw reset", "env reset", "raw step", "env step", "wrapper own")}
+
+    def clock(key: str, fn, *args):
+        t = time.perf_counter()
+        out = fn(*args)
+        times[key].append(time.perf_counter() - t)
+        return out
+
+    for _ in range(episodes):  # raw and env alternate call by call, so load on the machine hits both alike
+        clock("raw reset", raw.reset)
+        clock("env reset", lambda: env.reset(options={"game_file": game}))
+        for c in commands:
+            _, _, done = clock("raw step", raw.step, c)
+            _, reward, terminated, _, _ = clock("env step", env.step, c)
+            times["wrapper own"].append(times["env step"][-1] - timed.last)
+        assert done and terminated and reward == 1.0, "the expert's commands did not win"
+    env.unwrapped._engine = timed.engine
+    raw.close()
+    print(f"game: {game}\ncommands per episode: {len(commands)}")
+    for name, xs in times.items():
+        print(f"  {name:11s} {pct(xs)}")
+    for kind in ("reset", "step"):
+        env_p50, raw_p50 = np.percentile(times[f"env {kind}"], 50), np.percentile(times[f"raw {kind}"], 50)
+        print(f"  {kind} time at p50, env vs raw: {100 * (env_p50 - raw_p50) / raw_p50:+.1f}%")
+    own, engine = np.percentile(times["wrapper own"], 50), np.percentile(times["raw step"], 50)
+    print(f"  wrapper's own time per step at p50: {own * 1e3:.3f} ms = {100 * own / engine:.2f}% of a raw step")
+
+
+def memory(env: gym.Env, games: list[str], resets: int) -> None:
+    marks: dict[int, float] = {}
+    for i in range(resets + 1):
+        env.reset(options={"game_file": games[i % len(games)]})
+        env.step("look")
+        if i in (0, 100, resets // 2, resets):
+            marks[i] = rss_mib()
+            print(f"  RSS after {i:5d} resets: {marks[i]:8.1f} MiB")
+    if 100 in marks:
+        print(f"  growth from reset 100 (every game compiled) to {resets}: {marks[resets] - marks[100]:+.1f} MiB")
+    before = rss_mib()
+    for _ in range(50):
+        e = gym.make("AgentR1/ALFWorld-v0", source="generated", num_games=1)
+        e.reset(options={"game_file": games[0]})
+        e.close()
+    print(f"  RSS after opening and closing 50 envs: {before:.1f} -> {rss_mib():.1f} MiB")
+
+
+def throughput(n: int) -> None:
+    with tempfile.TemporaryDirectory() as cache:
+        t = time.perf_counter()
+        for i in range(n):
+            generate(1234, i, TASK_TYPES, cache)
+        new = time.perf_counter() - t
+        t = time.perf_counter()
+        for i in range(n):
+            generate(1234, i, TASK_TYPES, cache)
+        cached = time.perf_counter() - t
+    print(f"  {n} new games in {new:.1f} s: {n / new:.2f} games/s (each solved by fast-downward and replayed)")
+    print(f"  the same {n} from the cache: {n / cached:.0f} games/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "alfworld"))
+    parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--resets", type=int, default=1000)
+    parser.add_argument("--generate", type=int, default=12)
+    args = parser.parse_args()
+    real = sorted(Path(args.data).glob("json_2.1.1/*/*/*/game.tw-pddl"))
+    games = [str(p) for p in real] or [str(generate(0, i, TASK_TYPES)) for i in range(6)]
+    env = gym.make("AgentR1/ALFWorld-v0", source="generated", num_games=1)
+    print("== 1. reset and step time, env vs raw TextWorld ==")
+    timing(env, games[0], args.episodes)
+    print(f"== 2. memory over {args.resets} resets ({len(games)} games) ==")
+    memory(env, games, args.resets)
+    env.close()
+    print("== 3. generator throughput ==")
+    throughput(args.generate)
+
+
+if __name__ == "__main__":
+    main()
