@@ -75,13 +75,14 @@ def find_answer(text: str, formats: Sequence[AnswerFormat]) -> tuple[int, str] |
     """``(position, answer)`` of the first answer in ``text`` in any of ``formats``, or ``None``."""
     best: tuple[int, str] | None = None
     for fmt in formats:
+        hit = None
         if fmt == "tag":
-            m = _ANSWER_TAG.search(text)
-            hit = (m.start(), m.group(1)) if m else None
+            if "<answer>" in text and (m := _ANSWER_TAG.search(text)):
+                hit = (m.start(), m.group(1))
         elif fmt == "hashes":
-            m = _HASHES.search(text)
-            hit = (m.start(), m.group(1)) if m else None
-        else:
+            if "####" in text and (m := _HASHES.search(text)):
+                hit = (m.start(), m.group(1))
+        elif "\\boxed" in text:
             hit = _boxed(text)
         if hit is not None and (best is None or hit[0] < best[0]):
             best = hit

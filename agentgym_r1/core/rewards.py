@@ -8,6 +8,7 @@ Math answers compare by numeric value.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import string
@@ -69,8 +70,14 @@ def qa_scores(prediction: str, gold: str | Iterable[str]) -> dict[str, float]:
 _NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:\s*/\s*\d+)?|-?\.\d+")
 
 
+@functools.lru_cache(maxsize=65536)
 def parse_number(text: str) -> float | None:
     """The last number written in ``text`` (``$1,234.50``, ``-3``, ``3/4``, ``12%`` -> 12), or ``None``."""
+    try:  # the common case: a plain number
+        value = float(text)
+        return value if math.isfinite(value) else None
+    except ValueError:
+        pass
     found = _NUMBER.findall(text.replace("\u2212", "-"))
     if not found:
         return None

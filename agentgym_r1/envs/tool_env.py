@@ -109,7 +109,7 @@ class ToolEnv(Env):
         grade = self.reward_fn(answer, self.task)
         if not isinstance(grade, Grade):
             grade = Grade(float(grade), float(grade) >= 1.0, {})
-        self.grade = Grade(grade.score, grade.success, {**self.no_grade().metrics, **grade.metrics})
+        self.grade = grade
         return Turn({"kind": "answer", "answer": answer}, outcome=grade.score, terminated=True)
 
     def _call_tools(self, parsed: ParsedAction) -> Turn:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 import re
@@ -74,6 +75,16 @@ def format_number(value: float | int) -> str:
     return str(value)
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> ast.expr | None:
+    """Python's parser, cached: rollouts of one task (a GRPO group) send the same expressions again and again.
+    The tree is only walked, never changed, so sharing it is safe."""
+    try:
+        return ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def evaluate(expression: str) -> float | int:
     """The value of an arithmetic expression; raises :class:`CalculatorError` with a message for the agent."""
     if len(expression) > MAX_EXPRESSION_CHARS:
@@ -83,12 +94,11 @@ def evaluate(expression: str) -> float | int:
         raise CalculatorError("'^' is not an operator here; write powers as a ** b")
     if not text:
         raise CalculatorError("the expression is empty")
+    tree = _parse(text)
+    if tree is None:
+        raise CalculatorError(f"cannot parse {expression[:80]!r} as arithmetic")
     try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise CalculatorError(f"cannot parse {expression[:80]!r} as arithmetic") from None
-    try:
-        return _eval(tree.body)
+        return _eval(tree)
     except RecursionError:
         raise CalculatorError("the expression is nested too deeply") from None
 
