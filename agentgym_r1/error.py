@@ -66,6 +66,18 @@ class ResetNeeded(AgentGymError, gym_error.ResetNeeded):
     """``step`` was called before ``reset`` or after the episode ended."""
 
 
+class ResultsFileError(AgentGymError, OSError):
+    """A leaderboard results file that cannot be written or read."""
+
+
+class PolicyError(AgentGymError, RuntimeError):
+    """A policy that cannot act: a model endpoint that is down, a model path that does not load."""
+
+
+class PolicyTimeout(PolicyError, TimeoutError):
+    """A model that did not answer within its time limit (the episode is recorded as failed and the run goes on)."""
+
+
 def require(module: str, extra: str, feature: str):
     """Import ``module`` or raise :class:`DependencyNotInstalled` naming the extra to install."""
     import importlib

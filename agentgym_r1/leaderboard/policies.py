@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -24,6 +27,9 @@ class Policy:
     def act(self, observation: str, info: dict[str, Any]) -> str:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Free what the policy holds (a connection, a model)."""
+
 
 class RandomPolicy(Policy):
     """Random text from the env's action space: the floor every agent must beat."""
@@ -32,6 +38,10 @@ class RandomPolicy(Policy):
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
+
+    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
+        super().reset(env, observation, info)
+        env.action_space.seed(int(self.rng.integers(2**31)))
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         return self.env.action_space.sample()
@@ -80,14 +90,201 @@ class CalculatorAgentPolicy(Policy):
         return hermes_call("calculator", expression=self.plan.pop(0)(self.value))
 
 
+
+class HotpotQAOraclePolicy(Policy):
+    """Searches each gold supporting title of the task, one per turn, then answers the gold answer. An oracle.
+
+    Writes Search-R1 tags when the env reads tags (``parser="tag"``), Hermes tool calls otherwise."""
+
+    name = "oracle"
+    is_oracle = True
+
+    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
+        super().reset(env, observation, info)
+        self.task = env.unwrapped.task
+        self.queries = list(self.task.meta.get("supporting_titles") or [])
+        self.tags = getattr(env.unwrapped.parser, "name", "") == "tag"
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        if self.queries:
+            query = self.queries.pop(0)
+            return f"<search>{query}</search>" if self.tags else hermes_call("search", query=query)
+        answer = self.task.answer if isinstance(self.task.answer, str) else self.task.answer[0]
+        return f"<answer>{answer}</answer>"
+
+class WebShopOraclePolicy(Policy):
+    """Searches the goal product's title, opens it (paging through the results), clicks the goal's options and
+    buys. An oracle: it reads the goal from the env's task."""
+
+    name = "webshop-oracle"
+    is_oracle = True
+
+    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
+        super().reset(env, observation, info)
+        self.goal = env.unwrapped.task.meta["goal"]
+        self.clicked: set[str] = set()
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        page = info["env"]["page"]
+        clickables = info["env"]["available_actions"]["clickables"]
+        if page == "search":
+            return f"search[{self.goal.name}]"
+        if page == "results":
+            if self.goal.asin.lower() in clickables:
+                return f"click[{self.goal.asin.lower()}]"
+            return "click[next >]" if "next >" in clickables else "click[back to search]"
+        if page == "item" and info["env"]["asin"] != self.goal.asin:
+            return "click[< prev]"
+        if page == "item":
+            for _, value in self.goal.goal_options:
+                if value not in self.clicked and value in clickables:
+                    self.clicked.add(value)
+                    return f"click[{value}]"
+            return "click[buy now]"
+        return "click[< prev]"
+
+
+class WebShopScriptedPolicy(Policy):
+    """A scripted, non-oracle WebShop shopper: searches the instruction (before ", and price"), opens the first
+    result within the price limit it reads from the instruction, clicks the options the instruction names, buys."""
+
+    name = "webshop-scripted"
+
+    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
+        import re
+
+        super().reset(env, observation, info)
+        instruction = observation.rsplit("Instruction: [SEP] ", 1)[-1].split(" [SEP] ", 1)[0].lower()
+        limit = re.search(r"price lower than ([\d.]+) dollars", instruction)
+        self.limit = float(limit.group(1)) if limit else math.inf
+        self.instruction = instruction.split(", and price lower than")[0]
+        self.clicked: set[str] = set()
+
+    def act(self, observation: str, info: dict[str, Any]) -> str:
+        import re
+
+        page = info["env"]["page"]
+        clickables = info["env"]["available_actions"]["clickables"]
+        if page == "search":
+            return f"search[{self.instruction}]"
+        if page == "results":
+            prices = dict(re.findall(r"\[SEP\] (\w{10}) \[SEP\] [^[]*? \[SEP\] \$([\d.]+)", observation))
+            items = [c for c in clickables if len(c) == 10 and c.upper() in prices]
+            cheap = [c for c in items if float(prices[c.upper()]) < self.limit]
+            return f"click[{(cheap or items or ['back to search'])[0]}]"
+        if page == "item":
+            for value in clickables[2:-4]:  # the option buttons, between "< prev" and "description"
+                if value not in self.clicked and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", self.instruction):
+                    self.clicked.add(value)
+                    return f"click[{value}]"
+            return "click[buy now]"
+        return "click[< prev]"
+
+
+
+
 POLICIES: dict[str, Callable[[], Policy]] = {
     "random": RandomPolicy,
     "oracle": GSM8KOraclePolicy,
     "scripted": CalculatorAgentPolicy,
 }
+# POLICIES above: the GSM8K policies by name, kept for callers that name no env.
 
 
-def make_policy(spec: str) -> Policy:
-    if spec not in POLICIES:
-        raise ConfigError(f"unknown policy {spec!r}; choose one of {sorted(POLICIES)}")
-    return POLICIES[spec]()
+@dataclass(frozen=True)
+class PolicySpec:
+    """A named policy for one env family: where its class lives (loaded on use), and what kind of baseline it is.
+
+    ``kind`` is ``"random"``, ``"baseline"`` (an honest agent that sees only what a model would see), ``"oracle"``
+    (reads the gold task: an upper bound, never a result) or ``"model"``. ``checked`` is False for baselines written
+    against an env's public contract before that env was in this checkout.
+    """
+
+    family: str
+    name: str
+    entry_point: str
+    kind: str
+    summary: str
+    checked: bool = True
+
+
+_B = "agentgym_r1.leaderboard.baselines"
+POLICY_SPECS: tuple[PolicySpec, ...] = (
+    PolicySpec("GSM8K", "random", f"{__name__}:RandomPolicy", "random", "random text from the action space"),
+    PolicySpec("GSM8K", "scripted", f"{__name__}:CalculatorAgentPolicy", "baseline",
+               "rule-based ReAct-style reader: one calculator call per sentence, then answers"),
+    PolicySpec("GSM8K", "oracle", f"{__name__}:GSM8KOraclePolicy", "oracle", "expert expressions, then the gold answer"),
+    PolicySpec("ToolEnv", "random", f"{__name__}:RandomPolicy", "random", "random text from the action space"),
+    PolicySpec("ToolEnv", "scripted", f"{_B}.toolenv:LookupAgentPolicy", "baseline",
+               "calls the lookup tool with the entity named in the question, answers its result"),
+    PolicySpec("ToolEnv", "oracle", f"{_B}.toolenv:AnswerOraclePolicy", "oracle", "answers the gold answer"),
+    PolicySpec("HotpotQA", "random", f"{__name__}:RandomPolicy", "random", "random text from the action space"),
+    PolicySpec("HotpotQA", "rag", f"{_B}.hotpotqa:NaiveRAGPolicy", "baseline",
+               "naive RAG: one search with the question, a rule-based reader over the top passages", checked=False),
+    PolicySpec("HotpotQA", "react", f"{_B}.hotpotqa:RuleReActPolicy", "baseline",
+               "rule-based ReAct: search, find the bridge entity or both compared entities, search again, read",
+               checked=False),
+    PolicySpec("HotpotQA", "oracle", f"{_B}.hotpotqa:HotpotQAOraclePolicy", "oracle",
+               "searches the gold supporting titles, answers the gold answer", checked=False),
+    PolicySpec("ALFWorld", "random", f"{_B}.alfworld:RandomAdmissiblePolicy", "random",
+               "a random admissible command", checked=False),
+    PolicySpec("ALFWorld", "react", f"{_B}.alfworld:RuleReActPolicy", "baseline",
+               "rule-based ReAct: parse the goal, search receptacles, take, transform, place", checked=False),
+    PolicySpec("ALFWorld", "oracle", f"{_B}.alfworld:ExpertPlanPolicy", "oracle", "follows the expert plan",
+               checked=False),
+    PolicySpec("WebShop", "random", f"{_B}.webshop:RandomClickPolicy", "random",
+               "searches the instruction, then random available actions", checked=False),
+    PolicySpec("WebShop", "rule", f"{_B}.webshop:RuleShopperPolicy", "baseline",
+               "WebShop's rule baseline: search the instruction, first result, options named in it, buy",
+               checked=False),
+    PolicySpec("WebShop", "oracle", f"{_B}.webshop:WebShopOraclePolicy", "oracle",
+               "searches the goal product, clicks it and its goal options, buys", checked=False),
+)
+
+
+def env_family(env_id: str) -> str:
+    """``"AgentR1/HotpotQA-v0"`` -> ``"HotpotQA"``."""
+    return env_id.rpartition("/")[2].rsplit("-v", 1)[0]
+
+
+def policy_specs(env_id: str) -> list[PolicySpec]:
+    family = env_family(env_id)
+    return [p for p in POLICY_SPECS if p.family == family]
+
+
+def find_policy(spec: str, env_id: str | None = None) -> PolicySpec | None:
+    family = env_family(env_id) if env_id else "GSM8K"
+    return next((p for p in POLICY_SPECS if p.family == family and p.name == spec), None)
+
+
+def policy_kind(spec: str, env_id: str | None = None) -> str:
+    if spec.startswith(("hf:", "openai:")):
+        return "model"
+    found = find_policy(spec, env_id)
+    return found.kind if found else "unknown"
+
+
+def make_policy(spec: str, env_id: str | None = None, seed: int = 0, timeout: float = 60.0) -> Policy:
+    """The policy named ``spec`` for ``env_id`` (GSM8K when no env is named).
+
+    ``spec`` is a registered name (see :data:`POLICY_SPECS`), ``hf:PATH[?max_new_tokens=N&device=D]`` (a local
+    transformers model) or
+    ``openai:URL#MODEL`` (an OpenAI-compatible chat endpoint, e.g. a vLLM server). ``timeout`` bounds one model turn.
+    """
+    if spec.startswith("hf:"):
+        from agentgym_r1.leaderboard.models import HFPolicy
+
+        return HFPolicy.from_spec(spec, timeout=timeout)
+    if spec.startswith("openai:"):
+        from agentgym_r1.leaderboard.models import OpenAIPolicy
+
+        return OpenAIPolicy.from_spec(spec, timeout=timeout)
+    found = find_policy(spec, env_id)
+    if found is None:
+        family = env_family(env_id) if env_id else "GSM8K"
+        names = sorted(p.name for p in POLICY_SPECS if p.family == family)
+        raise ConfigError(f"unknown policy {spec!r} for {env_id or 'GSM8K'}; choose one of {names}, "
+                          f"'hf:PATH' (a local transformers model) or 'openai:URL#MODEL' (an OpenAI-compatible endpoint)")
+    module, _, attr = found.entry_point.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    return cls(seed=seed) if found.kind == "random" else cls()

@@ -8,6 +8,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentgym_r1.error import PolicyTimeout
 from agentgym_r1.leaderboard.policies import Policy
 
 
@@ -22,21 +23,31 @@ class EpisodeResult:
     invalid: int
     metrics: dict[str, float] = field(default_factory=dict)
     truncated: bool = False
+    error: str | None = None
 
 
 def run_episode(env: gym.Env, policy: Policy, seed: int) -> EpisodeResult:
+    """Play one episode. A model that times out ends the episode unsolved, with the reason in ``error``."""
     obs, info = env.reset(seed=seed)
     policy.reset(env, obs, info)
     total, turns, invalid = 0.0, 0, 0
     terminated = truncated = False
+    error = None
     while not (terminated or truncated):
-        obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
+        try:
+            action = policy.act(obs, info)
+        except PolicyTimeout as e:
+            error = str(e)
+            break
+        obs, reward, terminated, truncated, info = env.step(action)
         total += float(reward)
         turns += 1
         invalid += not info["valid"]
     task = getattr(env.unwrapped, "task", None)
+    grade = getattr(env.unwrapped, "grade", None)
+    metrics = info.get("metrics", getattr(grade, "metrics", {}))
     return EpisodeResult(env.spec.id if env.spec else type(env.unwrapped).__name__, seed, getattr(task, "id", None),
-                         bool(info["success"]), total, turns, invalid, dict(info["metrics"]), truncated)
+                         bool(info.get("success", False)), total, turns, invalid, dict(metrics), truncated, error)
 
 
 def summarise(results: list[EpisodeResult]) -> dict[str, Any]:
@@ -46,4 +57,6 @@ def summarise(results: list[EpisodeResult]) -> dict[str, Any]:
     return {"episodes": n, "success": rate, "success_ci95": half,
             "mean_reward": sum(r.reward for r in results) / n if n else 0.0,
             "mean_turns": sum(r.turns for r in results) / n if n else 0.0,
-            "invalid_rate": sum(r.invalid for r in results) / max(1, sum(r.turns for r in results))}
+            "invalid_rate": sum(r.invalid for r in results) / max(1, sum(r.turns for r in results)),
+            "metrics": {k: sum(r.metrics.get(k, 0.0) for r in results) / n
+                        for k in dict.fromkeys(k for r in results for k in r.metrics)} if n else {}}

@@ -1,0 +1,1 @@
+"""Scripted baselines and oracles per env family, written against each env's public contract."""

@@ -1,0 +1,157 @@
+"""The board: per env its metrics with 95% confidence intervals, and the Agent-R1 paper's reported rows beside them.
+
+Rates of 0/1 outcomes (success, accuracy, EM) use the Wilson score interval; means of other quantities (F1, score,
+turns) use the normal approximation with the sample standard deviation; the invalid-action rate is pooled over
+turns with a Wilson interval (it treats turns as independent, so it is a little narrow).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from agentgym_r1.leaderboard.policies import env_family
+from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore
+
+Z95 = 1.959963984540054
+
+# Per env family: (metric key in info["metrics"], column label, in percent). "success" is the episode's success flag.
+METRICS: dict[str, tuple[tuple[str, str], ...]] = {
+    "GSM8K": (("accuracy", "accuracy"),),
+    "HotpotQA": (("em", "EM"), ("f1", "F1")),
+    "ALFWorld": (("success", "success"),),
+    "WebShop": (("score", "score"), ("success", "success rate")),
+    "ToolEnv": (("success", "success"),),
+}
+
+# The Agent-R1 table (Qwen3-4B), reported in the Agent-R1 README "Experimental Snapshot" and docs/experiments.md,
+# https://github.com/AgentR1/Agent-R1 (technical report arXiv:2511.14460). Percentages. Reported, not run here.
+REFERENCE_SOURCE = "Agent-R1 (arXiv:2511.14460; github.com/AgentR1/Agent-R1 README), Qwen3-4B"
+REFERENCE: dict[str, dict[str, dict[str, float]]] = {
+    "GSM8K": {"ReAct": {"accuracy": 53.1}, "GRPO": {"accuracy": 83.3}, "PPO": {"accuracy": 78.1},
+              "REINFORCE": {"accuracy": 78.9}, "RLOO": {"accuracy": 81.6}},
+    # The paper reports one HotpotQA "Acc." column; it is shown under EM here.
+    "HotpotQA": {"ReAct": {"em": 25.8}, "GRPO": {"em": 59.4}, "PPO": {"em": 56.7}, "REINFORCE": {"em": 52.8},
+                 "RLOO": {"em": 55.2}},
+    # Success rate on the seen split; the unseen split is in REFERENCE_NOTES.
+    "ALFWorld": {"ReAct": {"success": 7.14}, "GRPO": {"success": 81.29}, "PPO": {"success": 76.42},
+                 "REINFORCE": {"success": 73.84}, "RLOO": {"success": 79.08}},
+    "WebShop": {"ReAct": {"score": 51.58, "success": 23.8}, "GRPO": {"score": 65.83, "success": 44.2},
+                "PPO": {"score": 70.18, "success": 46.0}, "REINFORCE": {"score": 63.41, "success": 41.8},
+                "RLOO": {"score": 68.02, "success": 45.1}},
+}
+REFERENCE_NOTES: dict[str, str] = {
+    "HotpotQA": "the paper's single 'HotpotQA Acc.' column, shown under EM",
+    "ALFWorld": "success on seen games; unseen: ReAct 2.98, GRPO 74.58, PPO 72.38, REINFORCE 69.57, RLOO 73.46",
+}
+
+
+@dataclass
+class Stat:
+    value: float
+    low: float
+    high: float
+
+    @property
+    def half(self) -> float:
+        return (self.high - self.low) / 2
+
+
+@dataclass
+class Row:
+    env_id: str
+    source: str
+    policy: str
+    kind: str  # random | baseline | oracle | model | reported
+    episodes: int = 0
+    planned: int = 0
+    metrics: dict[str, Stat] = field(default_factory=dict)
+    turns: Stat | None = None
+    invalid: Stat | None = None
+    errors: int = 0
+    status: str = ""
+    message: str | None = None
+    seed: int | None = None
+    meta: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def reported(self) -> bool:
+        return self.kind == "reported"
+
+
+def wilson(successes: float, n: int) -> Stat:
+    if n == 0:
+        return Stat(math.nan, math.nan, math.nan)
+    p = successes / n
+    denom = 1 + Z95**2 / n
+    centre = (p + Z95**2 / (2 * n)) / denom
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denom
+    return Stat(p, max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mean_ci(values: list[float]) -> Stat:
+    n = len(values)
+    if n == 0:
+        return Stat(math.nan, math.nan, math.nan)
+    m = sum(values) / n
+    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    half = Z95 * sd / math.sqrt(n)
+    return Stat(m, m - half, m + half)
+
+
+def metric_values(family: str, key: str, episodes: list[EpisodeRecord]) -> list[float]:
+    if key == "success":
+        return [float(e.success) for e in episodes]
+    return [float(e.metrics.get(key, e.success if key == "accuracy" else 0.0)) for e in episodes]
+
+
+def metric_stat(values: list[float]) -> Stat:
+    if all(v in (0.0, 1.0) for v in values):
+        return wilson(sum(values), len(values))
+    return mean_ci(values)
+
+
+def metric_columns(env_id: str) -> tuple[tuple[str, str], ...]:
+    return METRICS.get(env_family(env_id), (("success", "success"),))
+
+
+def build_rows(store: ResultsStore) -> list[Row]:
+    """One row per stored run, then the reported rows of each env family on the board."""
+    rows: list[Row] = []
+    for run in store.runs():
+        episodes = store.episodes(run["id"])
+        row = Row(run["env_id"], run["source"] or "", run["policy"], run["policy_kind"] or "", len(episodes),
+                  run["episodes"] or 0, status=run["status"] or "", message=run["message"], seed=run["seed"],
+                  meta={k: str(run[k]) for k in ("env_version", "package_version", "git_commit", "updated_at")})
+        if episodes:
+            family = env_family(row.env_id)
+            for key, _ in metric_columns(row.env_id):
+                row.metrics[key] = metric_stat(metric_values(family, key, episodes))
+            row.turns = mean_ci([float(e.turns) for e in episodes])
+            row.invalid = wilson(sum(e.invalid for e in episodes), sum(e.turns for e in episodes))
+            row.errors = sum(e.error is not None for e in episodes)
+        rows.append(row)
+    return rows
+
+
+def reference_rows(env_ids: list[str]) -> list[Row]:
+    out: list[Row] = []
+    for env_id in env_ids:
+        for i, (method, values) in enumerate(REFERENCE.get(env_family(env_id), {}).items()):
+            metrics = {k: Stat(v / 100, math.nan, math.nan) for k, v in values.items()}
+            out.append(Row(env_id, "paper", f"Qwen3-4B {method}", "reported", metrics=metrics,
+                           status="reported, not run", message=None if i else REFERENCE_NOTES.get(env_family(env_id))))
+    return out
+
+
+def board(store: ResultsStore, references: bool = True) -> dict[str, list[Row]]:
+    """Rows grouped by env id, runs first (best primary metric first), then the reported rows."""
+    grouped: dict[str, list[Row]] = {}
+    for row in build_rows(store):
+        grouped.setdefault(row.env_id, []).append(row)
+    for env_id, rows in grouped.items():
+        key = metric_columns(env_id)[0][0]
+        rows.sort(key=lambda r: (r.kind == "oracle", -(r.metrics[key].value if key in r.metrics else -1.0)))
+        if references:
+            rows.extend(reference_rows([env_id]))
+    return dict(sorted(grouped.items()))

@@ -1,0 +1,222 @@
+"""The results store: SQLite (standard library) with an append-only JSONL journal beside it.
+
+Every finished episode is written at once, in its own transaction, to the database and, flushed, to the journal
+``<db>.jsonl``. A run killed at any moment therefore loses nothing that finished, and is resumed by running it again:
+a run is keyed by what defines it (env id, source, env options, policy, seed), and episodes already stored are skipped.
+
+A database that cannot be read (a crash of the disk, a file overwritten by something else) is kept aside as
+``<db>.corrupt-<time>``, and a fresh database is rebuilt from the journal; :attr:`ResultsStore.recovery` says what
+happened. Several processes may write at once (WAL mode, a busy timeout), one connection each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgym_r1.error import ResultsFileError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, suite TEXT, env_id TEXT NOT NULL, env_version TEXT,
+    source TEXT, policy TEXT NOT NULL, policy_kind TEXT, seed INTEGER, episodes INTEGER, package_version TEXT,
+    git_commit TEXT, started_at TEXT, updated_at TEXT, status TEXT, message TEXT
+);
+CREATE TABLE IF NOT EXISTS episodes (
+    run_id INTEGER NOT NULL REFERENCES runs(id), idx INTEGER NOT NULL, seed INTEGER, task_id TEXT,
+    success INTEGER, reward REAL, turns INTEGER, invalid INTEGER, truncated INTEGER, metrics TEXT, error TEXT,
+    seconds REAL, finished_at TEXT, PRIMARY KEY (run_id, idx)
+);
+"""
+RUN_FIELDS = ("key", "suite", "env_id", "env_version", "source", "policy", "policy_kind", "seed", "episodes",
+              "package_version", "git_commit", "started_at", "updated_at", "status", "message")
+
+
+@dataclass
+class RunMeta:
+    """What defines a run and where it came from. ``key`` identifies it for resuming."""
+
+    env_id: str
+    source: str
+    policy: str
+    seed: int
+    episodes: int
+    suite: str = ""
+    policy_kind: str = "baseline"
+    env_version: str = ""
+    package_version: str = ""
+    git_commit: str | None = None
+    started_at: str = ""
+    updated_at: str = ""
+    status: str = "running"
+    message: str | None = None
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            self.key = json.dumps([self.env_id, self.source, self.policy, self.seed], separators=(",", ":"))
+        if not self.env_version:
+            self.env_version = self.env_id.rpartition("-")[2] if "-v" in self.env_id else ""
+        self.started_at = self.started_at or now()
+        self.updated_at = self.updated_at or self.started_at
+
+
+@dataclass
+class EpisodeRecord:
+    idx: int
+    seed: int
+    task_id: str | None
+    success: bool
+    reward: float
+    turns: int
+    invalid: int
+    truncated: bool = False
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    seconds: float = 0.0
+    finished_at: str = ""
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+class ResultsStore:
+    """Runs and their episodes in ``path`` (SQLite), journaled to ``path + ".jsonl"``."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.journal = Path(f"{self.path}.jsonl")
+        self.recovery: str | None = None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = self._open()
+        except sqlite3.DatabaseError as e:
+            self.db = self._recover(e)
+
+    # -- opening and recovery ---------------------------------------------------------------------------------------
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(SCHEMA)
+            check = db.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+            db.execute("SELECT count(*) FROM episodes").fetchone()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        db.row_factory = sqlite3.Row
+        return db
+
+    def _recover(self, error: Exception) -> sqlite3.Connection:
+        backup = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        os.replace(self.path, backup)
+        for suffix in ("-wal", "-shm"):
+            side = Path(f"{self.path}{suffix}")
+            if side.exists():
+                os.replace(side, Path(f"{backup}{suffix}"))
+        try:
+            db = self._open()
+        except sqlite3.DatabaseError as e:  # pragma: no cover - a directory we cannot write a database in
+            raise ResultsFileError(f"cannot create a results database at {self.path}: {e}") from e
+        runs, episodes, bad = self._replay(db)
+        self.recovery = (f"results file {self.path} could not be read ({error}); kept it as {backup} and rebuilt "
+                         f"{episodes} episode(s) of {runs} run(s) from the journal {self.journal}"
+                         + (f" ({bad} unreadable journal line(s) skipped)" if bad else ""))
+        return db
+
+    def _replay(self, db: sqlite3.Connection) -> tuple[int, int, int]:
+        if not self.journal.exists():
+            return 0, 0, 0
+        runs: dict[str, int] = {}
+        episodes = bad = 0
+        with self.journal.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                    run = RunMeta(**entry["run"])
+                    run_id = self._upsert_run(db, run)
+                    runs[run.key] = run_id
+                    if "episode" in entry:
+                        self._insert_episode(db, run_id, EpisodeRecord(**entry["episode"]))
+                        episodes += 1
+                except (ValueError, TypeError, KeyError):
+                    bad += 1
+        return len(runs), episodes, bad
+
+    # -- writing ----------------------------------------------------------------------------------------------------
+    def _journal(self, entry: dict[str, Any]) -> None:
+        with self.journal.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(entry, default=str) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    @staticmethod
+    def _upsert_run(db: sqlite3.Connection, run: RunMeta) -> int:
+        values = [getattr(run, k) for k in RUN_FIELDS]
+        updates = ", ".join(f"{k}=excluded.{k}" for k in RUN_FIELDS if k not in ("key", "started_at"))
+        db.execute(f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))}) "
+                   f"ON CONFLICT(key) DO UPDATE SET {updates}", values)
+        return int(db.execute("SELECT id FROM runs WHERE key = ?", (run.key,)).fetchone()[0])
+
+    @staticmethod
+    def _insert_episode(db: sqlite3.Connection, run_id: int, ep: EpisodeRecord) -> None:
+        db.execute("INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (run_id, ep.idx, ep.seed, ep.task_id, int(ep.success), float(ep.reward), ep.turns, ep.invalid,
+                    int(ep.truncated), json.dumps(ep.metrics), ep.error, ep.seconds, ep.finished_at))
+
+    def begin_run(self, run: RunMeta) -> int:
+        """Create or update the run (its status, episode count and metadata) and return its id."""
+        run.updated_at = now()
+        with self._retry():
+            run_id = self._upsert_run(self.db, run)
+        self._journal({"run": asdict(run)})
+        return run_id
+
+    def add_episode(self, run: RunMeta, run_id: int, ep: EpisodeRecord) -> None:
+        """Store one finished episode: committed to the database and flushed to the journal before returning."""
+        ep.finished_at = ep.finished_at or now()
+        with self._retry():
+            self._insert_episode(self.db, run_id, ep)
+        self._journal({"run": asdict(run), "episode": asdict(ep)})
+
+    def finish_run(self, run: RunMeta, status: str, message: str | None = None) -> None:
+        run.status, run.message = status, message
+        self.begin_run(run)
+
+    @contextmanager
+    def _retry(self) -> Iterator[None]:
+        for attempt in range(5):
+            try:
+                yield
+                return
+            except sqlite3.OperationalError as e:  # locked by another writer past the busy timeout
+                if attempt == 4 or "locked" not in str(e):
+                    raise ResultsFileError(f"cannot write to {self.path}: {e}") from e
+                time.sleep(0.2 * (attempt + 1))
+
+    # -- reading ----------------------------------------------------------------------------------------------------
+    def done_indices(self, run_id: int) -> set[int]:
+        return {r[0] for r in self.db.execute("SELECT idx FROM episodes WHERE run_id = ?", (run_id,))}
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.db.execute("SELECT * FROM runs ORDER BY env_id, policy, seed")]
+
+    def episodes(self, run_id: int) -> list[EpisodeRecord]:
+        rows = self.db.execute("SELECT * FROM episodes WHERE run_id = ? ORDER BY idx", (run_id,)).fetchall()
+        return [EpisodeRecord(r["idx"], r["seed"], r["task_id"], bool(r["success"]), r["reward"], r["turns"],
+                              r["invalid"], bool(r["truncated"]), json.loads(r["metrics"] or "{}"), r["error"],
+                              r["seconds"] or 0.0, r["finished_at"] or "") for r in rows]
+
+    def close(self) -> None:
+        self.db.close()

@@ -1,0 +1,108 @@
+"""The results store: every episode stored at once, a killed run resumes, a damaged file is rebuilt from the journal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agentgym_r1.leaderboard.jobs import Job, run_jobs
+from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore, RunMeta
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _count(path: Path) -> int:
+    with sqlite3.connect(path, timeout=30) as db:
+        try:
+            return db.execute("SELECT count(*) FROM episodes").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
+
+
+def test_a_killed_run_keeps_its_episodes_and_resumes_where_it_stopped(tmp_path):
+    db = tmp_path / "r.sqlite"
+    cmd = [sys.executable, "-m", "agentgym_r1.cli", "eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0",
+           "--source", "synthetic", "--episodes", "100000", "--results", str(db)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 60
+    while (not db.exists() or _count(db) < 5) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    store = ResultsStore(db)
+    assert store.recovery is None
+    (run,) = store.runs()
+    before = {e.idx: e.finished_at for e in store.episodes(run["id"])}
+    assert len(before) >= 5 and run["status"] == "running"
+    assert sorted(before) == list(range(len(before)))
+    store.close()
+    target = len(before) + 3
+    (outcome,) = run_jobs([Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=target)], db)
+    assert outcome.status == "done" and outcome.episodes == target
+    store = ResultsStore(db)
+    (run,) = store.runs()
+    after = {e.idx: e.finished_at for e in store.episodes(run["id"])}
+    assert sorted(after) == list(range(target)) and run["status"] == "done"
+    assert all(after[i] == t for i, t in before.items())  # nothing finished was replayed or lost
+
+
+def _filled(tmp_path: Path) -> Path:
+    db = tmp_path / "r.sqlite"
+    run_jobs([Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=4),
+              Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=3)], db, workers=1)
+    return db
+
+
+def test_a_file_that_is_not_a_database_is_kept_aside_and_rebuilt_from_the_journal(tmp_path):
+    db = _filled(tmp_path)
+    db.write_bytes(b"garbage, not SQLite" * 100)
+    store = ResultsStore(db)
+    assert store.recovery is not None and "rebuilt 7 episode(s) of 2 run(s)" in store.recovery
+    assert sorted(r["policy"] for r in store.runs()) == ["scripted", "scripted"]
+    assert sum(len(store.episodes(r["id"])) for r in store.runs()) == 7
+    backups = list(tmp_path.glob("r.sqlite.corrupt-*"))
+    assert backups and backups[0].read_bytes().startswith(b"garbage")
+
+
+def test_damaged_pages_are_detected_and_the_run_goes_on(tmp_path):
+    db = _filled(tmp_path)
+    data = bytearray(db.read_bytes())
+    page = 4096
+    for offset in range(page, len(data), page):  # wreck every page but the header's
+        data[offset:offset + 64] = b"\xff" * 64
+    db.write_bytes(bytes(data))
+    (outcome,) = run_jobs([Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=6)], db, workers=1)
+    assert outcome.status == "done" and outcome.episodes == 6
+    assert list(tmp_path.glob("r.sqlite.corrupt-*"))  # the damaged file is kept for inspection
+    store = ResultsStore(db)
+    gsm = next(r for r in store.runs() if r["env_id"] == "AgentR1/GSM8K-v0")
+    assert len(store.episodes(gsm["id"])) == 6 and len(store.runs()) == 2
+
+
+def test_a_torn_journal_line_is_skipped(tmp_path):
+    db = _filled(tmp_path)
+    with open(f"{db}.jsonl", "a") as f:
+        f.write('{"run": {"env_id": "AgentR1/GSM8K-v0", "sou')  # killed mid-write
+    db.write_bytes(b"\0" * 10)
+    store = ResultsStore(db)
+    assert "1 unreadable journal line(s) skipped" in store.recovery
+    assert sum(len(store.episodes(r["id"])) for r in store.runs()) == 7
+
+
+def test_run_metadata_is_recorded(tmp_path):
+    store = ResultsStore(tmp_path / "r.sqlite")
+    meta = RunMeta("AgentR1/GSM8K-v0", "synthetic", "scripted", 3, 10, package_version="0.1.0", git_commit="abc")
+    run_id = store.begin_run(meta)
+    store.add_episode(meta, run_id, EpisodeRecord(0, 3, "t-0", True, 1.0, 2, 0, metrics={"accuracy": 1.0}))
+    (run,) = store.runs()
+    assert (run["env_id"], run["env_version"], run["source"], run["policy"], run["seed"]) == (
+        "AgentR1/GSM8K-v0", "v0", "synthetic", "scripted", 3)
+    assert run["package_version"] == "0.1.0" and run["git_commit"] == "abc" and run["started_at"]
+    (ep,) = store.episodes(run_id)
+    assert ep.metrics == {"accuracy": 1.0} and ep.finished_at

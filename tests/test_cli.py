@@ -1,0 +1,79 @@
+"""The ``agentgym-r1`` command: eval, and leaderboard run / show / export."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from agentgym_r1.cli import main
+
+
+def test_eval_prints_the_summary(capsys):
+    assert main(["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--source", "synthetic",
+                 "--episodes", "5", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "AgentR1/GSM8K-v0 policy=scripted source=synthetic episodes=5" in out
+    assert "success 1.000" in out
+
+
+def test_eval_on_toolenv_uses_the_lookup_source(capsys):
+    assert main(["eval", "--policy", "scripted", "--env", "AgentR1/ToolEnv-v0", "--episodes", "3"]) == 0
+    assert "success 1.000" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--policy", "scripted", "--env", "AgentR1/Nope-v0"], "unknown env id 'AgentR1/Nope-v0'"),
+    (["--policy", "nope", "--env", "AgentR1/GSM8K-v0"], "unknown policy 'nope' for AgentR1/GSM8K-v0"),
+    (["--policy", "openai:nohost#m", "--env", "AgentR1/GSM8K-v0"], "openai:http://HOST:PORT/v1#MODEL"),
+])
+def test_bad_input_is_a_clear_message_not_a_traceback(argv, message, capsys):
+    assert main(["eval", *argv, "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_leaderboard_run_show_and_export(tmp_path, capsys):
+    db = tmp_path / "lb.sqlite"
+    assert main(["leaderboard", "run", "--suite", "quick", "--results", str(db), "--episodes", "4",
+                 "--workers", "1", "--env", "AgentR1/ToolEnv-v0", "--env", "AgentR1/WebShop-v0"]) == 0
+    captured = capsys.readouterr()
+    assert "[AgentR1/ToolEnv-v0 scripted] #################### 4/4 success 1.00" in captured.err
+    assert "== AgentR1/ToolEnv-v0 (lookup)" in captured.out
+    assert (tmp_path / "lb.html").read_text().count('<svg class="plot"') == 2
+    assert main(["leaderboard", "show", "--results", str(db)]) == 0
+    assert "scripted" in capsys.readouterr().out
+    assert main(["leaderboard", "export", "--format", "csv", "--results", str(db)]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {r["policy"] for r in rows if r["env_id"] == "AgentR1/ToolEnv-v0"} == {"random", "scripted", "oracle"}
+    out = tmp_path / "board.md"
+    assert main(["leaderboard", "export", "--format", "md", "--results", str(db), "-o", str(out)]) == 0
+    assert "## AgentR1/ToolEnv-v0" in out.read_text()
+
+
+def test_show_with_no_results_says_how_to_get_some(tmp_path, capsys):
+    assert main(["leaderboard", "show", "--results", str(tmp_path / "none.sqlite")]) == 0
+    assert "leaderboard run --suite quick" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--suite", "huge"], "unknown suite 'huge'"),
+    (["--env", "AgentR1/Nope-v0"], "['AgentR1/Nope-v0'] not in suite 'quick'"),
+    (["--episodes", "0"], "--episodes must be at least 1"),
+])
+def test_leaderboard_run_bad_input(argv, message, tmp_path, capsys):
+    assert main(["leaderboard", "run", "--results", str(tmp_path / "r.sqlite"), *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_corrupted_results_file_is_reported_and_rebuilt(tmp_path, capsys):
+    db = tmp_path / "lb.sqlite"
+    assert main(["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--source", "synthetic",
+                 "--episodes", "3", "--results", str(db)]) == 0
+    db.write_bytes(b"not a database at all" * 50)
+    capsys.readouterr()
+    assert main(["leaderboard", "show", "--results", str(db)]) == 0
+    captured = capsys.readouterr()
+    assert "could not be read" in captured.err and "rebuilt 3 episode(s) of 1 run(s)" in captured.err
+    assert "scripted" in captured.out
