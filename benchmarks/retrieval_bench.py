@@ -1,7 +1,7 @@
 """Retrieval benchmark: build time, memory, query latency (p50/p95) and top-5 agreement of the retrieval engines.
 
 Engines: ``bm25`` (the default in-process backend, tantivy; ``bm25-nostem`` without stemming), ``bm25s`` (the pure-Python alternative, measured raw),
-``lucene`` (pyserini) and ``dense`` (faiss + all-MiniLM-L6-v2; latency includes encoding the query). Each engine is
+``lucene`` (pyserini) and ``dense`` (faiss + all-MiniLM-L6-v2, one torch thread; latency includes encoding the query). Each engine is
 built in one fresh process and queried in another, so RSS figures are its own.
 
 Corpora: ``shared`` is the distractor corpus of the HotpotQA samples in ../shared/data/hotpotqa (~10.8k paragraphs;
@@ -84,10 +84,11 @@ def corpus_and_queries(corpus: str) -> tuple[list[Document] | Path, list[str]]:
 
 # ---------------------------------------------------------------- one engine in one process
 
-def _rss_mb() -> float:
+def _rss_mb(field: str = "VmRSS") -> float:
+    """Resident memory; ``RssAnon`` leaves out the memory-mapped index files (page cache, shared and reclaimable)."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -117,6 +118,7 @@ def build(engine: str, corpus: str, index_dir: Path, dense_docs: int) -> dict:
             from agentgym_r1.retrieval.dense import packaged_minilm_path
 
             opts["model"] = packaged_minilm_path()
+            opts["threads"] = 1
             items = docs if isinstance(docs, list) else list(iter_corpus(docs))
             docs = items[:dense_docs]
         build_retriever(engine.split("-")[0], docs, index_dir, cache=False, **opts).close()
@@ -148,7 +150,7 @@ def query(engine: str, corpus: str, index_dir: Path, n_queries: int) -> dict:
     else:
         from agentgym_r1.retrieval import load_retriever
 
-        retriever = load_retriever(index_dir, cache=False)
+        retriever = load_retriever(index_dir, cache=False, **({"threads": 1} if engine == "dense" else {}))
 
         def search(q: str) -> list[str]:
             return [h.doc.id for h in retriever.search(q, 5)]
@@ -162,7 +164,8 @@ def query(engine: str, corpus: str, index_dir: Path, n_queries: int) -> dict:
         lat.append((time.perf_counter() - t) * 1e3)
     return {"load_s": load_s, "queries": len(queries), "p50_ms": float(np.percentile(lat, 50)),
             "p95_ms": float(np.percentile(lat, 95)), "p99_ms": float(np.percentile(lat, 99)),
-            "rss_after_load_and_queries_mb": _rss_mb(), "rss_before_load_mb": rss0, "top5": top5}
+            "rss_after_load_and_queries_mb": _rss_mb(), "anon_rss_after_mb": _rss_mb("RssAnon"),
+            "rss_before_load_mb": rss0, "top5": top5}
 
 
 # ---------------------------------------------------------------- driver
@@ -187,7 +190,8 @@ def compare(args: argparse.Namespace) -> None:
             print(f"{engine:7s} build {r['build_s']:7.1f} s (CPU {r['build_cpu_s'] + r['build_child_cpu_s']:6.1f} s)  peak RSS {r['build_peak_rss_mb']:7.0f} MB "
                   f"(indexer subprocess {r['build_child_peak_rss_mb']:5.0f} MB)  load {r['load_s']:5.2f} s  "
                   f"query p50 {r['p50_ms']:7.3f} ms  p95 {r['p95_ms']:7.3f} ms  p99 {r['p99_ms']:7.3f} ms  "
-                  f"RSS after queries {r['rss_after_load_and_queries_mb']:6.0f} MB  ({r['queries']} queries)",
+                  f"RSS after queries {r['rss_after_load_and_queries_mb']:6.0f} MB (anonymous {r['anon_rss_after_mb']:5.0f} MB)  "
+                  f"({r['queries']} queries)",
                   flush=True)
     names = [n for n in results if n != "dense"]  # dense indexes a subset: its top-5 are not comparable
     for i, a in enumerate(names):

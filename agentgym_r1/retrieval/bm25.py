@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym_r1.error import IndexMismatchError, require
+from agentgym_r1.error import IndexMismatchError, RetrievalError, require
 from agentgym_r1.retrieval.base import Document, Hit, Retriever, as_documents
 from agentgym_r1.retrieval.manifest import IndexManifest, read_manifest, write_manifest
 
@@ -82,8 +82,8 @@ class BM25Retriever(Retriever):
               threads: int = 0) -> BM25Retriever:
         """Index ``documents`` (a list or any iterable, streamed) in memory or into ``index_dir`` (replaced).
 
-        ``stem=False`` skips Porter stemming: about a third faster to build, slightly lower recall (0.725 against
-        0.749 recall@5 on the HotpotQA samples).
+        ``stem=False`` skips the (Snowball English) stemmer: about 15% less build CPU at 1M passages, slightly lower
+        recall (0.725 against 0.749 recall@5 on the HotpotQA samples).
         """
         tv = _tantivy()
         schema = _schema(tv)
@@ -130,13 +130,15 @@ class BM25Retriever(Retriever):
         return list(dict.fromkeys(tokens))[:MAX_QUERY_TERMS]
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
+        if self._searcher is None:
+            raise RetrievalError("this BM25 retriever was closed")
         terms = self.terms(query)
         if not terms or k <= 0:
             return []
         tv = self._tv
         clauses = [tv.Query.term_query(self._schema, "contents", t, index_option="freq") for t in terms]
         q = clauses[0] if len(clauses) == 1 else tv.Query.boolean_query([(tv.Occur.Should, c) for c in clauses])
-        result = self._searcher.search(q, limit=k, count=False)
+        result = self._searcher.search(q, limit=min(int(k), max(1, len(self))), count=False)
         return [Hit(_unpack(self._searcher.doc(addr)["doc"][0]), float(score), rank)
                 for rank, (score, addr) in enumerate(result.hits)]
 

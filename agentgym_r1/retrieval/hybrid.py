@@ -42,8 +42,9 @@ class HybridRetriever(Retriever):
     @classmethod
     def build(cls, documents: Iterable[Document | dict], index_dir: str | Path | None = None, *,
               backends: Sequence[str] = ("bm25", "dense"), model: str | Path | None = None,
-              fingerprint: str | None = None, k0: float = 60.0, depth: int = 20) -> HybridRetriever:
-        """Build both sub-indexes (``index_dir/<backend>``); ``model`` goes to the dense one."""
+              fingerprint: str | None = None, k0: float = 60.0, depth: int = 20,
+              threads: int | None = None) -> HybridRetriever:
+        """Build both sub-indexes (``index_dir/<backend>``); ``model`` and ``threads`` go to the dense one."""
         from agentgym_r1.retrieval.factory import backend_class
 
         if len(backends) != 2 or "hybrid" in backends:
@@ -52,7 +53,7 @@ class HybridRetriever(Retriever):
         path = Path(index_dir) if index_dir is not None else None
         subs = []
         for name in backends:
-            opts: dict[str, Any] = {"model": model} if name == "dense" else {}
+            opts: dict[str, Any] = {"model": model, "threads": threads} if name == "dense" else {}
             sub_dir = path / name if path is not None else None
             subs.append(backend_class(name).build(docs, sub_dir, fingerprint=fingerprint, **opts))
         if path is not None:
@@ -63,7 +64,7 @@ class HybridRetriever(Retriever):
 
     @classmethod
     def load(cls, index_dir: str | Path, *, model: str | Path | None = None, backends: Sequence[str] | None = None,
-             k0: float | None = None, depth: int | None = None) -> HybridRetriever:
+             k0: float | None = None, depth: int | None = None, threads: int | None = None) -> HybridRetriever:
         from agentgym_r1.retrieval.factory import backend_class
 
         path = Path(index_dir)
@@ -72,8 +73,8 @@ class HybridRetriever(Retriever):
         names = manifest.options["backends"]
         if backends is not None and list(backends) != names:
             raise ConfigError(f"hybrid index {str(path)!r} fuses {names}, not {list(backends)}.")
-        subs = [backend_class(n).load(path / n, **({"model": model} if n == "dense" and model else {}))
-                for n in names]
+        dense_opts = {"model": model, "threads": threads}
+        subs = [backend_class(n).load(path / n, **(dense_opts if n == "dense" else {})) for n in names]
         return cls(subs[0], subs[1], k0 or manifest.options.get("k0", 60.0), depth or manifest.options.get("depth", 20))
 
     def batch_search(self, queries: Sequence[str], k: int = 5) -> list[list[Hit]]:

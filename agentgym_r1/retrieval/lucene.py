@@ -97,11 +97,13 @@ class LuceneRetriever(Retriever):
         return cls(path, k1, b)
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
+        if self._searcher is None:
+            raise RetrievalError("this Lucene retriever was closed")
         words = _WORD.findall(str(query)[:4 * MAX_QUERY_WORDS * 16])[:MAX_QUERY_WORDS]
         if not words or k <= 0:
             return []
         try:
-            hits = self._searcher.search(" ".join(words), int(k))
+            hits = self._searcher.search(" ".join(words), min(int(k), max(1, len(self))))
             return [Hit(self._document(h.docid, h.lucene_document.get("raw")), float(h.score), rank)
                     for rank, h in enumerate(hits)]
         except Exception as e:  # a Java exception surfaces as jnius.JavaException

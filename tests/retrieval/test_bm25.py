@@ -110,3 +110,13 @@ def test_unstemmed_index_keeps_its_analyzer(tmp_path):
     assert loaded.search("plants", k=1)[0].doc.id == "d2"
     with pytest.raises(IndexMismatchError, match="stem=False"):
         BM25Retriever.load(tmp_path / "idx", stem=True)
+
+
+def test_huge_k_is_bounded_and_closed_retriever_raises_retrieval_error():
+    from agentgym_r1.error import RetrievalError
+
+    retriever = BM25Retriever.build(SMALL_DOCS)
+    assert len(retriever.search("the largest city reef", k=10**12)) <= len(SMALL_DOCS)
+    retriever.close()
+    with pytest.raises(RetrievalError, match="closed"):
+        retriever.search("reef")

@@ -25,14 +25,14 @@ def model():
 def hybrid_dir(tmp_path_factory, model):
     """One hybrid index (bm25 + dense sub-indexes): the dense encoding of the corpus is paid once."""
     path = tmp_path_factory.mktemp("hybrid") / "idx"
-    build_retriever("hybrid", SMALL_DOCS, path, model=model, cache=False).close()
+    build_retriever("hybrid", SMALL_DOCS, path, model=model, threads=1, cache=False).close()
     return path
 
 
 @pytest.fixture(scope="module")
 def hybrid(hybrid_dir):
     clear_retriever_cache()
-    retriever = load_retriever(hybrid_dir, cache=False)  # reloaded from disk: the round trip
+    retriever = load_retriever(hybrid_dir, cache=False, threads=1)  # reloaded from disk: the round trip
     yield retriever
     retriever.close()
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +19,9 @@ from agentgym_r1.error import (
 )
 from agentgym_r1.retrieval import build_retriever, clear_retriever_cache, load_corpus, load_retriever
 from agentgym_r1.retrieval.manifest import read_manifest
-from tests.retrieval.conftest import SMALL_DOCS
+from tests.retrieval.conftest import QUERIES, SMALL_DOCS
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytest.importorskip("tantivy")
 
@@ -102,3 +108,18 @@ def test_unknown_corpus_format_raises(tmp_path, line):
 def test_missing_corpus_file_raises(tmp_path):
     with pytest.raises(DataNotFoundError):
         build_retriever("bm25", tmp_path / "missing.jsonl")
+
+
+def test_importing_retrieval_loads_no_backend():
+    code = ("import sys, agentgym_r1.retrieval; "
+            "print(sorted(m for m in ('tantivy', 'faiss', 'torch', 'httpx', 'fastapi', 'jnius', 'pyserini', "
+            "'sentence_transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_shared_retriever_answers_many_threads():
+    retriever = build_retriever("bm25", SMALL_DOCS)
+    with ThreadPoolExecutor(8) as pool:
+        tops = list(pool.map(lambda q: retriever.search(q, 1)[0].doc.id, [q for q, _ in QUERIES] * 8))
+    assert tops == [doc_id for _, doc_id in QUERIES] * 8
