@@ -53,7 +53,8 @@ def build_retriever(backend: str = "bm25", corpus: Corpus | None = None, index_d
     ``index_dir=None`` keeps the index in memory (not for ``lucene``). An existing index in ``index_dir`` is loaded
     when its manifest matches (backend, model, corpus fingerprint); a mismatch raises
     :class:`~agentgym_r1.error.IndexMismatchError` unless ``overwrite=True``. With ``cache=True`` the same call in the
-    same process returns the same object: do not ``close`` a shared retriever, call :func:`clear_retriever_cache`.
+    same process returns the same object: do not ``close`` a shared retriever (:func:`clear_retriever_cache` forgets
+    them all).
     Backend options (``model=``, ``device=``, ``backends=``, ...) go in ``opts``.
     """
     if backend not in BACKENDS:
@@ -100,8 +101,10 @@ def load_retriever(index_dir: str | Path, *, backend: str | None = None, cache: 
 
 
 def clear_retriever_cache() -> None:
-    """Close and forget every cached retriever."""
+    """Forget every cached retriever, so the next ``build_retriever`` makes a new one.
+
+    They are not closed here: an env or a catalogue built earlier may still hold one and keeps a working retriever;
+    each is freed when its last holder lets it go.
+    """
     with _LOCK:
-        for retriever in _CACHE.values():
-            retriever.close()
         _CACHE.clear()
