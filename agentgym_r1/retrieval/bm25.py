@@ -18,6 +18,7 @@ from typing import Any
 
 from agentgym_r1.error import IndexMismatchError, RetrievalError, require
 from agentgym_r1.retrieval.base import Document, Hit, Retriever, as_documents
+from agentgym_r1.retrieval.corpus import batched
 from agentgym_r1.retrieval.manifest import IndexManifest, read_manifest, write_manifest
 
 __all__ = ["MAX_QUERY_CHARS", "MAX_QUERY_TERMS", "BM25Retriever"]
@@ -97,7 +98,7 @@ class BM25Retriever(Retriever):
         index.register_tokenizer(_ANALYZER, _analyzer(tv, stem))
         writer = index.writer(heap_size=heap_mb * 1_000_000, num_threads=threads)
         n = 0
-        for batch in _batches(documents, 1024):
+        for batch in batched(documents, 1024):
             for doc in as_documents(batch):
                 writer.add_document(tv.Document(contents=doc.contents, doc=_pack(doc)))
                 n += 1
@@ -151,14 +152,3 @@ class BM25Retriever(Retriever):
     def close(self) -> None:
         self._searcher = None
         self._index = None
-
-
-def _batches(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch

@@ -17,6 +17,18 @@ __all__ = ["fingerprint_documents", "fingerprint_file", "hotpotqa_paragraphs", "
 _CHUNK = 1 << 20
 
 
+def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Lists of ``size`` items (the last may be shorter): documents fed to an indexer a batch at a time."""
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def record_to_document(record: Any, line: int, source: str | Path = "<records>") -> Document:
     """One corpus record as a :class:`Document`; a record in neither known layout raises :class:`DataFormatError`."""
     if not isinstance(record, Mapping):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from agentgym_r1.error import ConfigError, RetrievalError, require
 from agentgym_r1.retrieval.base import Document, Hit, Retriever, as_documents
+from agentgym_r1.retrieval.corpus import batched
 from agentgym_r1.retrieval.manifest import IndexManifest, read_manifest, write_manifest
 
 __all__ = ["MAX_QUERY_WORDS", "LuceneRetriever"]
@@ -38,22 +39,11 @@ def _searcher_class():
 def _write_collection(documents: Iterable[Document | dict], folder: Path) -> int:
     n = 0
     with (folder / "docs.jsonl").open("w", encoding="utf-8") as f:
-        for start_batch in _chunks(documents, 4096):
+        for start_batch in batched(documents, 4096):
             for d in as_documents(start_batch):
                 f.write(json.dumps({"id": d.id, "contents": f"{d.title}\n{d.text}"}, ensure_ascii=False) + "\n")
                 n += 1
     return n
-
-
-def _chunks(items: Iterable, size: int) -> Iterable[list]:
-    batch: list = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 class LuceneRetriever(Retriever):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
+from agentgym_r1.core.hub import load_hf_dataset
 from agentgym_r1.core.tasks import GeneratedSource, ListSource, Task, TaskSource
 from agentgym_r1.envs.gsm8k.synthetic import generate_problem
-from agentgym_r1.error import DataFormatError, DataNotFoundError, DataSourceUnavailableError, require
+from agentgym_r1.error import DataFormatError, DataNotFoundError
 
 _ANNOTATION = re.compile(r"<<([^=<>]+)=([^<>]*)>>")
 ALTERNATIVES = ('source="synthetic" (generated, offline), or source="path/to/test.jsonl" in the official format '
@@ -54,16 +54,7 @@ def load_jsonl(path: str) -> ListSource:
 
 @functools.lru_cache(maxsize=4)
 def load_hf(split: str, dataset: str = "openai/gsm8k") -> ListSource:
-    datasets = require("datasets", "hf", "GSM8K source='hf'")
-    try:
-        ds = datasets.load_dataset(dataset, "main", split=split)
-    except Exception as e:  # offline, not cached, or the hub refused
-        offline = os.environ.get("HF_DATASETS_OFFLINE") or os.environ.get("HF_HUB_OFFLINE")
-        raise DataSourceUnavailableError(
-            f"could not load {dataset!r} split {split!r} from Hugging Face ({type(e).__name__}: {str(e)[:200]})"
-            f"{'; offline mode is set' if offline else ''}. It is downloaded and cached on first use online. "
-            f"Alternatives: {ALTERNATIVES}."
-        ) from e
+    ds = load_hf_dataset(dataset, "main", split, feature="GSM8K source='hf'", alternatives=ALTERNATIVES)
     return ListSource(task_from_record(dict(r), f"gsm8k-{split}-{i}") for i, r in enumerate(ds))
 
 

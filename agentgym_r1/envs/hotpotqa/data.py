@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgym_r1.core.hub import load_hf_dataset
 from agentgym_r1.core.tasks import GeneratedSource, ListSource, Task, TaskSource
 from agentgym_r1.envs.hotpotqa.synthetic import build_kb, distractors, generate_question
 from agentgym_r1.error import (
     ConfigError,
     DataFormatError,
     DataNotFoundError,
-    DataSourceUnavailableError,
-    require,
 )
 from agentgym_r1.retrieval.base import Document
 from agentgym_r1.retrieval.corpus import hotpotqa_paragraphs
@@ -116,16 +115,7 @@ def load_hf(split: str = "validation", config: str = "distractor") -> HotpotData
     """``hotpotqa/hotpot_qa`` from the Hugging Face hub (downloaded and cached on first use online)."""
     if config not in HF_CONFIGS:
         raise DataFormatError(f"HotpotQA config must be one of {HF_CONFIGS}, got {config!r}")
-    datasets = require("datasets", "hf", "HotpotQA source='hf'")
-    try:
-        ds = datasets.load_dataset(HF_DATASET, config, split=split)
-    except Exception as e:  # offline, not cached, or the hub refused
-        offline = os.environ.get("HF_DATASETS_OFFLINE") or os.environ.get("HF_HUB_OFFLINE")
-        raise DataSourceUnavailableError(
-            f"could not load {HF_DATASET!r} ({config}, split {split!r}) from Hugging Face ({type(e).__name__}: "
-            f"{str(e)[:200]}){'; offline mode is set' if offline else ''}. It is downloaded and cached on first use "
-            f"online. Alternatives: {ALTERNATIVES}."
-        ) from e
+    ds = load_hf_dataset(HF_DATASET, config, split, feature="HotpotQA source='hf'", alternatives=ALTERNATIVES)
     return build([dict(r) for r in ds], f"{HF_DATASET}/{config}/{split}", f"hf:{config}:{split}")
 
 
