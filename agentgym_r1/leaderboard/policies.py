@@ -91,26 +91,6 @@ class CalculatorAgentPolicy(Policy):
 
 
 
-class HotpotQAOraclePolicy(Policy):
-    """Searches each gold supporting title of the task, one per turn, then answers the gold answer. An oracle.
-
-    Writes Search-R1 tags when the env reads tags (``parser="tag"``), Hermes tool calls otherwise."""
-
-    name = "oracle"
-    is_oracle = True
-
-    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
-        super().reset(env, observation, info)
-        self.task = env.unwrapped.task
-        self.queries = list(self.task.meta.get("supporting_titles") or [])
-        self.tags = getattr(env.unwrapped.parser, "name", "") == "tag"
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        if self.queries:
-            query = self.queries.pop(0)
-            return f"<search>{query}</search>" if self.tags else hermes_call("search", query=query)
-        answer = self.task.answer if isinstance(self.task.answer, str) else self.task.answer[0]
-        return f"<answer>{answer}</answer>"
 
 class WebShopOraclePolicy(Policy):
     """Searches the goal product's title, opens it (paging through the results), clicks the goal's options and
