@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -92,75 +91,6 @@ class CalculatorAgentPolicy(Policy):
 
 
 
-class WebShopOraclePolicy(Policy):
-    """Searches the goal product's title, opens it (paging through the results), clicks the goal's options and
-    buys. An oracle: it reads the goal from the env's task."""
-
-    name = "webshop-oracle"
-    is_oracle = True
-
-    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
-        super().reset(env, observation, info)
-        self.goal = env.unwrapped.task.meta["goal"]
-        self.clicked: set[str] = set()
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        page = info["env"]["page"]
-        clickables = info["env"]["available_actions"]["clickables"]
-        if page == "search":
-            return f"search[{self.goal.name}]"
-        if page == "results":
-            if self.goal.asin.lower() in clickables:
-                return f"click[{self.goal.asin.lower()}]"
-            return "click[next >]" if "next >" in clickables else "click[back to search]"
-        if page == "item" and info["env"]["asin"] != self.goal.asin:
-            return "click[< prev]"
-        if page == "item":
-            for _, value in self.goal.goal_options:
-                if value not in self.clicked and value in clickables:
-                    self.clicked.add(value)
-                    return f"click[{value}]"
-            return "click[buy now]"
-        return "click[< prev]"
-
-
-class WebShopScriptedPolicy(Policy):
-    """A scripted, non-oracle WebShop shopper: searches the instruction (before ", and price"), opens the first
-    result within the price limit it reads from the instruction, clicks the options the instruction names, buys."""
-
-    name = "webshop-scripted"
-
-    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
-        import re
-
-        super().reset(env, observation, info)
-        instruction = observation.rsplit("Instruction: [SEP] ", 1)[-1].split(" [SEP] ", 1)[0].lower()
-        limit = re.search(r"price lower than ([\d.]+) dollars", instruction)
-        self.limit = float(limit.group(1)) if limit else math.inf
-        self.instruction = instruction.split(", and price lower than")[0]
-        self.clicked: set[str] = set()
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        import re
-
-        page = info["env"]["page"]
-        clickables = info["env"]["available_actions"]["clickables"]
-        if page == "search":
-            return f"search[{self.instruction}]"
-        if page == "results":
-            prices = dict(re.findall(r"\[SEP\] (\w{10}) \[SEP\] [^[]*? \[SEP\] \$([\d.]+)", observation))
-            items = [c for c in clickables if len(c) == 10 and c.upper() in prices]
-            cheap = [c for c in items if float(prices[c.upper()]) < self.limit]
-            return f"click[{(cheap or items or ['back to search'])[0]}]"
-        if page == "item":
-            for value in clickables[2:-4]:  # the option buttons, between "< prev" and "description"
-                if value not in self.clicked and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", self.instruction):
-                    self.clicked.add(value)
-                    return f"click[{value}]"
-            return "click[buy now]"
-        return "click[< prev]"
-
-
 class ALFWorldExpertPolicy(Policy):
     """ALFWorld's expert (``env.unwrapped.expert_plan()``: the game's walkthrough or the scripted full-knowledge
     plan, fast-downward's plan after a detour), one command a turn, asked again when a command did nothing. Sends
@@ -235,7 +165,7 @@ POLICY_SPECS: tuple[PolicySpec, ...] = (
     PolicySpec("WebShop", "random", f"{_B}.webshop:RandomClickPolicy", "random",
                "searches the instruction, then random available actions", checked=False),
     PolicySpec("WebShop", "rule", f"{_B}.webshop:RuleShopperPolicy", "baseline",
-               "WebShop's rule baseline: search the instruction, first result, options named in it, buy",
+               "rule-based: search the instruction, first result under its price limit, options named in it, buy",
                checked=False),
     PolicySpec("WebShop", "oracle", f"{_B}.webshop:WebShopOraclePolicy", "oracle",
                "searches the goal product, clicks it and its goal options, buys", checked=False),
