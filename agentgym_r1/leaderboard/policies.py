@@ -91,28 +91,6 @@ class CalculatorAgentPolicy(Policy):
 
 
 
-class ALFWorldExpertPolicy(Policy):
-    """ALFWorld's expert (``env.unwrapped.expert_plan()``: the game's walkthrough or the scripted full-knowledge
-    plan, fast-downward's plan after a detour), one command a turn, asked again when a command did nothing. Sends
-    plain commands, or ``act`` tool calls with ``tool_call=True``. An oracle: it reads the game's state."""
-
-    name = "alfworld-expert"
-    is_oracle = True
-
-    def __init__(self, tool_call: bool = False) -> None:
-        self.tool_call = tool_call
-
-    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
-        super().reset(env, observation, info)
-        self.plan: list[str] = []
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        if not self.plan or info.get("valid") is False:
-            self.plan = self.env.unwrapped.expert_plan()
-        command = self.plan.pop(0) if self.plan else "look"
-        return hermes_call("act", command=command) if self.tool_call else command
-
-
 POLICIES: dict[str, Callable[[], Policy]] = {
     "random": RandomPolicy,
     "oracle": GSM8KOraclePolicy,
