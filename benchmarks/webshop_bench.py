@@ -22,7 +22,7 @@ import numpy as np
 
 from agentgym_r1.envs.webshop import WebShopEnv, load_catalogue
 from agentgym_r1.envs.webshop.reward import _STOP, noun_filter, tokens, type_reward
-from agentgym_r1.leaderboard.policies import WebShopOraclePolicy
+from agentgym_r1.leaderboard.baselines.webshop import WebShopOraclePolicy
 
 SHARED = Path(os.environ.get("AGENTGYM_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
 
@@ -135,15 +135,15 @@ def type_agreement() -> None:
 
 
 def baselines(episodes: int = 200) -> None:
-    """Success and mean score of the scripted search-and-buy policy (and the oracle) on each goal set."""
-    from agentgym_r1.leaderboard.policies import WebShopScriptedPolicy
+    """Success and mean score of the rule-based shopper (and the oracle) on each goal set."""
+    from agentgym_r1.leaderboard.baselines.webshop import RuleShopperPolicy
     from agentgym_r1.leaderboard.runner import run_episode, summarise
 
     sources = [("generated 1k", {})]
     if (SHARED / "webshop").exists():
         sources += [(f"shared {g}", {"source": SHARED / "webshop", "goals": g}) for g in ("synthetic", "human")]
     for label, kw in sources:
-        for policy in (WebShopScriptedPolicy(), WebShopOraclePolicy()):
+        for policy in (RuleShopperPolicy(), WebShopOraclePolicy()):
             env = WebShopEnv(**kw)
             results = [run_episode(env, policy, seed) for seed in range(episodes)]
             s = summarise(results)

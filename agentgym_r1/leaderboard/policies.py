@@ -1,11 +1,10 @@
-"""Scripted policies: they act on an env's text observation (and, for oracles, its task)."""
+"""Policies: the ``Policy`` base, ``RandomPolicy``, ``hermes_call``, and the registry of named policies per env family
+(``POLICY_SPECS``, ``make_policy``). The scripted baselines and oracles live in :mod:`agentgym_r1.leaderboard.baselines`."""
 
 from __future__ import annotations
 
 import importlib
 import json
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,173 +50,12 @@ def hermes_call(name: str, **arguments: Any) -> str:
     return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
-class GSM8KOraclePolicy(Policy):
-    """Calls the calculator with the task's expert expressions, then answers the gold answer. An oracle."""
-
-    name = "oracle"
-    is_oracle = True
-
-    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
-        super().reset(env, observation, info)
-        self.task = env.unwrapped.task
-        self.called = False
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        expert = self.task.meta.get("expert") or []
-        if not self.called and expert:
-            self.called = True
-            return "".join(hermes_call("calculator", expression=e) for e in expert)
-        return f"<answer>{self.task.answer}</answer>"
-
-
-class CalculatorAgentPolicy(Policy):
-    """A scripted, non-oracle GSM8K agent for generated problems: it reads the question in the observation,
-    computes each sentence with the calculator, one expression a turn, then answers the last result."""
-
-    name = "scripted"
-
-    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
-        from agentgym_r1.envs.gsm8k.scripted import plan_expressions
-
-        super().reset(env, observation, info)
-        self.value, self.plan = plan_expressions(observation.rsplit("\n\n", 1)[-1])
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        if observation.startswith("<tool_response>\n"):
-            self.value = observation.removeprefix("<tool_response>\n").split("\n</tool_response>", 1)[0]
-        if not self.plan or self.value is None:
-            return f"<answer>{self.value}</answer>"
-        return hermes_call("calculator", expression=self.plan.pop(0)(self.value))
-
-
-
-class HotpotQAOraclePolicy(Policy):
-    """Searches each gold supporting title of the task, one per turn, then answers the gold answer. An oracle.
-
-    Writes Search-R1 tags when the env reads tags (``parser="tag"``), Hermes tool calls otherwise."""
-
-    name = "oracle"
-    is_oracle = True
-
-    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
-        super().reset(env, observation, info)
-        self.task = env.unwrapped.task
-        self.queries = list(self.task.meta.get("supporting_titles") or [])
-        self.tags = getattr(env.unwrapped.parser, "name", "") == "tag"
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        if self.queries:
-            query = self.queries.pop(0)
-            return f"<search>{query}</search>" if self.tags else hermes_call("search", query=query)
-        answer = self.task.answer if isinstance(self.task.answer, str) else self.task.answer[0]
-        return f"<answer>{answer}</answer>"
-
-class WebShopOraclePolicy(Policy):
-    """Searches the goal product's title, opens it (paging through the results), clicks the goal's options and
-    buys. An oracle: it reads the goal from the env's task."""
-
-    name = "webshop-oracle"
-    is_oracle = True
-
-    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
-        super().reset(env, observation, info)
-        self.goal = env.unwrapped.task.meta["goal"]
-        self.clicked: set[str] = set()
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        page = info["env"]["page"]
-        clickables = info["env"]["available_actions"]["clickables"]
-        if page == "search":
-            return f"search[{self.goal.name}]"
-        if page == "results":
-            if self.goal.asin.lower() in clickables:
-                return f"click[{self.goal.asin.lower()}]"
-            return "click[next >]" if "next >" in clickables else "click[back to search]"
-        if page == "item" and info["env"]["asin"] != self.goal.asin:
-            return "click[< prev]"
-        if page == "item":
-            for _, value in self.goal.goal_options:
-                if value not in self.clicked and value in clickables:
-                    self.clicked.add(value)
-                    return f"click[{value}]"
-            return "click[buy now]"
-        return "click[< prev]"
-
-
-class WebShopScriptedPolicy(Policy):
-    """A scripted, non-oracle WebShop shopper: searches the instruction (before ", and price"), opens the first
-    result within the price limit it reads from the instruction, clicks the options the instruction names, buys."""
-
-    name = "webshop-scripted"
-
-    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
-        import re
-
-        super().reset(env, observation, info)
-        instruction = observation.rsplit("Instruction: [SEP] ", 1)[-1].split(" [SEP] ", 1)[0].lower()
-        limit = re.search(r"price lower than ([\d.]+) dollars", instruction)
-        self.limit = float(limit.group(1)) if limit else math.inf
-        self.instruction = instruction.split(", and price lower than")[0]
-        self.clicked: set[str] = set()
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        import re
-
-        page = info["env"]["page"]
-        clickables = info["env"]["available_actions"]["clickables"]
-        if page == "search":
-            return f"search[{self.instruction}]"
-        if page == "results":
-            prices = dict(re.findall(r"\[SEP\] (\w{10}) \[SEP\] [^[]*? \[SEP\] \$([\d.]+)", observation))
-            items = [c for c in clickables if len(c) == 10 and c.upper() in prices]
-            cheap = [c for c in items if float(prices[c.upper()]) < self.limit]
-            return f"click[{(cheap or items or ['back to search'])[0]}]"
-        if page == "item":
-            for value in clickables[2:-4]:  # the option buttons, between "< prev" and "description"
-                if value not in self.clicked and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", self.instruction):
-                    self.clicked.add(value)
-                    return f"click[{value}]"
-            return "click[buy now]"
-        return "click[< prev]"
-
-
-class ALFWorldExpertPolicy(Policy):
-    """ALFWorld's expert (``env.unwrapped.expert_plan()``: the game's walkthrough or the scripted full-knowledge
-    plan, fast-downward's plan after a detour), one command a turn, asked again when a command did nothing. Sends
-    plain commands, or ``act`` tool calls with ``tool_call=True``. An oracle: it reads the game's state."""
-
-    name = "alfworld-expert"
-    is_oracle = True
-
-    def __init__(self, tool_call: bool = False) -> None:
-        self.tool_call = tool_call
-
-    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
-        super().reset(env, observation, info)
-        self.plan: list[str] = []
-
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        if not self.plan or info.get("valid") is False:
-            self.plan = self.env.unwrapped.expert_plan()
-        command = self.plan.pop(0) if self.plan else "look"
-        return hermes_call("act", command=command) if self.tool_call else command
-
-
-POLICIES: dict[str, Callable[[], Policy]] = {
-    "random": RandomPolicy,
-    "oracle": GSM8KOraclePolicy,
-    "scripted": CalculatorAgentPolicy,
-}
-# POLICIES above: the GSM8K policies by name, kept for callers that name no env.
-
-
 @dataclass(frozen=True)
 class PolicySpec:
     """A named policy for one env family: where its class lives (loaded on use), and what kind of baseline it is.
 
     ``kind`` is ``"random"``, ``"baseline"`` (an honest agent that sees only what a model would see), ``"oracle"``
-    (reads the gold task: an upper bound, never a result) or ``"model"``. ``checked`` is False for baselines written
-    against an env's public contract before that env was in this checkout.
+    (reads the gold task: an upper bound, never a result) or ``"model"``.
     """
 
     family: str
@@ -225,40 +63,36 @@ class PolicySpec:
     entry_point: str
     kind: str
     summary: str
-    checked: bool = True
 
 
 _B = "agentgym_r1.leaderboard.baselines"
 POLICY_SPECS: tuple[PolicySpec, ...] = (
     PolicySpec("GSM8K", "random", f"{__name__}:RandomPolicy", "random", "random text from the action space"),
-    PolicySpec("GSM8K", "scripted", f"{__name__}:CalculatorAgentPolicy", "baseline",
+    PolicySpec("GSM8K", "scripted", f"{_B}.gsm8k:CalculatorAgentPolicy", "baseline",
                "rule-based ReAct-style reader: one calculator call per sentence, then answers"),
-    PolicySpec("GSM8K", "oracle", f"{__name__}:GSM8KOraclePolicy", "oracle", "expert expressions, then the gold answer"),
+    PolicySpec("GSM8K", "oracle", f"{_B}.gsm8k:GSM8KOraclePolicy", "oracle", "expert expressions, then the gold answer"),
     PolicySpec("ToolEnv", "random", f"{__name__}:RandomPolicy", "random", "random text from the action space"),
     PolicySpec("ToolEnv", "scripted", f"{_B}.toolenv:LookupAgentPolicy", "baseline",
                "calls the lookup tool with the entity named in the question, answers its result"),
     PolicySpec("ToolEnv", "oracle", f"{_B}.toolenv:AnswerOraclePolicy", "oracle", "answers the gold answer"),
     PolicySpec("HotpotQA", "random", f"{__name__}:RandomPolicy", "random", "random text from the action space"),
     PolicySpec("HotpotQA", "rag", f"{_B}.hotpotqa:NaiveRAGPolicy", "baseline",
-               "naive RAG: one search with the question, a rule-based reader over the top passages", checked=False),
+               "naive RAG: one search with the question, a rule-based reader over the top passages"),
     PolicySpec("HotpotQA", "react", f"{_B}.hotpotqa:RuleReActPolicy", "baseline",
-               "rule-based ReAct: search, find the bridge entity or both compared entities, search again, read",
-               checked=False),
+               "rule-based ReAct: search, find the bridge entity or both compared entities, search again, read"),
     PolicySpec("HotpotQA", "oracle", f"{_B}.hotpotqa:HotpotQAOraclePolicy", "oracle",
-               "searches the gold supporting titles, answers the gold answer", checked=False),
+               "searches the gold supporting titles, answers the gold answer"),
     PolicySpec("ALFWorld", "random", f"{_B}.alfworld:RandomAdmissiblePolicy", "random",
-               "a random admissible command", checked=False),
+               "a random admissible command"),
     PolicySpec("ALFWorld", "react", f"{_B}.alfworld:RuleReActPolicy", "baseline",
-               "rule-based ReAct: parse the goal, search receptacles, take, transform, place", checked=False),
-    PolicySpec("ALFWorld", "oracle", f"{_B}.alfworld:ExpertPlanPolicy", "oracle", "follows the expert plan",
-               checked=False),
+               "rule-based ReAct: parse the goal, search receptacles, take, transform, place"),
+    PolicySpec("ALFWorld", "oracle", f"{_B}.alfworld:ExpertPlanPolicy", "oracle", "follows the expert plan"),
     PolicySpec("WebShop", "random", f"{_B}.webshop:RandomClickPolicy", "random",
-               "searches the instruction, then random available actions", checked=False),
+               "searches the instruction, then random available actions"),
     PolicySpec("WebShop", "rule", f"{_B}.webshop:RuleShopperPolicy", "baseline",
-               "WebShop's rule baseline: search the instruction, first result, options named in it, buy",
-               checked=False),
+               "rule-based: search the instruction, first result under its price limit, options named in it, buy"),
     PolicySpec("WebShop", "oracle", f"{_B}.webshop:WebShopOraclePolicy", "oracle",
-               "searches the goal product, clicks it and its goal options, buys", checked=False),
+               "searches the goal product, clicks it and its goal options, buys"),
 )
 
 

@@ -25,7 +25,8 @@ from agentgym_r1.error import (
     DependencyNotInstalled,
     ResetNeeded,
 )
-from agentgym_r1.leaderboard.policies import ALFWorldExpertPolicy, hermes_call
+from agentgym_r1.leaderboard.baselines.alfworld import ExpertPlanPolicy
+from agentgym_r1.leaderboard.policies import hermes_call
 from tests.conftest import SHARED_DATA, shared_data
 
 REAL_GAMES = sorted((SHARED_DATA / "alfworld" / "json_2.1.1" / "valid_unseen").glob("*/*/game.tw-pddl"))
@@ -294,7 +295,7 @@ def test_step_penalty_and_system_prompt(gen_cache):
 
 
 def test_expert_policy_wins_with_tool_calls(gen_env):
-    policy = ALFWorldExpertPolicy(tool_call=True)
+    policy = ExpertPlanPolicy(tool_call=True)
     obs, info = gen_env.reset(options={"index": 4})
     policy.reset(gen_env, obs, info)
     for _ in range(50):

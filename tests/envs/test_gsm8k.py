@@ -9,7 +9,7 @@ from agentgym_r1.envs.gsm8k.data import gold_answer, load_source
 from agentgym_r1.envs.gsm8k.scripted import plan_expressions
 from agentgym_r1.envs.gsm8k.synthetic import generate_problem
 from agentgym_r1.error import DataFormatError, DataNotFoundError, DataSourceUnavailableError
-from agentgym_r1.leaderboard.policies import CalculatorAgentPolicy, GSM8KOraclePolicy
+from agentgym_r1.leaderboard.baselines.gsm8k import CalculatorAgentPolicy, GSM8KOraclePolicy
 from agentgym_r1.leaderboard.runner import run_episode
 from tests.conftest import shared_data
 

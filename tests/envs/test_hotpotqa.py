@@ -20,7 +20,8 @@ from agentgym_r1.error import (
     DataSourceUnavailableError,
     RetrievalError,
 )
-from agentgym_r1.leaderboard.policies import HotpotQAOraclePolicy, hermes_call
+from agentgym_r1.leaderboard.baselines.hotpotqa import HotpotQAOraclePolicy
+from agentgym_r1.leaderboard.policies import hermes_call
 from agentgym_r1.leaderboard.runner import run_episode
 from agentgym_r1.retrieval.base import Document, Hit, Retriever
 from tests.conftest import shared_data

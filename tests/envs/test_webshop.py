@@ -20,7 +20,7 @@ from agentgym_r1.envs.webshop.generator import (
 )
 from agentgym_r1.envs.webshop.reward import in_text
 from agentgym_r1.error import ConfigError, DataFormatError, DataNotFoundError, UnknownOptionError
-from agentgym_r1.leaderboard.policies import WebShopOraclePolicy
+from agentgym_r1.leaderboard.baselines.webshop import WebShopOraclePolicy
 from tests.conftest import shared_data
 
 pytest.importorskip("rapidfuzz")
@@ -265,11 +265,11 @@ def test_synthetic_goals_are_drawn_by_webshop_weight():
 
 
 def test_scripted_policy_reads_only_the_page_and_buys_validly():
-    from agentgym_r1.leaderboard.policies import WebShopScriptedPolicy
+    from agentgym_r1.leaderboard.baselines.webshop import RuleShopperPolicy
     from agentgym_r1.leaderboard.runner import run_episode, summarise
 
     env = gym.make("AgentR1/WebShop-v0", source=str(shared_data("webshop")), goals="human")
-    policy = WebShopScriptedPolicy()
+    policy = RuleShopperPolicy()
     assert not policy.is_oracle
     results = [run_episode(env, policy, seed) for seed in range(26)]
     summary = summarise(results)

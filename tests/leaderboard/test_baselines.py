@@ -100,12 +100,16 @@ def test_webshop_available_actions_in_both_shapes_and_the_rule_shopper():
     assert webshop.available({"env": {"available_actions": ["search[...]", "click[B01]", "Buy Now"]}}) == (
         True, ["B01", "Buy Now"])
     policy = webshop.RuleShopperPolicy()
-    policy.instruction, policy.searched, policy.clicked = "i need a blue cotton shirt, price lower than 30.00", False, set()
-    search_page = {"env": {"available_actions": {"has_search_bar": True, "clickables": ["search"]}}}
-    assert policy.act("", search_page) == "search[i need a blue cotton shirt, price lower than 30.00]"
+    obs = "WebShop [SEP] Instruction: [SEP] i need a blue cotton shirt, and price lower than 30.00 dollars [SEP] Search"
+    policy.reset(None, obs, {})  # the policy reads only the page
+    search_page = {"env": {"available_actions": {"has_search_bar": True, "clickables": []}}}
+    assert policy.act(obs, search_page) == "search[i need a blue cotton shirt]"
     results = {"env": {"available_actions": {"has_search_bar": False,
-                                             "clickables": ["back to search", "next >", "B0AAA", "B0BBB"]}}}
-    assert policy.act("", results) == "click[B0AAA]"
+                                             "clickables": ["back to search", "next >", "b0aaaaaaaa", "b0bbbbbbbb"]}}}
+    page = ("WebShop [SEP] Instruction: [SEP] i need ... [SEP] Back to Search [SEP] Page 1 (Total results: 2) [SEP] "
+            "Next > [SEP] B0AAAAAAAA [SEP] Red Cotton Shirt [SEP] $45.0 [SEP] B0BBBBBBBB [SEP] Blue Shirt [SEP] $19.99")
+    assert policy.act(page, results) == "click[b0bbbbbbbb]"  # the first result under the price limit
+    assert policy.act(page.replace("$19.99", "$39.99"), results) == "click[b0aaaaaaaa]"  # none is: the first one
     item = {"env": {"available_actions": {"has_search_bar": False, "clickables": [
         "back to search", "< prev", "red", "blue", "small", "description", "buy now"]}}}
     assert policy.act("", item) == "click[blue]"

@@ -2,7 +2,7 @@
 
 Written against the env's public contract (issue 4): the observation is ALFWorld's text (the goal as ``Your task is
 to: ...`` at reset), an action is one ALFWorld command as plain text, and ``info["env"]`` carries the admissible
-commands. The oracle follows the expert plan (``info["env"]`` or ``env.unwrapped.task.meta``).
+commands. The oracle follows the env's expert (``env.unwrapped.expert_plan()``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym_r1.error import PolicyError
-from agentgym_r1.leaderboard.policies import Policy
+from agentgym_r1.leaderboard.policies import Policy, hermes_call
 
 ADMISSIBLE_KEYS = ("admissible_commands", "admissible", "available_actions", "valid_actions")
-PLAN_KEYS = ("expert_plan", "plan", "solution", "walkthrough")
 TOOLS = {"clean": ("clean", "sinkbasin"), "hot": ("heat", "microwave"), "heat": ("heat", "microwave"),
          "cool": ("cool", "fridge")}
 
@@ -165,30 +164,25 @@ class RuleReActPolicy(Policy):
 
 
 class ExpertPlanPolicy(Policy):
-    """Follows the expert plan: the env's planner (``env.unwrapped.expert_plan()``, replanned from the current state
-    each turn) when it has one, else a plan in ``info["env"]`` or ``env.unwrapped.task.meta``. An oracle."""
+    """ALFWorld's expert (``env.unwrapped.expert_plan()``: the game's walkthrough or the scripted full-knowledge
+    plan, fast-downward's plan after a detour), one command a turn, asked again when a command did nothing. Sends
+    plain commands, or ``act`` tool calls with ``tool_call=True``. An oracle: it reads the game's state."""
 
     name = "oracle"
     is_oracle = True
 
+    def __init__(self, tool_call: bool = False) -> None:
+        self.tool_call = tool_call
+
     def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
         super().reset(env, observation, info)
-        self.planner = getattr(env.unwrapped, "expert_plan", None)
-        task = getattr(env.unwrapped, "task", None)
-        meta = getattr(task, "meta", None) or {}
-        self.plan = next((list(meta[k]) for k in PLAN_KEYS if isinstance(meta.get(k), list | tuple)), None)
-        if not callable(self.planner) and self.plan is None and not self._live(info):
-            raise PolicyError(f"the ALFWorld oracle found no expert plan: no env.unwrapped.expert_plan(), and none "
-                              f"in info['env'] or task.meta (looked for {PLAN_KEYS})")
-
-    @staticmethod
-    def _live(info: dict[str, Any]) -> list[str] | None:
-        extra = info.get("env") or {}
-        plan = next((extra[k] for k in PLAN_KEYS if isinstance(extra.get(k), list | tuple)), None)
-        return [str(c) for c in plan] if plan else None
+        if not callable(getattr(env.unwrapped, "expert_plan", None)):
+            raise PolicyError(f"the ALFWorld oracle needs env.unwrapped.expert_plan(); {type(env.unwrapped).__name__} "
+                              f"has none")
+        self.plan: list[str] = []
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
-        live = list(self.planner()) if callable(self.planner) else self._live(info)
-        if live:
-            return str(live[0])
-        return str(self.plan.pop(0)) if self.plan else "look"
+        if not self.plan or info.get("valid") is False:
+            self.plan = list(self.env.unwrapped.expert_plan())
+        command = self.plan.pop(0) if self.plan else "look"
+        return hermes_call("act", command=command) if self.tool_call else command

@@ -115,13 +115,18 @@ def supporting_titles(meta: Any) -> list[str]:
 
 
 class HotpotQAOraclePolicy(_SearchPolicy):
-    """Searches each gold supporting title, then answers the gold answer. An oracle: an upper bound."""
+    """Searches each gold supporting title, one per turn, then answers the gold answer. An oracle: an upper bound.
+
+    Writes Search-R1 tags when the env reads tags (its parser is ``"tag"``), Hermes tool calls otherwise."""
 
     name = "oracle"
     is_oracle = True
 
     def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
         super().reset(env, observation, info)
+        parser = getattr(env.unwrapped, "parser", None)
+        if parser is not None:  # the env's own parser is exact where the observation's wording is a guess
+            self.tags = getattr(parser, "name", "") == "tag"
         task = env.unwrapped.task
         if task is None or task.answer is None:
             raise PolicyError("the HotpotQA oracle needs env.unwrapped.task with a gold answer")

@@ -1,13 +1,15 @@
-"""Baselines for ``AgentR1/WebShop-v0``: random clicks, WebShop's rule baseline, and an oracle.
+"""Baselines for ``AgentR1/WebShop-v0``: random clicks, a rule-based shopper, and an oracle.
 
 Written against the env's public contract (issue 5): actions ``search[query]`` and ``click[button]``;
 ``info["env"]["available_actions"]`` lists what can be done on the page (WebShop's ``{"has_search_bar",
 "clickables"}`` or a list of buttons or actions); the instruction is in the observation after ``Instruction:``.
-The oracle reads the goal product and options from ``env.unwrapped.task.meta``.
+The oracle also reads the page (``info["env"]["page"]`` and ``["asin"]``) and the goal product and options from
+``env.unwrapped.task.meta["goal"]``.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -20,6 +22,7 @@ from agentgym_r1.leaderboard.policies import Policy
 NAV = frozenset({"back to search", "next >", "< prev", "description", "features", "reviews", "attributes",
                  "buy now", "search"})
 _ACTION = re.compile(r"^(search|click)\[(.*)\]$", re.S)
+_PRICE = re.compile(r"\[SEP\] (\w{10}) \[SEP\] [^[]*? \[SEP\] \$([\d.]+)")  # a result: asin, title, price
 
 
 def available(info: dict[str, Any]) -> tuple[bool, list[str]]:
@@ -81,51 +84,40 @@ class RandomClickPolicy(_Shopper):
 
 
 class RuleShopperPolicy(_Shopper):
-    """WebShop's rule baseline: search the instruction, open the first result, click the options the instruction
-    names, buy."""
+    """A rule-based shopper that reads only the page: searches the instruction without its price clause, opens the
+    first result under the price limit the instruction names (the first result if none is), clicks the options the
+    instruction names, buys."""
 
     name = "rule"
+
+    def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
+        super().reset(env, observation, info)
+        limit = re.search(r"price lower than ([\d.]+) dollars", self.instruction.lower())
+        self.limit = float(limit[1]) if limit else math.inf
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         can_search, clicks = available(info)
         buy = _has(clicks, "buy now")
         if buy:
             wanted = [c for c in products(clicks) if c not in self.clicked
-                      and re.search(rf"\b{re.escape(c.lower())}\b", self.instruction.lower())]
+                      and re.search(rf"(?<!\w){re.escape(c.lower())}(?!\w)", self.instruction.lower())]
             if wanted:
                 self.clicked.add(wanted[0])
                 return f"click[{wanted[0]}]"
             return f"click[{buy}]"
-        if can_search and not self.searched:
-            return self.search(self.instruction)
+        if can_search:
+            return self.search(re.split(r",? and price lower than", self.instruction, flags=re.I)[0])
         items = products(clicks)
         if items:
-            return f"click[{items[0]}]"
-        return f"click[{_has(clicks, 'back to search') or 'back to search'}]"
-
-
-def _get(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        value = obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
-        if value:
-            return value
-    return None
-
-
-def _goal(meta: Any) -> tuple[str | None, list[str], str | None]:
-    """The goal's asin, option values and a query for it, from ``meta["goal"]`` (a dict or an object) or ``meta``."""
-    goal = _get(meta, "goal") or meta
-    asin = _get(goal, "asin", "product_id")
-    options = _get(goal, "goal_options", "options") or []
-    if isinstance(options, dict):
-        options = list(options.values())
-    values = [str(o[1]) if isinstance(o, list | tuple) else str(o) for o in options]
-    query = _get(goal, "name", "title", "product_title", "query")
-    return (str(asin) if asin else None), values, (str(query) if query else None)
+            prices = {a.lower(): float(p) for a, p in _PRICE.findall(observation)}
+            cheap = [c for c in items if prices.get(c.lower(), math.inf) < self.limit]
+            return f"click[{(cheap or items)[0]}]"
+        return f"click[{_has(clicks, '< prev') or _has(clicks, 'back to search') or 'back to search'}]"
 
 
 class WebShopOraclePolicy(_Shopper):
-    """Searches for the goal product, pages to it, clicks it and its goal options, buys. An oracle."""
+    """Searches the goal product's title, pages through the results to it, opens it, clicks its goal options and
+    buys. An oracle: it reads the goal (``env.unwrapped.task.meta["goal"]``: ``asin``, ``name``, ``goal_options``)."""
 
     name = "oracle"
     is_oracle = True
@@ -133,27 +125,23 @@ class WebShopOraclePolicy(_Shopper):
     def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
         super().reset(env, observation, info)
         task = getattr(env.unwrapped, "task", None)
-        self.asin, self.options, self.query = _goal(getattr(task, "meta", None) or {})
-        if self.asin is None:
-            raise PolicyError("the WebShop oracle needs the goal product's asin in env.unwrapped.task.meta")
-        self.pages = 0
+        self.goal = (getattr(task, "meta", None) or {}).get("goal")
+        if getattr(self.goal, "asin", None) is None:
+            raise PolicyError("the WebShop oracle needs the goal product in env.unwrapped.task.meta['goal']")
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
+        page, asin = info["env"]["page"], self.goal.asin.lower()
         can_search, clicks = available(info)
-        lower = {c.lower(): c for c in clicks}
-        if _has(clicks, "buy now"):
-            option = next((lower[o.lower()] for o in self.options
-                           if o.lower() in lower and lower[o.lower()] not in self.clicked), None)
-            if option:
-                self.clicked.add(option)
-                return f"click[{option}]"
-            return f"click[{lower['buy now']}]"
-        if can_search and not self.searched:
-            return self.search(self.query or self.instruction)
-        if self.asin.lower() in lower:
-            return f"click[{lower[self.asin.lower()]}]"
-        if "next >" in lower and self.pages < 10:
-            self.pages += 1
-            return f"click[{lower['next >']}]"
-        items = products(clicks)
-        return f"click[{items[0]}]" if items else "click[back to search]"
+        if can_search:
+            return self.search(self.goal.name)
+        if page == "results":
+            if asin in clicks:
+                return f"click[{asin}]"
+            return "click[next >]" if "next >" in clicks else "click[back to search]"
+        if page != "item" or info["env"]["asin"].lower() != asin:  # a sub-page, or another product
+            return "click[< prev]"
+        for _, value in self.goal.goal_options:
+            if value not in self.clicked and value in clicks:
+                self.clicked.add(value)
+                return f"click[{value}]"
+        return "click[buy now]"
