@@ -1,0 +1,265 @@
+"""What a rollout returns: one :class:`Episode` per env played, and the training rows built from it.
+
+An episode keeps every turn as the sampler produced it (the exact token ids, their log-probabilities, why generation
+stopped) and the token ids of the environment text that followed (rendered by the chat template, tokenized once).
+From there, two layouts of training rows (:class:`Sample`):
+
+* **concatenated**: one row per episode. ``prompt_ids`` is the first prompt; ``completion_ids`` is every turn's
+  sampled ids and the environment tokens between them, in order; ``env_mask`` is 1 on sampled ids (the end-of-turn
+  token the model emitted included) and 0 on environment and chat-template tokens.
+* **step**: one row per turn. ``prompt_ids`` is the context the model was given for that turn (the full history, the
+  last k turns or a summary); ``completion_ids`` is what it sampled. Rows of one episode share ``episode_id`` so a
+  trainer can give them the episode's advantage (Agent-R1's step-level MDP).
+
+Per-step rewards sit on the token that ends their step: ``step_ends[i]`` is the index in ``completion_ids`` of the
+last sampled token of step ``i`` and ``step_rewards[i]`` its reward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+FinishReason = Literal["eos", "stop", "length", "context"]
+"""Why generation of one turn stopped: an end-of-turn token, a stop string (``</tool_call>``...), the per-turn token
+budget (``max_new_tokens``), or the context limit."""
+
+EndReason = Literal["terminated", "turn_limit", "max_turns", "context_limit", "env_error", "generation_error"]
+"""Why an episode ended. Only ``terminated`` is an end by the task; every other reason is a truncation."""
+
+Layout = Literal["concatenated", "step"]
+
+REWARD_PARTS = ("outcome", "process", "format")
+
+
+def _zero_parts() -> dict[str, float]:
+    return dict.fromkeys(REWARD_PARTS, 0.0)
+
+
+@dataclass(slots=True)
+class TurnRecord:
+    """One agent turn: what the model was given, what it sampled, and what the env answered.
+
+    ``context_ids`` is the token context the model generated from. With the full-history context it is ``None``: the
+    context is then the episode's token sequence up to this turn (``context_len`` tokens), never copied.
+    """
+
+    completion_ids: list[int]
+    logprobs: list[float]
+    finish_reason: FinishReason
+    action: str
+    context_len: int
+    context_ids: list[int] | None = None
+    env_ids: list[int] = field(default_factory=list)
+    reward: float = 0.0
+    reward_parts: dict[str, float] = field(default_factory=_zero_parts)
+    valid: bool = True
+    error: str | None = None
+    trainable: bool = True
+    """``False`` for a placeholder turn (an episode that could not start): its tokens get mask 0."""
+
+
+@dataclass(slots=True)
+class Sample:
+    """One training row. Lists, not tensors: :class:`RolloutBatch` pads them."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    env_mask: list[int]
+    step_ends: list[int]
+    step_rewards: list[float]
+    reward: float
+    reward_parts: dict[str, float]
+    success: bool
+    episode_id: str
+    group: int
+    turn: int | None = None
+    end_reason: EndReason = "terminated"
+
+    @property
+    def truncated(self) -> bool:
+        return self.end_reason != "terminated"
+
+
+@dataclass(slots=True)
+class Episode:
+    """One episode played by the rollout engine, in tokens.
+
+    ``group`` is the index of the prompt (task) the episode was sampled for and ``sample`` its index among the
+    samples of that prompt; GRPO-style estimators normalise rewards within a group. ``end_reason`` says why the
+    episode ended (:data:`EndReason`) and ``error`` carries the message when an env raised or generation failed.
+    """
+
+    episode_id: str
+    group: int
+    sample: int
+    env_id: str
+    prompt_ids: list[int]
+    turns: list[TurnRecord] = field(default_factory=list)
+    end_reason: EndReason = "terminated"
+    error: str | None = None
+    success: bool = False
+    metrics: dict[str, float] = field(default_factory=dict)
+    task_id: str | None = None
+    messages: list[dict[str, str]] = field(default_factory=list)
+    placeholder: bool = False
+    text_only: bool = False
+    """Played through a chat backend (an OpenAI-compatible endpoint): actions as text, no token ids, no rows."""
+
+    @property
+    def truncated(self) -> bool:
+        return self.end_reason != "terminated"
+
+    @property
+    def reward(self) -> float:
+        return float(sum(t.reward for t in self.turns))
+
+    @property
+    def reward_parts(self) -> dict[str, float]:
+        parts = _zero_parts()
+        for t in self.turns:
+            for k, v in t.reward_parts.items():
+                parts[k] = parts.get(k, 0.0) + v
+        return parts
+
+    @property
+    def num_agent_tokens(self) -> int:
+        return sum(len(t.completion_ids) for t in self.turns)
+
+    def token_ids(self) -> list[int]:
+        """The whole sequence: prompt, then each turn's sampled ids and the env tokens after it."""
+        ids = list(self.prompt_ids)
+        for t in self.turns:
+            ids += t.completion_ids
+            ids += t.env_ids
+        return ids
+
+    def turn_context(self, index: int) -> list[int]:
+        """The token context the model generated turn ``index`` from."""
+        turn = self.turns[index]
+        if turn.context_ids is not None:
+            return list(turn.context_ids)
+        return self.token_ids()[: turn.context_len]
+
+    def concatenated(self) -> Sample:
+        """One row: env tokens between turns masked out; trailing env tokens after the last turn dropped."""
+        if any(t.context_ids is not None for t in self.turns):
+            from agentgym_r1.error import ConfigError
+
+            raise ConfigError("the concatenated layout needs episodes played with the full-history context "
+                              "(context='full'); use layout='step' with 'last_k' or a summariser")
+        completion: list[int] = []
+        logprobs: list[float] = []
+        mask: list[int] = []
+        ends: list[int] = []
+        for i, t in enumerate(self.turns):
+            completion += t.completion_ids
+            logprobs += t.logprobs
+            mask += [int(t.trainable)] * len(t.completion_ids)
+            ends.append(len(completion) - 1)
+            if i + 1 < len(self.turns):
+                completion += t.env_ids
+                logprobs += [0.0] * len(t.env_ids)
+                mask += [0] * len(t.env_ids)
+        return Sample(list(self.prompt_ids), completion, logprobs, mask, ends, [t.reward for t in self.turns],
+                      self.reward, self.reward_parts, self.success, self.episode_id, self.group, None, self.end_reason)
+
+    def steps(self) -> list[Sample]:
+        """One row per turn; each carries its own step reward and the episode's total ``reward``."""
+        rows = []
+        for i, t in enumerate(self.turns):
+            n = len(t.completion_ids)
+            rows.append(Sample(self.turn_context(i), list(t.completion_ids), list(t.logprobs),
+                               [int(t.trainable)] * n, [n - 1],
+                               [t.reward], self.reward, self.reward_parts, self.success, self.episode_id,
+                               self.group, i, self.end_reason))
+        return rows
+
+    def rows(self, layout: Layout) -> list[Sample]:
+        if self.text_only:
+            return []
+        return [self.concatenated()] if layout == "concatenated" else self.steps()
+
+
+@dataclass(slots=True)
+class RolloutBatch:
+    """The episodes of one rollout and their training rows in the chosen layout."""
+
+    episodes: list[Episode]
+    layout: Layout = "concatenated"
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds spent in ``generate``, ``env`` (reset and step), ``tokenize`` (templates) and ``total``."""
+    samples: list[Sample] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.samples = [row for ep in self.episodes for row in ep.rows(self.layout)]
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def to_trl(self) -> dict[str, Any]:
+        """The dict a TRL ``rollout_func`` returns: ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask``
+        (TRL uses it as its tool mask) and per-row extras that TRL hands to reward functions."""
+        s = self.samples
+        return {
+            "prompt_ids": [r.prompt_ids for r in s],
+            "completion_ids": [r.completion_ids for r in s],
+            "logprobs": [r.logprobs for r in s],
+            "env_mask": [r.env_mask for r in s],
+            "env_reward": [r.reward for r in s],
+            "step_ends": [r.step_ends for r in s],
+            "step_rewards": [r.step_rewards for r in s],
+            "success": [r.success for r in s],
+            "episode_id": [r.episode_id for r in s],
+            "group": [r.group for r in s],
+            "end_reason": [r.end_reason for r in s],
+        }
+
+    def to_tensors(self, pad_token_id: int, device: Any = None) -> dict[str, Any]:
+        """Padded torch tensors: prompts left-padded, completions right-padded; ``step_rewards`` as a dense
+        ``(rows, completion_len)`` tensor with each step's reward on its last token."""
+        import torch
+
+        s = self.samples
+        p_len = max((len(r.prompt_ids) for r in s), default=0)
+        c_len = max((len(r.completion_ids) for r in s), default=0)
+        out = {
+            "prompt_ids": _pad([r.prompt_ids for r in s], p_len, pad_token_id, left=True),
+            "prompt_mask": _pad([[1] * len(r.prompt_ids) for r in s], p_len, 0, left=True),
+            "completion_ids": _pad([r.completion_ids for r in s], c_len, pad_token_id),
+            "completion_mask": _pad([[1] * len(r.completion_ids) for r in s], c_len, 0),
+            "env_mask": _pad([r.env_mask for r in s], c_len, 0),
+        }
+        tensors = {k: torch.tensor(v, dtype=torch.long, device=device) for k, v in out.items()}
+        tensors["logprobs"] = torch.tensor(_pad([r.logprobs for r in s], c_len, 0.0), dtype=torch.float32, device=device)
+        dense = torch.zeros((len(s), c_len), dtype=torch.float32, device=device)
+        for i, r in enumerate(s):
+            for end, rew in zip(r.step_ends, r.step_rewards, strict=True):
+                dense[i, end] += rew
+        tensors["step_rewards"] = dense
+        tensors["rewards"] = torch.tensor([r.reward for r in s], dtype=torch.float32, device=device)
+        tensors["group"] = torch.tensor([r.group for r in s], dtype=torch.long, device=device)
+        return tensors
+
+    def metrics(self) -> dict[str, float]:
+        """Rollout metrics: success rate, turns, invalid-action rate, truncation, tokens."""
+        eps = [e for e in self.episodes if not e.placeholder] or self.episodes
+        n = max(len(eps), 1)
+        turns = sum(len(e.turns) for e in eps)
+        invalid = sum(not t.valid for e in eps for t in e.turns)
+        return {
+            "rollout/success": sum(e.success for e in eps) / n,
+            "rollout/reward": sum(e.reward for e in eps) / n,
+            "rollout/turns": turns / n,
+            "rollout/invalid_rate": invalid / max(turns, 1),
+            "rollout/truncated": sum(e.truncated for e in eps) / n,
+            "rollout/agent_tokens": sum(e.num_agent_tokens for e in eps) / n,
+        }
+
+
+def _pad(rows: Sequence[Sequence[Any]], length: int, value: Any, left: bool = False) -> list[list[Any]]:
+    if left:
+        return [[value] * (length - len(r)) + list(r) for r in rows]
+    return [list(r) + [value] * (length - len(r)) for r in rows]

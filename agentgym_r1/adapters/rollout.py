@@ -1,0 +1,226 @@
+"""The rollout engine: plays a batch of text envs turn by turn, batching generation across every live episode.
+
+A batch is ``prompts x samples_per_prompt`` episodes. Each prompt is a reset (a seed and/or reset options such as
+``{"task_id": ...}``); its samples reset the same way, so they play the same task (a GRPO group). At each round the
+engine gathers the context of every live episode, asks the backend for one turn each, steps the envs with the
+decoded actions, and appends the env's reply as chat-template suffix ids. See :mod:`agentgym_r1.adapters.records`
+for what comes back and :mod:`agentgym_r1.adapters.tokenize` for how the ids are built.
+
+Bad input never stops the batch: a model that never closes its tool call gets the env's error observation (and its
+format penalty) and plays on; a turn or an env reply that would overflow ``max_context_tokens`` ends the episode with
+``end_reason="context_limit"``; an env that raises ends its episode with ``"env_error"`` and the message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from agentgym_r1.adapters.backends.base import ChatBackend, SamplingParams, TokenBackend
+from agentgym_r1.adapters.context import ContextPolicy, Summariser, make_context
+from agentgym_r1.adapters.records import EndReason, Episode, Layout, RolloutBatch, TurnRecord
+from agentgym_r1.adapters.tokenize import ChatTokenizer
+from agentgym_r1.error import ConfigError
+
+EnvFactory = Callable[[], gym.Env]
+
+
+@dataclass(slots=True)
+class RolloutConfig:
+    """How to play a batch. ``max_turns`` caps turns on top of the env's own turn limit (``None``: the env's)."""
+
+    samples_per_prompt: int = 1
+    max_context_tokens: int = 4096
+    max_turns: int | None = None
+    layout: Layout = "concatenated"
+    context: str | int | Summariser | ContextPolicy = "full"
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    env_workers: int = 0
+    seed: int | None = 0
+
+    def __post_init__(self) -> None:
+        if self.samples_per_prompt < 1:
+            raise ConfigError(f"samples_per_prompt must be >= 1, got {self.samples_per_prompt}")
+        if self.layout not in ("concatenated", "step"):
+            raise ConfigError(f"layout must be 'concatenated' or 'step', got {self.layout!r}")
+        self.context = make_context(self.context)
+        if self.layout == "concatenated" and not self.context.full:
+            raise ConfigError("layout='concatenated' needs context='full' (one sequence must hold what the model saw);"
+                              " use layout='step' with last-k or summarised contexts")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ConfigError(f"max_turns must be >= 1 or None, got {self.max_turns}")
+        if self.max_context_tokens < 2:
+            raise ConfigError(f"max_context_tokens must be >= 2, got {self.max_context_tokens}")
+
+
+@dataclass(slots=True)
+class Prompt:
+    """One task to play: ``gym.make``'s id or a factory, its kwargs, and the reset seed and options."""
+
+    env: str | EnvFactory
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    options: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class _Live:
+    """An episode being played."""
+
+    episode: Episode
+    env: gym.Env | None
+    messages: list[dict[str, Any]]
+    ids: list[int]
+    turn: int = 0
+    done: bool = False
+    pool_key: Any = None
+
+
+class RolloutEngine:
+    """Plays episodes with a generation backend. ``chat`` is needed for token backends (transformers, vLLM)."""
+
+    def __init__(self, backend: TokenBackend | ChatBackend, chat: ChatTokenizer | None = None,
+                 config: RolloutConfig | None = None) -> None:
+        self.backend = backend
+        self.chat = chat
+        self.config = config or RolloutConfig()
+        self.token_mode = hasattr(backend, "generate")
+        if self.token_mode and chat is None:
+            raise ConfigError("a token backend needs chat=ChatTokenizer(tokenizer) to render and tokenize env text")
+        self._pool: dict[Any, list[gym.Env]] = {}
+        self._timings: dict[str, float] = {}
+
+    # -- public API -------------------------------------------------------------------------------------------------
+    def rollout(self, prompts: Sequence[Prompt | Mapping[str, Any]], samples_per_prompt: int | None = None,
+                ) -> RolloutBatch:
+        """Play ``len(prompts) x samples_per_prompt`` episodes and return them with their training rows."""
+        cfg = self.config
+        g = cfg.samples_per_prompt if samples_per_prompt is None else samples_per_prompt
+        if g < 1:
+            raise ConfigError(f"samples_per_prompt must be >= 1, got {g}")
+        specs = [p if isinstance(p, Prompt) else Prompt(**p) for p in prompts]
+        self._timings = {"generate": 0.0, "env": 0.0, "tokenize": 0.0}
+        start = time.perf_counter()
+        if cfg.seed is not None and hasattr(self.backend, "reseed"):
+            self.backend.reseed(cfg.seed)
+        lives = self._start([(i, j, spec) for i, spec in enumerate(specs) for j in range(g)])
+        try:
+            while live := [x for x in lives if not x.done]:
+                self._round(live)
+        finally:
+            self._release(lives)
+        for x in lives:
+            if not x.episode.turns and not x.episode.placeholder:
+                self._placeholder(x)
+        self._timings["total"] = time.perf_counter() - start
+        layout = cfg.layout if self.token_mode else "concatenated"
+        return RolloutBatch([x.episode for x in lives], layout, dict(self._timings))
+
+    def close(self) -> None:
+        """Close every pooled env."""
+        for envs in self._pool.values():
+            for env in envs:
+                env.close()
+        self._pool.clear()
+
+    # -- episode start and end --------------------------------------------------------------------------------------
+    def _start(self, items: list[tuple[int, int, Prompt]]) -> list[_Live]:
+        results = self._map(lambda item: self._reset(*item), items)
+        return [self._begin(live, messages) for live, messages in results]
+
+    def _reset(self, group: int, sample: int, spec: Prompt) -> tuple[_Live, list[dict[str, Any]] | None]:
+        env_name = spec.env if isinstance(spec.env, str) else getattr(spec.env, "__name__", "factory")
+        episode = Episode(f"{group}-{sample}-{spec.seed}", group, sample, env_name, [])
+        live = _Live(episode, None, [], [])
+        t0 = time.perf_counter()
+        try:
+            live.env, live.pool_key = self._acquire(spec)
+            obs, _info = live.env.reset(seed=spec.seed, options=spec.options)
+            messages = _messages(live.env, obs, [])
+            task = getattr(live.env.unwrapped, "task", None)
+            episode.task_id = getattr(task, "id", None)
+        except Exception as e:  # an env that raises ends its own episode, never the batch
+            self._end(live, "env_error", f"reset raised {type(e).__name__}: {e}")
+            messages = None
+        self._timings["env"] += time.perf_counter() - t0
+        return live, messages
+
+    def _begin(self, live: _Live, messages: list[dict[str, Any]] | None) -> _Live:
+        if messages is None:
+            return self._placeholder(live)
+        live.messages = messages
+        if self.token_mode:
+            assert self.chat is not None
+            t0 = time.perf_counter()
+            live.ids = self.chat.prompt_ids(messages)
+            self._timings["tokenize"] += time.perf_counter() - t0
+            live.episode.prompt_ids = list(live.ids)
+            if len(live.ids) >= self.config.max_context_tokens:
+                self._end(live, "context_limit", f"the first prompt has {len(live.ids)} tokens, at or over "
+                                                 f"max_context_tokens={self.config.max_context_tokens}")
+                return self._placeholder(live)
+        return live
+
+    def _placeholder(self, live: _Live) -> _Live:
+        """A row a trainer can take without special cases: one masked filler token, reward 0."""
+        ep = live.episode
+        ep.placeholder, live.done = True, True
+        if self.token_mode:
+            assert self.chat is not None
+            filler = self.chat.pad_token_id
+            ep.prompt_ids = ep.prompt_ids[: self.config.max_context_tokens - 1] or [filler]
+            ep.turns = [TurnRecord([filler], [0.0], "context", "", len(ep.prompt_ids), trainable=False)]
+        else:
+            ep.text_only = True
+        return live
+
+    def _end(self, live: _Live, reason: EndReason, error: str | None = None) -> None:
+        live.done = True
+        live.episode.end_reason = reason
+        live.episode.error = error
+        live.episode.messages = [dict(m) for m in live.messages]
+
+    def _release(self, lives: list[_Live]) -> None:
+        """Envs made by id go back to the pool for the next rollout; envs from a factory are closed."""
+        for live in lives:
+            if live.env is None:
+                continue
+            if live.pool_key is None:
+                live.env.close()
+            else:
+                self._pool.setdefault(live.pool_key, []).append(live.env)
+            live.env = None
+
+    def _acquire(self, spec: Prompt) -> tuple[gym.Env, Any]:
+        if not isinstance(spec.env, str):
+            return spec.env(), None
+        key = (spec.env, repr(sorted(spec.env_kwargs.items())))
+        pool = self._pool.setdefault(key, [])
+        return (pool.pop() if pool else gym.make(spec.env, **spec.env_kwargs)), key
+
+    def _map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        if self.config.env_workers > 1 and len(items) > 1:
+            with ThreadPoolExecutor(self.config.env_workers) as ex:
+                return list(ex.map(fn, items))
+        return [fn(x) for x in items]
+
+    # -- one round: generate for every live episode, then step their envs ----------------------------------------
+    def _round(self, live: list[_Live]) -> None:
+        from agentgym_r1.adapters.turns import generate_turns, step_turns
+
+        turns = generate_turns(self, live)
+        step_turns(self, turns)
+
+
+def _messages(env: gym.Env, obs: str, previous: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chat form of the episode so far: the env's transcript when it keeps one, else the observations as
+    user messages after the previous ones."""
+    transcript = getattr(env.unwrapped, "transcript", None)
+    if transcript is not None and hasattr(transcript, "messages"):
+        return [dict(m) for m in transcript.messages()]
+    return [*previous, {"role": "user", "content": obs}]
