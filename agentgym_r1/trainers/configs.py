@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from trl import GRPOConfig
 from transformers import TrainingArguments
+from trl import GRPOConfig
 
 from agentgym_r1.error import ConfigError
 from agentgym_r1.trainers.advantages import ESTIMATORS

@@ -1,140 +1,69 @@
-"""Playing a batch of text envs with a transformers model, turn by turn, into token-exact training records.
+"""The trainers' side of the rollout engine: play resets with a transformers model, get training rows back.
 
-Each episode is one sequence: ``prompt_ids`` (the chat template over the first messages, ending in the assistant
-header), then for every turn the ids the model sampled (up to and including its end-of-turn token, ``env_mask`` 1)
-followed by the environment's reply rendered through the chat template as a suffix (``env_mask`` 0). Agent tokens are
-never decoded and re-encoded: the decoded text goes to the env, the sampled ids go to the trainer.
-
-Generation is batched across all live episodes with left padding. An episode ends when the env terminates or
-truncates, at ``max_turns``, or when its completion would pass ``max_completion_tokens`` (recorded in ``end``).
+The episodes are played by :class:`agentgym_r1.adapters.RolloutEngine` with its transformers backend (exact sampled
+ids, chat-template suffixes for env text, ``env_mask``). This module only adapts its output to what the trainers
+read: per row the prompt and completion ids, the agent mask, each step's last-token index, reward and process
+reward, and the episode's reward and success.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
-import torch
+
+from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, SamplingParams
+from agentgym_r1.adapters.backends.hf import HFBackend
 
 
 @dataclass
 class Episode:
-    """One played episode in token form, with what the trainer and the logs need."""
+    """One concatenated training row with the episode's per-step rewards."""
 
     prompt_ids: list[int]
-    completion_ids: list[int] = field(default_factory=list)
-    env_mask: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    step_ends: list[int] = field(default_factory=list)
-    step_rewards: list[float] = field(default_factory=list)
-    step_process: list[float] = field(default_factory=list)
-    reward: float = 0.0
-    success: bool = False
-    invalid: int = 0
-    end: str = ""
-    actions: list[str] = field(default_factory=list)
+    completion_ids: list[int]
+    env_mask: list[int]
+    logprobs: list[float]
+    step_ends: list[int]
+    step_rewards: list[float]
+    step_process: list[float]
+    reward: float
+    success: bool
+    invalid: int
+    end: str
+    actions: list[str]
 
     @property
     def turns(self) -> int:
         return len(self.step_ends)
 
 
-def env_suffix_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    """The ids that follow the agent's end-of-turn token: the env's messages and the next assistant header."""
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return tokenizer("\n" + text, add_special_tokens=False)["input_ids"]
-
-
-def prompt_ids_for(tokenizer: Any, env: gym.Env) -> list[int]:
-    text = tokenizer.apply_chat_template(env.unwrapped.transcript.messages(), tokenize=False,
-                                         add_generation_prompt=True)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
-
-
-@torch.no_grad()
-def _generate(model: Any, tokenizer: Any, contexts: list[list[int]], max_new_tokens: int, temperature: float,
-              greedy: bool) -> tuple[list[list[int]], list[list[float]]]:
-    """Sample one turn for each context; returns the new ids (through eos) and their logprobs."""
-    width = max(len(c) for c in contexts)
-    pad = tokenizer.pad_token_id
-    ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts])
-    attn = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts])
-    out = model.generate(input_ids=ids, attention_mask=attn, max_new_tokens=max_new_tokens, do_sample=not greedy,
-                         temperature=temperature if not greedy else None, top_k=0, top_p=1.0,
-                         output_scores=True, return_dict_in_generate=True, pad_token_id=pad,
-                         eos_token_id=tokenizer.eos_token_id)
-    new = out.sequences[:, width:]
-    logps = torch.stack(out.scores, dim=1).float().log_softmax(-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
-    gens, lps = [], []
-    for row, lp in zip(new.tolist(), logps.tolist(), strict=True):
-        n = row.index(tokenizer.eos_token_id) + 1 if tokenizer.eos_token_id in row else len(row)
-        gens.append(row[:n])
-        lps.append(lp[:n])
-    return gens, lps
-
-
 def play(model: Any, tokenizer: Any, make_env: Callable[[], gym.Env], resets: Sequence[dict[str, Any]], *,
          max_turns: int = 4, max_new_tokens: int = 48, max_completion_tokens: int = 512, temperature: float = 1.0,
          greedy: bool = False) -> list[Episode]:
-    """Play one episode per entry of ``resets`` (``{"seed": ..., "options": ...}``), generation batched across all."""
+    """One episode per entry of ``resets`` (``{"seed": ..., "options": ...}``), in order, generation batched."""
+    chat = ChatTokenizer(tokenizer)
+    sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0 if greedy else temperature)
+    width = max_completion_tokens + 1024  # the engine's limit is on the whole context
+    config = RolloutConfig(samples_per_prompt=1, max_context_tokens=width, max_turns=max_turns, sampling=sampling,
+                           seed=None)
     was_training = model.training
     model.eval()
-    envs = [make_env() for _ in resets]
-    episodes = []
-    for env, r in zip(envs, resets, strict=True):
-        env.reset(seed=r.get("seed"), options=r.get("options"))
-        episodes.append(Episode(prompt_ids_for(tokenizer, env)))
-    live = list(range(len(envs)))
-    for turn in range(max_turns):
-        if not live:
-            break
-        contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in live]
-        gens, lps = _generate(model, tokenizer, contexts, max_new_tokens, temperature, greedy)
-        still = []
-        for i, gen, lp in zip(live, gens, lps, strict=True):
-            if _advance(envs[i], episodes[i], tokenizer, gen, lp, turn == max_turns - 1, max_completion_tokens):
-                still.append(i)
-        live = still
-    for env in envs:
-        env.close()
-    model.train(was_training)
-    return episodes
-
-
-def _advance(env: gym.Env, ep: Episode, tokenizer: Any, gen: list[int], lp: list[float], last_turn: bool,
-             max_completion_tokens: int) -> bool:
-    """Apply one sampled turn to ``env`` and ``ep``; True while the episode goes on."""
-    action = tokenizer.decode(gen, skip_special_tokens=True)
-    ep.actions.append(action)
-    ep.completion_ids += gen
-    ep.env_mask += [1] * len(gen)
-    ep.logprobs += lp
-    ep.step_ends.append(len(ep.completion_ids) - 1)
     try:
-        n_before = len(env.unwrapped.transcript.messages())
-        _, reward, terminated, truncated, info = env.step(action)
-    except Exception as e:  # an env that raises ends its own episode, never the batch
-        ep.step_rewards.append(0.0)
-        ep.step_process.append(0.0)
-        ep.end = f"env error: {type(e).__name__}: {e}"
-        return False
-    ep.step_rewards.append(float(reward))
-    ep.step_process.append(float(info["reward_parts"]["process"]))
-    ep.reward += float(reward)
-    ep.success = bool(info.get("success", False))
-    ep.invalid += int(not info.get("valid", True))
-    if gen[-1] != tokenizer.eos_token_id:
-        ep.end = "turn hit max_new_tokens"
-    if terminated or truncated or last_turn:
-        ep.end = ep.end or ("terminated" if terminated else "turn limit")
-        return False
-    suffix = env_suffix_ids(tokenizer, env.unwrapped.transcript.messages()[n_before + 1:])
-    if len(ep.completion_ids) + len(suffix) >= max_completion_tokens:
-        ep.end = "context limit"
-        return False
-    ep.completion_ids += suffix
-    ep.env_mask += [0] * len(suffix)
-    ep.logprobs += [0.0] * len(suffix)
-    return True
+        batch = RolloutEngine(HFBackend(model, chat), chat, config).rollout(
+            [{"env": make_env, "seed": r.get("seed"), "options": r.get("options")} for r in resets])
+    finally:
+        model.train(was_training)
+    out = []
+    for ep, row in zip(batch.episodes, batch.samples, strict=True):
+        n = len(row.completion_ids)
+        cut = min(n, max_completion_tokens)
+        out.append(Episode(
+            row.prompt_ids, row.completion_ids[:cut], row.env_mask[:cut], row.logprobs[:cut],
+            [e for e in row.step_ends if e < cut], row.step_rewards[: sum(e < cut for e in row.step_ends)],
+            [t.reward_parts.get("process", 0.0) for t in ep.turns][: sum(e < cut for e in row.step_ends)],
+            ep.reward, ep.success, sum(not t.valid for t in ep.turns), ep.end_reason + (" (cut)" if cut < n else ""),
+            [t.action for t in ep.turns]))
+    return out

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import torch
 
-from agentgym_r1.trainers.rollout import Episode, env_suffix_ids, prompt_ids_for
+from agentgym_r1.adapters import ChatTokenizer
+
+
+@dataclass
+class Demo:
+    """One expert episode as a training row: the agent's ids (end-of-turn token included) have ``env_mask`` 1."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    success: bool = False
 
 
 def expert_actions(task: Any) -> list[str]:
@@ -19,28 +30,28 @@ def expert_actions(task: Any) -> list[str]:
     return [*calls, f"<answer>{task.answer}</answer>"]
 
 
-def expert_episode(env: gym.Env, tokenizer: Any, seed: int) -> Episode:
-    """Play the task's expert actions in ``env`` and record the episode as a rollout would."""
+def expert_episode(env: gym.Env, tokenizer: Any, seed: int) -> Demo:
+    """Play the task's expert actions in ``env`` and tokenize the episode exactly as the rollout engine does."""
+    chat = ChatTokenizer(tokenizer)
     env.reset(seed=seed)
-    ep = Episode(prompt_ids_for(tokenizer, env))
+    demo = Demo(chat.prompt_ids(env.unwrapped.transcript.messages()))
     for action in expert_actions(env.unwrapped.task):
+        ids = [*chat.encode(action), tokenizer.eos_token_id]
+        demo.completion_ids += ids
+        demo.env_mask += [1] * len(ids)
         n_before = len(env.unwrapped.transcript.messages())
-        ids = [*tokenizer(action, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id]
-        ep.completion_ids += ids
-        ep.env_mask += [1] * len(ids)
-        ep.step_ends.append(len(ep.completion_ids) - 1)
-        _, reward, terminated, truncated, info = env.step(action)
-        ep.reward += float(reward)
-        ep.success = bool(info["success"])
+        _, _, terminated, truncated, info = env.step(action)
+        demo.success = bool(info["success"])
         if terminated or truncated:
             break
-        suffix = env_suffix_ids(tokenizer, env.unwrapped.transcript.messages()[n_before + 1:])
-        ep.completion_ids += suffix
-        ep.env_mask += [0] * len(suffix)
-    return ep
+        messages = env.unwrapped.transcript.messages()
+        suffix = chat.suffix_ids(messages[: n_before + 1], messages[n_before + 1 :], tokenizer.eos_token_id)
+        demo.completion_ids += suffix
+        demo.env_mask += [0] * len(suffix)
+    return demo
 
 
-def collate(episodes: Sequence[Episode], pad_id: int) -> dict[str, torch.Tensor]:
+def collate(episodes: Sequence[Demo], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 off agent tokens)."""
     rows = [e.prompt_ids + e.completion_ids for e in episodes]
     width = max(len(r) for r in rows)
@@ -55,7 +66,7 @@ def collate(episodes: Sequence[Episode], pad_id: int) -> dict[str, torch.Tensor]
     return {"input_ids": ids, "attention_mask": attn, "labels": labels}
 
 
-def sft(model: Any, episodes: Sequence[Episode], pad_id: int, *, steps: int, batch_size: int = 16,
+def sft(model: Any, episodes: Sequence[Demo], pad_id: int, *, steps: int, batch_size: int = 16,
         lr: float = 3e-3, seed: int = 0, on_step: Callable[[int, float], None] | None = None) -> list[float]:
     """Fine-tune ``model`` on ``episodes`` for ``steps`` AdamW steps; returns the losses."""
     gen = torch.Generator().manual_seed(seed)

@@ -2,7 +2,9 @@
 
 Nothing is downloaded: the tokenizer is trained with ``tokenizers`` on texts the caller gives (digits split one per
 token, so numbers can be copied digit by digit), and the model is a randomly initialised ``Qwen2ForCausalLM`` from a
-small config. The chat template is Qwen's ChatML with Hermes tool responses.
+small config. The chat template is the adapters' Qwen2.5 template.
+Unlike :func:`agentgym_r1.adapters.tiny.train_tokenizer`, BPE merges may cross spaces here, so a long constant
+system prompt becomes a few tokens: the CPU proof of learning spends its time on the task, not the preamble.
 """
 
 from __future__ import annotations
@@ -10,16 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from agentgym_r1.adapters.tiny import QWEN_CHAT_TEMPLATE, SPECIAL_TOKENS
 from agentgym_r1.error import require
-
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-CHAT_TEMPLATE = (
-    "{% for m in messages %}"
-    "{% if m['role'] == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m['content'] }}\n</tool_response><|im_end|>\n"
-    "{% else %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endif %}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 512) -> Any:
@@ -41,7 +35,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 512) -> Any:
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None,
         additional_special_tokens=["<|im_start|>"],
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = QWEN_CHAT_TEMPLATE
     return fast
 
 
@@ -64,6 +58,6 @@ def tiny_qwen2(tokenizer: Any, hidden_size: int = 128, layers: int = 2, heads: i
 
 
 def render_chat(messages: list[dict[str, str]], add_generation_prompt: bool = False) -> str:
-    """:data:`CHAT_TEMPLATE` rendered without a tokenizer (to build the tokenizer's training corpus)."""
+    """:data:`QWEN_CHAT_TEMPLATE` rendered without a tokenizer (to build the tokenizer's training corpus)."""
     jinja2 = require("jinja2", "train", "rendering the chat template")
-    return jinja2.Template(CHAT_TEMPLATE).render(messages=messages, add_generation_prompt=add_generation_prompt)
+    return jinja2.Template(QWEN_CHAT_TEMPLATE).render(messages=messages, add_generation_prompt=add_generation_prompt)
