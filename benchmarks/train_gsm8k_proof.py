@@ -105,7 +105,7 @@ def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float) 
         output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
         max_new_tokens=MAX_NEW_TOKENS, num_generations=8, per_device_train_batch_size=64, max_completion_length=160,
         learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=1.0, loss_mask=loss_mask,
-        max_steps=100_000, logging_steps=5, report_to="tensorboard", logging_dir=str(out / label / "tb"),
+        max_steps=100_000, logging_steps=5, report_to="tensorboard",
         save_strategy="steps", save_steps=50, save_total_limit=1, use_cpu=True, bf16=False, num_tasks=100_000,
         seed=0)
     callback = eval_callback(tokenizer, minutes, every, label)
@@ -130,7 +130,7 @@ def run_ppo(out: Path, minutes: float, every: int, lr: float) -> None:
         output_dir=str(out / "ppo"), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
         max_new_tokens=MAX_NEW_TOKENS, rollout_batch_size=64, mini_batch_size=32, ppo_epochs=2,
         max_completion_length=160, learning_rate=lr, max_steps=100_000, logging_steps=5, report_to="tensorboard",
-        logging_dir=str(out / "ppo" / "tb"), use_cpu=True, seed=0)
+        use_cpu=True, seed=0)
     callback = eval_callback(tokenizer, minutes, every, "ppo")
     trainer = AgentPPOTrainer(model, args, tokenizer, callbacks=[callback])
     trainer.train()
