@@ -42,7 +42,7 @@ def held_out_success(model, tokenizer, episodes: int = 128) -> float:
     return sum(e.success for e in eps) / episodes
 
 
-def run_sft(out: Path, target: float, chunk: int, max_steps: int) -> None:
+def run_sft(out: Path, target: float, chunk: int, max_steps: int, resume: int = 0) -> None:
     env = gym.make(ENV_ID, **ENV_KWARGS)
     texts = []
     for seed in range(300):
@@ -50,12 +50,18 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int) -> None:
         for action in expert_actions(env.unwrapped.task):
             env.step(action)
         texts.append(render_chat(env.unwrapped.transcript.messages()))
-    tokenizer = train_tokenizer(texts, vocab_size=1000)
+    if resume:  # continue the SFT of an earlier checkpoint (same tokenizer, same expert episodes)
+        from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
+        model = AutoModelForCausalLM.from_pretrained(out / "sft")
+    else:
+        tokenizer = train_tokenizer(texts, vocab_size=1000)
+        model = tiny_qwen2(tokenizer, hidden_size=128, layers=2)
     episodes = [expert_episode(env, tokenizer, seed) for seed in range(2000)]
-    model = tiny_qwen2(tokenizer, hidden_size=128, layers=2)
     print(f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, vocab {len(tokenizer)}, "
           f"{len(episodes)} expert episodes, prompt {len(episodes[0].prompt_ids)} tokens")
-    start, steps, success = time.time(), 0, 0.0
+    start, steps, success = time.time(), resume, 0.0
     while steps < max_steps:
         sft(model, episodes, tokenizer.pad_token_id, steps=chunk, batch_size=16, lr=3e-3, seed=steps)
         steps += chunk
@@ -98,7 +104,7 @@ def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float) 
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
     model = AutoModelForCausalLM.from_pretrained(out / "sft")
-    label = "grpo" if loss_mask else "grpo-nomask"
+    label = ("grpo" if loss_mask else "grpo-nomask") + f"-lr{lr:g}"
     before = held_out_success(model, tokenizer)
     print(f"{label} step    0  held-out success {before:.3f}  0s", flush=True)
     args = AgentGRPOConfig(
@@ -127,7 +133,7 @@ def run_ppo(out: Path, minutes: float, every: int, lr: float) -> None:
     before = held_out_success(model, tokenizer)
     print(f"ppo step    0  held-out success {before:.3f}  0s", flush=True)
     args = AgentPPOConfig(
-        output_dir=str(out / "ppo"), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
+        output_dir=str(out / f"ppo-lr{lr:g}"), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
         max_new_tokens=MAX_NEW_TOKENS, rollout_batch_size=64, mini_batch_size=32, ppo_epochs=2,
         max_completion_length=160, learning_rate=lr, max_steps=100_000, logging_steps=5, report_to="tensorboard",
         use_cpu=True, seed=0)
@@ -150,12 +156,14 @@ def main() -> None:
     parser.add_argument("--sft-target", type=float, default=0.15)
     parser.add_argument("--sft-chunk", type=int, default=25)
     parser.add_argument("--sft-max-steps", type=int, default=1500)
+    parser.add_argument("--sft-resume", type=int, default=0,
+                        help="continue the SFT checkpoint in --out, which had this many steps")
     parser.add_argument("--threads", type=int, default=1)
     a = parser.parse_args()
     torch.set_num_threads(a.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     if a.phase == "sft":
-        run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps)
+        run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_resume)
     elif a.phase == "grpo":
         run_grpo(a.out, a.minutes, not a.no_loss_mask, a.eval_every, a.lr)
     else:

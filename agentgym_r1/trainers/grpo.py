@@ -99,6 +99,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         loss_mask = (agent if args.loss_mask else torch.ones_like(agent)) * loss_rows
         out["advantages"] = adv.to(device)
         out["tool_mask"] = loss_mask.to(device=device, dtype=out["completion_mask"].dtype)
+        out["num_items_in_batch"] = self.accelerator.gather(out["tool_mask"].sum()).sum()  # token-sum losses
         self._log_rollout(mode, episodes, rewards[part], group, keep)
         return out
 
