@@ -103,6 +103,7 @@ class Episode:
     success: bool = False
     metrics: dict[str, float] = field(default_factory=dict)
     task_id: str | None = None
+    seed: int | None = None
     messages: list[dict[str, str]] = field(default_factory=list)
     placeholder: bool = False
     text_only: bool = False
@@ -201,7 +202,11 @@ class RolloutBatch:
 
     def to_trl(self) -> dict[str, Any]:
         """The dict a TRL ``rollout_func`` returns: ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask``
-        (TRL uses it as its tool mask) and per-row extras that TRL hands to reward functions."""
+        (TRL uses it as its tool mask) and per-row extras that TRL hands to reward functions.
+
+        With the concatenated layout the rows are prompt-major, one per episode (the samples of prompt ``i`` are rows
+        ``i*G .. i*G+G-1``), as TRL's ``rollout_func`` contract wants. The step layout has one row per turn, a
+        number TRL's ``GRPOTrainer`` does not expect; a trainer that uses it groups rows by ``episode_id``."""
         s = self.samples
         return {
             "prompt_ids": [r.prompt_ids for r in s],

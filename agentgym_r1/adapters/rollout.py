@@ -94,6 +94,7 @@ class RolloutEngine:
             raise ConfigError("a token backend needs chat=ChatTokenizer(tokenizer) to render and tokenize env text")
         self._pool: dict[Any, list[gym.Env]] = {}
         self._timings: dict[str, float] = {}
+        self._rollouts = 0
 
     # -- public API -------------------------------------------------------------------------------------------------
     def rollout(self, prompts: Sequence[Prompt | Mapping[str, Any]], samples_per_prompt: int | None = None,
@@ -103,8 +104,9 @@ class RolloutEngine:
         g = cfg.samples_per_prompt if samples_per_prompt is None else samples_per_prompt
         if g < 1:
             raise ConfigError(f"samples_per_prompt must be >= 1, got {g}")
-        specs = [p if isinstance(p, Prompt) else Prompt(**p) for p in prompts]
+        specs = _group_seeds([p if isinstance(p, Prompt) else Prompt(**p) for p in prompts], cfg.seed)
         self._timings = {"generate": 0.0, "env": 0.0, "tokenize": 0.0}
+        self._rollouts += 1
         start = time.perf_counter()
         if cfg.seed is not None and hasattr(self.backend, "reseed"):
             self.backend.reseed(cfg.seed)
@@ -130,14 +132,15 @@ class RolloutEngine:
 
     # -- episode start and end --------------------------------------------------------------------------------------
     def _start(self, items: list[tuple[int, int, Prompt]]) -> list[_Live]:
+        t0 = time.perf_counter()
         results = self._map(lambda item: self._reset(*item), items)
+        self._timings["env"] += time.perf_counter() - t0  # wall time, also when resets run in threads
         return [self._begin(live, messages) for live, messages in results]
 
     def _reset(self, group: int, sample: int, spec: Prompt) -> tuple[_Live, list[dict[str, Any]] | None]:
         env_name = spec.env if isinstance(spec.env, str) else getattr(spec.env, "__name__", "factory")
-        episode = Episode(f"{group}-{sample}-{spec.seed}", group, sample, env_name, [])
+        episode = Episode(f"r{self._rollouts}-g{group}-s{sample}", group, sample, env_name, [], seed=spec.seed)
         live = _Live(episode, None, [], [])
-        t0 = time.perf_counter()
         try:
             live.env, live.pool_key = self._acquire(spec)
             obs, _info = live.env.reset(seed=spec.seed, options=spec.options)
@@ -147,7 +150,6 @@ class RolloutEngine:
         except Exception as e:  # an env that raises ends its own episode, never the batch
             self._end(live, "env_error", f"reset raised {type(e).__name__}: {e}")
             messages = None
-        self._timings["env"] += time.perf_counter() - t0
         return live, messages
 
     def _begin(self, live: _Live, messages: list[dict[str, Any]] | None) -> _Live:
@@ -215,6 +217,15 @@ class RolloutEngine:
 
         turns = generate_turns(self, live)
         step_turns(self, turns)
+
+
+def _group_seeds(specs: list[Prompt], seed: int | None) -> list[Prompt]:
+    """Give every prompt without a seed one drawn for it, so that all samples of a group play the same task."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [s if s.seed is not None else Prompt(s.env, s.env_kwargs, int(rng.integers(2**31)), s.options)
+            for s in specs]
 
 
 def _messages(env: gym.Env, obs: str, previous: list[dict[str, Any]]) -> list[dict[str, Any]]:

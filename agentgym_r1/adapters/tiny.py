@@ -7,6 +7,7 @@ tool results grouped in one user turn, each in ``<tool_response>`` tags), withou
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -76,22 +77,24 @@ def make_model(tokenizer: Any, path: str | Path | None = None, *, hidden: int = 
     return model.eval()
 
 
+def expert_actions(task: Any) -> list[str]:
+    """A synthetic GSM8K task's expert episode as actions: one Hermes calculator call per step, then the answer."""
+    calls = [json.dumps({"name": "calculator", "arguments": {"expression": e}}) for e in task.meta["expert"]]
+    return [*(f"<tool_call>\n{c}\n</tool_call>" for c in calls), f"<answer>{task.answer}</answer>"]
+
+
 def gsm8k_corpus(episodes: int = 40, seed: int = 0) -> list[str]:
-    """Text of synthetic GSM8K episodes played by the oracle policy: a corpus to train a tiny tokenizer on."""
+    """Text of expert episodes of synthetic GSM8K (:func:`expert_actions`): a corpus to train a tiny tokenizer on."""
     import gymnasium as gym
 
-    from agentgym_r1.leaderboard.policies import GSM8KOraclePolicy
-
     env = gym.make("AgentR1/GSM8K-v0", source="synthetic")
-    policy = GSM8KOraclePolicy()
     texts = []
     for i in range(episodes):
-        obs, info = env.reset(seed=seed + i)
-        policy.reset(env, obs, info)
-        done = False
-        while not done:
-            obs, _, term, trunc, info = env.step(policy.act(obs, info))
-            done = term or trunc
+        env.reset(seed=seed + i)
+        for action in expert_actions(env.unwrapped.task):
+            _, _, term, trunc, _ = env.step(action)
+            if term or trunc:
+                break
         texts.append(env.unwrapped.transcript.text)
     env.close()
     return texts

@@ -9,7 +9,7 @@ import pytest
 
 from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.error import ConfigError
-from tests.adapters.conftest import ScriptedBackend
+from tests.adapters.scripted import ScriptedBackend
 
 torch = pytest.importorskip("torch")
 
@@ -138,10 +138,14 @@ def test_bad_input_ends_episodes_with_a_reason_and_the_batch_goes_on(chat):
 
 def test_special_tokens_only_actions_reach_the_env_as_text(chat):
     engine = RolloutEngine(ScriptedBackend(chat, lambda c, t: ("<|im_start|><|im_start|>", True)), chat,
-                           RolloutConfig(max_turns=2))
-    (ep,) = engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K, seed=4)]).episodes
-    assert [t.action for t in ep.turns] == ["<|im_start|><|im_start|>"] * 2
-    assert ep.end_reason == "max_turns" and all(not t.valid for t in ep.turns)
+                           RolloutConfig(max_turns=2, samples_per_prompt=3, env_workers=2))
+    batch = engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K), Prompt("AgentR1/GSM8K-v0", GSM8K)])
+    for ep in batch.episodes:
+        assert [t.action for t in ep.turns] == ["<|im_start|><|im_start|>"] * 2
+        assert ep.end_reason == "max_turns" and all(not t.valid for t in ep.turns)
+    # Prompts without a seed get one per group: the samples of a group play the same task.
+    tasks = [{e.task_id for e in batch.episodes if e.group == g} for g in (0, 1)]
+    assert all(len(t) == 1 for t in tasks) and tasks[0] != tasks[1]
 
 
 def test_step_layout_rows_share_the_episode_for_advantages(model, chat):

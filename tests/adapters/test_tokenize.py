@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.adapters.tiny import QWEN_CHAT_TEMPLATE
 from agentgym_r1.error import ConfigError
-from tests.adapters.conftest import ScriptedBackend
+from tests.adapters.scripted import ScriptedBackend
 
 
 def _echo(text: str) -> str:
@@ -210,3 +210,28 @@ def test_envs_without_a_transcript_are_played_from_observations(chat):
     (episode,) = batch.episodes
     assert [t.action for t in episode.turns] == ["1", "2", "3"] and episode.reward == 1.0
     assert "you said 2" in chat.tokenizer.decode(episode.turns[1].env_ids)
+
+
+def test_qwen25_template_shipped_with_trl(tokenizer):
+    """The real Qwen2.5 template (TRL's copy): the sequence is still the template's rendering of the episode."""
+    trl_templates = pytest.importorskip("trl.chat_template_utils")
+    chat = ChatTokenizer(tokenizer, chat_template=trl_templates.qwen2_5_chat_template)
+    calls = "\n".join(f'<tool_call>{{"name": "_echo", "arguments": {{"text": "{w}"}}}}</tool_call>' for w in "xy")
+    batch, _ = play(chat, [(calls, True), ("oops", False), ("<answer>hi</answer>", True)])
+    (episode,), (row,) = batch.episodes, batch.samples
+    rendered = chat.render(episode.messages, add_generation_prompt=False)
+    assert chat.tokenizer.decode(row.prompt_ids + row.completion_ids) + "\n" == rendered
+    assert chat.tokenizer.decode([i for i, m in zip(row.completion_ids, row.env_mask, strict=True) if m]) == (
+        calls + "<|im_end|>" + "oops" + "<answer>hi</answer><|im_end|>")
+
+
+def test_dense_step_rewards_sit_on_step_ends(chat):
+    pytest.importorskip("torch")
+    call = '<tool_call>{"name": "_echo", "arguments": {"text": "abc"}}</tool_call>'
+    batch, _ = play(chat, [(call, True), ("junk", True), ("<answer>hi</answer>", True)])
+    tensors = batch.to_tensors(chat.pad_token_id)
+    (row,) = batch.samples
+    dense = tensors["step_rewards"][0]
+    assert dense.nonzero().flatten().tolist() == [e for e, r in zip(row.step_ends, row.step_rewards, strict=True) if r]
+    assert dense.sum().item() == pytest.approx(sum(row.step_rewards)) and row.step_rewards[1] < 0 < row.step_rewards[2]
+    assert tensors["prompt_mask"].sum().item() == len(row.prompt_ids)

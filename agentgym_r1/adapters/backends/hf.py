@@ -19,7 +19,12 @@ from agentgym_r1.error import require
 
 class HFBackend:
     """Samples with ``model.generate``. ``model`` is a causal LM; ``chat`` the :class:`ChatTokenizer` of its
-    tokenizer. ``batch_size`` caps rows per ``generate`` call (``None``: all live episodes at once)."""
+    tokenizer. ``batch_size`` caps rows per ``generate`` call (``None``: all live episodes at once).
+
+    Temperature, top-p and top-k come from :class:`SamplingParams`; other settings of the model's
+    ``generation_config`` (a ``repetition_penalty``, say) still apply and shape the recorded logprobs: override
+    them through ``SamplingParams.extra`` (``{"repetition_penalty": 1.0}``) when a trainer recomputes logprobs.
+    """
 
     def __init__(self, model: Any, chat: ChatTokenizer, *, batch_size: int | None = None) -> None:
         require("torch", "train", "the transformers generation backend")
@@ -60,8 +65,13 @@ class HFBackend:
                                   "stopping_criteria": [criterion]}
         if not greedy:
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
-        with torch.no_grad():
-            self.model.generate(input_ids=input_ids, attention_mask=mask, **kwargs, **params.extra)
+        training = self.model.training
+        self.model.eval()  # no dropout while sampling: the logprobs are those of the policy as it is
+        try:
+            with torch.no_grad():
+                self.model.generate(input_ids=input_ids, attention_mask=mask, **kwargs, **params.extra)
+        finally:
+            self.model.train(training)
         return criterion.results()
 
     def _decode(self, ids: list[int]) -> str:
