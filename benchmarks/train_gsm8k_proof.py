@@ -86,7 +86,7 @@ def eval_callback(tokenizer, minutes: float, every: int, label: str):
             elapsed = time.time() - self.start
             done = elapsed > minutes * 60
             if state.global_step % every == 0 or done:
-                success = held_out_success(model, tokenizer)
+                success = held_out_success(getattr(model, "policy", model), tokenizer)  # PPO: the policy
                 self.history.append((state.global_step, elapsed, success))
                 print(f"{label} step {state.global_step:4d}  held-out success {success:.3f}  {elapsed:.0f}s", flush=True)
             if done:
@@ -96,7 +96,7 @@ def eval_callback(tokenizer, minutes: float, every: int, label: str):
     return HeldOut()
 
 
-def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float) -> None:
+def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float, iterations: int = 1) -> None:
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     from agentgym_r1.trainers.configs import AgentGRPOConfig
@@ -104,7 +104,7 @@ def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float) 
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
     model = AutoModelForCausalLM.from_pretrained(out / "sft")
-    label = ("grpo" if loss_mask else "grpo-nomask") + f"-lr{lr:g}"
+    label = ("grpo" if loss_mask else "grpo-nomask") + f"-lr{lr:g}" + (f"-it{iterations}" if iterations > 1 else "")
     before = held_out_success(model, tokenizer)
     print(f"{label} step    0  held-out success {before:.3f}  0s", flush=True)
     args = AgentGRPOConfig(
@@ -113,7 +113,7 @@ def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float) 
         learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=1.0, loss_mask=loss_mask,
         max_steps=100_000, logging_steps=5, report_to="tensorboard",
         save_strategy="steps", save_steps=50, save_total_limit=1, use_cpu=True, bf16=False, num_tasks=100_000,
-        seed=0)
+        num_iterations=iterations, seed=0)
     callback = eval_callback(tokenizer, minutes, every, label)
     trainer = AgentGRPOTrainer(model, args, tokenizer, callbacks=[callback])
     trainer.train()
@@ -152,6 +152,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=20.0)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--num-iterations", type=int, default=1, help="GRPO updates per generated batch")
     parser.add_argument("--no-loss-mask", action="store_true")
     parser.add_argument("--sft-target", type=float, default=0.15)
     parser.add_argument("--sft-chunk", type=int, default=25)
@@ -165,7 +166,7 @@ def main() -> None:
     if a.phase == "sft":
         run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_resume)
     elif a.phase == "grpo":
-        run_grpo(a.out, a.minutes, not a.no_loss_mask, a.eval_every, a.lr)
+        run_grpo(a.out, a.minutes, not a.no_loss_mask, a.eval_every, a.lr, a.num_iterations)
     else:
         run_ppo(a.out, a.minutes, a.eval_every, a.lr)
 
