@@ -96,7 +96,8 @@ def eval_callback(tokenizer, minutes: float, every: int, label: str):
     return HeldOut()
 
 
-def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float, iterations: int = 1) -> None:
+def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float, iterations: int = 1,
+             batch: int = 64, temperature: float = 1.0) -> None:
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     from agentgym_r1.trainers.configs import AgentGRPOConfig
@@ -104,13 +105,14 @@ def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float, 
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
     model = AutoModelForCausalLM.from_pretrained(out / "sft")
-    label = ("grpo" if loss_mask else "grpo-nomask") + f"-lr{lr:g}" + (f"-it{iterations}" if iterations > 1 else "")
+    label = ("grpo" if loss_mask else "grpo-nomask") + f"-lr{lr:g}" + (f"-it{iterations}" if iterations > 1 else "") \
+        + (f"-b{batch}-t{temperature:g}" if (batch, temperature) != (64, 1.0) else "")
     before = held_out_success(model, tokenizer)
     print(f"{label} step    0  held-out success {before:.3f}  0s", flush=True)
     args = AgentGRPOConfig(
         output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
-        max_new_tokens=MAX_NEW_TOKENS, num_generations=8, per_device_train_batch_size=64, max_completion_length=160,
-        learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=1.0, loss_mask=loss_mask,
+        max_new_tokens=MAX_NEW_TOKENS, num_generations=8, per_device_train_batch_size=batch, max_completion_length=160,
+        learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=temperature, loss_mask=loss_mask,
         max_steps=100_000, logging_steps=5, report_to="tensorboard",
         save_strategy="steps", save_steps=50, save_total_limit=1, use_cpu=True, bf16=False, num_tasks=100_000,
         num_iterations=iterations, seed=0)
@@ -153,6 +155,8 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--num-iterations", type=int, default=1, help="GRPO updates per generated batch")
+    parser.add_argument("--batch", type=int, default=64, help="GRPO episodes per step (8 per prompt)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="GRPO sampling temperature")
     parser.add_argument("--no-loss-mask", action="store_true")
     parser.add_argument("--sft-target", type=float, default=0.15)
     parser.add_argument("--sft-chunk", type=int, default=25)
@@ -166,7 +170,7 @@ def main() -> None:
     if a.phase == "sft":
         run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_resume)
     elif a.phase == "grpo":
-        run_grpo(a.out, a.minutes, not a.no_loss_mask, a.eval_every, a.lr, a.num_iterations)
+        run_grpo(a.out, a.minutes, not a.no_loss_mask, a.eval_every, a.lr, a.num_iterations, a.batch, a.temperature)
     else:
         run_ppo(a.out, a.minutes, a.eval_every, a.lr)
 
