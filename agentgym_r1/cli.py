@@ -49,6 +49,19 @@ def _serve_retriever(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train(args: argparse.Namespace) -> int:
+    """Hand the rest of the command line (``--config run.yaml`` and flags) to the trainer's TrlParser."""
+    from agentgym_r1.error import require
+
+    require("trl", "train", f"agentgym-r1 train {args.algorithm}")
+    if args.algorithm == "grpo":
+        from agentgym_r1.trainers.grpo import main as train_main
+    else:
+        from agentgym_r1.trainers.ppo import main as train_main
+    train_main(args.trainer_args)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym-r1", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -75,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     sr.add_argument("--model", default=None, help="embedding model directory (dense/hybrid; default: the saved one)")
     sr.add_argument("--log-level", default="warning")
     sr.set_defaults(func=_serve_retriever)
+    tr = sub.add_parser("train", help="train a policy with GRPO or PPO (needs the 'train' extra)",
+                        description="Options after the algorithm go to the trainer: --config run.yaml, or any field "
+                                    "of AgentGRPOConfig / AgentPPOConfig as --field value.")
+    tr.add_argument("algorithm", choices=["grpo", "ppo"])
+    tr.add_argument("trainer_args", nargs=argparse.REMAINDER, help="--config run.yaml and trainer flags")
+    tr.set_defaults(func=_train)
     return parser
 
 

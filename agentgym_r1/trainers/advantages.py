@@ -1,0 +1,187 @@
+"""Advantage estimators, group filtering and GAE over agent tokens.
+
+Episode-level estimators take one reward per episode, laid out as consecutive groups of ``group_size`` samples of
+the same prompt (TRL's order), and return one advantage per episode:
+
+- ``grpo``: reward minus its group's mean, divided by the group's std (DeepSeekMath's GRPO);
+- ``rloo``: reward minus the mean of the *other* samples of its group (Ahmadian et al., 2024);
+- ``reinforce_pp``: REINFORCE++ (Hu, 2025): the reward minus its group's mean, whitened over the whole batch.
+
+Token-level helpers spread an episode's advantage over its agent tokens and credit each step's process reward to the
+tokens of that step. :func:`gae` runs generalised advantage estimation over agent tokens only: environment tokens are
+skipped, so the value at the next *agent* token bootstraps the current one, as in Agent-R1's multi-turn PPO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+ESTIMATORS = ("grpo", "rloo", "reinforce_pp")
+EPS = 1e-6
+
+
+def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    if rewards.dim() != 1 or rewards.numel() % group_size:
+        raise ValueError(f"rewards must be 1-D with a multiple of group_size={group_size} entries, "
+                         f"got shape {tuple(rewards.shape)}")
+    return rewards.float().view(-1, group_size)
+
+
+def grpo_advantages(rewards: torch.Tensor, group_size: int, scale: bool = True) -> torch.Tensor:
+    """Group-normalised outcome advantages: ``(r - mean_group) / std_group`` (no std division if ``scale=False``)."""
+    g = _groups(rewards, group_size)
+    adv = g - g.mean(dim=1, keepdim=True)
+    if scale and group_size > 1:
+        adv = adv / (g.std(dim=1, keepdim=True) + EPS)
+    return adv.flatten()
+
+
+def rloo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Leave-one-out baseline: ``r_i - mean_{j != i} r_j`` within each group."""
+    if group_size < 2:
+        raise ValueError("RLOO needs at least 2 samples per prompt")
+    g = _groups(rewards, group_size)
+    others = (g.sum(dim=1, keepdim=True) - g) / (group_size - 1)
+    return (g - others).flatten()
+
+
+def reinforce_pp_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """REINFORCE++ with a group baseline: subtract the group mean, then whiten over the whole batch."""
+    g = _groups(rewards, group_size)
+    centred = (g - g.mean(dim=1, keepdim=True)).flatten()
+    return (centred - centred.mean()) / (centred.std() + EPS) if centred.numel() > 1 else centred
+
+
+def episode_advantages(rewards: torch.Tensor, group_size: int, estimator: str = "grpo",
+                       scale: bool = True) -> torch.Tensor:
+    """Dispatch to one of :data:`ESTIMATORS`."""
+    if estimator == "grpo":
+        return grpo_advantages(rewards, group_size, scale)
+    if estimator == "rloo":
+        return rloo_advantages(rewards, group_size)
+    if estimator == "reinforce_pp":
+        return reinforce_pp_advantages(rewards, group_size)
+    raise ValueError(f"unknown advantage estimator {estimator!r}; use one of {ESTIMATORS}")
+
+
+def step_token_ranges(step_ends: Sequence[int]) -> list[tuple[int, int]]:
+    """``[start, end)`` token ranges of each step from the index of each step's last token."""
+    ranges, start = [], 0
+    for end in step_ends:
+        ranges.append((start, int(end) + 1))
+        start = int(end) + 1
+    return ranges
+
+
+def token_advantages(episode_adv: torch.Tensor, mask: torch.Tensor, step_ends: Sequence[Sequence[int]] = (),
+                     step_process: Sequence[Sequence[float]] = (), process_weight: float = 0.0,
+                     advantage_mask: bool = True) -> torch.Tensor:
+    """Per-token advantages ``(B, T)``: each episode's advantage on its tokens, plus process credit per step.
+
+    A step's process reward (whitened over every step in the batch) times ``process_weight`` is added to the tokens
+    of that step only. With ``advantage_mask=True`` only agent tokens (``mask == 1``) carry advantage; with
+    ``False`` every completion token does (the Agent-R1 ablation).
+    """
+    adv = episode_adv.float().unsqueeze(1).expand_as(mask).clone()
+    if process_weight and any(len(p) for p in step_process):
+        flat = torch.tensor([x for p in step_process for x in p], dtype=torch.float32)
+        std = flat.std() if flat.numel() > 1 else torch.tensor(0.0)
+        norm = (flat - flat.mean()) / (std + EPS) if std > EPS else torch.zeros_like(flat)
+        k = 0
+        for b, (ends, procs) in enumerate(zip(step_ends, step_process, strict=True)):
+            for (start, end), _ in zip(step_token_ranges(ends), procs, strict=False):
+                adv[b, start:end] += process_weight * norm[k]
+                k += 1
+    if advantage_mask:
+        adv = adv * mask.float()
+    return adv
+
+
+def filter_groups(rewards: torch.Tensor, group_size: int, keep_ratio: float) -> torch.Tensor:
+    """StarPO-S filtering (RAGEN): a bool per episode, True for the ``keep_ratio`` groups of highest reward std.
+
+    Groups whose samples all scored the same teach nothing under a group baseline; keeping the most uncertain
+    prompts is what stabilises multi-turn training against the Echo Trap.
+    """
+    g = _groups(rewards, group_size)
+    n_keep = max(1, round(keep_ratio * g.shape[0]))
+    std = g.std(dim=1) if group_size > 1 else torch.zeros(g.shape[0])
+    keep = torch.zeros(g.shape[0], dtype=torch.bool)
+    keep[torch.argsort(std, descending=True, stable=True)[:n_keep]] = True
+    return keep.repeat_interleave(group_size)
+
+
+def place_step_rewards(shape: tuple[int, int], step_ends: Sequence[Sequence[int]],
+                       step_rewards: Sequence[Sequence[float]]) -> torch.Tensor:
+    """A ``(B, T)`` tensor with each step's reward on that step's last token."""
+    out = torch.zeros(shape, dtype=torch.float32)
+    for b, (ends, rewards) in enumerate(zip(step_ends, step_rewards, strict=True)):
+        for end, r in zip(ends, rewards, strict=True):
+            if 0 <= end < shape[1]:
+                out[b, end] += float(r)
+    return out
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0,
+        lam: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-level GAE over the positions where ``mask == 1``; the others are skipped (advantage and return 0).
+
+    ``rewards``, ``values`` and ``mask`` are ``(B, T)``. The successor of an agent token is the next agent token of
+    the same row, however many environment tokens lie between; after the last agent token the value is 0.
+    Returns ``(advantages, returns)``.
+    """
+    adv = torch.zeros_like(values, dtype=torch.float32)
+    rewards, values, mask = rewards.float(), values.float().detach(), mask.bool()
+    next_value = torch.zeros(values.shape[0])
+    running = torch.zeros(values.shape[0])
+    for t in range(values.shape[1] - 1, -1, -1):
+        m = mask[:, t]
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        new_running = delta + gamma * lam * running
+        running = torch.where(m, new_running, running)
+        next_value = torch.where(m, values[:, t], next_value)
+        adv[:, t] = torch.where(m, running, torch.zeros_like(running))
+    returns = (adv + values) * mask.float()
+    return adv, returns
+
+
+def step_gae(step_rewards: Sequence[Sequence[float]], step_values: Sequence[Sequence[float]], gamma: float = 1.0,
+             lam: float = 1.0) -> tuple[list[list[float]], list[list[float]]]:
+    """GAE over an episode's steps (the step-level MDP): one advantage and one return per step."""
+    advs, rets = [], []
+    for rewards, values in zip(step_rewards, step_values, strict=True):
+        a, running, nxt = [0.0] * len(rewards), 0.0, 0.0
+        for k in range(len(rewards) - 1, -1, -1):
+            running = rewards[k] + gamma * nxt - values[k] + gamma * lam * running
+            a[k], nxt = running, values[k]
+        advs.append(a)
+        rets.append([x + v for x, v in zip(a, values, strict=True)])
+    return advs, rets
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def masked_whiten(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    mean = masked_mean(x, mask)
+    var = masked_mean((x - mean) ** 2, mask)
+    return (x - mean) / (var.sqrt() + EPS) * mask
+
+
+def clipped_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
+                        clip: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's clipped surrogate, averaged over masked tokens; returns ``(loss, clip_fraction)``."""
+    ratio = torch.exp(logp - old_logp)
+    loss1, loss2 = -adv * ratio, -adv * torch.clamp(ratio, 1 - clip, 1 + clip)
+    clipped = (loss2 > loss1).float()
+    return masked_mean(torch.max(loss1, loss2), mask), masked_mean(clipped, mask)
+
+
+def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
+                       clip: float = 0.2) -> torch.Tensor:
+    """The clipped value loss of PPO: ``0.5 * max((v - R)^2, (clip(v, v_old ± c) - R)^2)``."""
+    clipped = old_values + torch.clamp(values - old_values, -clip, clip)
+    return 0.5 * masked_mean(torch.max((values - returns) ** 2, (clipped - returns) ** 2), mask)
