@@ -140,15 +140,21 @@ def build_model_and_tokenizer(model_init: str | None) -> tuple[Any, Any]:
     return AutoModelForCausalLM.from_pretrained(model_init), tokenizer
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m agentgym_r1.trainers.grpo --config run.yaml [--flag value ...]``."""
+def run_from_argv(config_class: type, trainer_class: type, argv: Sequence[str] | None) -> None:
+    """Parse ``--config run.yaml [--flag value ...]`` into ``config_class`` with TrlParser, train, save: the body of
+    every trainer's ``main``."""
     from trl import TrlParser
 
-    (args,) = TrlParser((AgentGRPOConfig,)).parse_args_and_config(args=argv)
+    (args,) = TrlParser((config_class,)).parse_args_and_config(args=argv)
     model, tokenizer = build_model_and_tokenizer(args.model_init)
-    trainer = AgentGRPOTrainer(model, args, tokenizer)
+    trainer = trainer_class(model, args, tokenizer)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     trainer.save_model(args.output_dir)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m agentgym_r1.trainers.grpo --config run.yaml [--flag value ...]``."""
+    run_from_argv(AgentGRPOConfig, AgentGRPOTrainer, argv)
 
 
 if __name__ == "__main__":

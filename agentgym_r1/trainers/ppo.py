@@ -206,15 +206,9 @@ class AgentPPOTrainer(Trainer):
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m agentgym_r1.trainers.ppo --config run.yaml [--flag value ...]``."""
-    from trl import TrlParser
+    from agentgym_r1.trainers.grpo import run_from_argv
 
-    from agentgym_r1.trainers.grpo import build_model_and_tokenizer
-
-    (args,) = TrlParser((AgentPPOConfig,)).parse_args_and_config(args=argv)
-    model, tokenizer = build_model_and_tokenizer(args.model_init)
-    trainer = AgentPPOTrainer(model, args, tokenizer)
-    trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
-    trainer.save_model(args.output_dir)
+    run_from_argv(AgentPPOConfig, AgentPPOTrainer, argv)
 
 
 if __name__ == "__main__":
