@@ -97,7 +97,7 @@ class ResultsStore:
         self.recovery: str | None = None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.db = self._open()
+            self.db = self._open_when_free()
         except sqlite3.DatabaseError as e:
             self.db = self._recover(e)
 
@@ -117,6 +117,18 @@ class ResultsStore:
             raise
         db.row_factory = sqlite3.Row
         return db
+
+    def _open_when_free(self, attempts: int = 50) -> sqlite3.Connection:
+        """:meth:`_open`, waiting while another process holds the file: "locked" and "busy" (switching to WAL, creating
+        the schema while a parallel job writes) are not corruption, and must never send the file to :meth:`_recover`."""
+        for attempt in range(attempts):
+            try:
+                return self._open()
+            except sqlite3.OperationalError as e:
+                if attempt == attempts - 1 or not any(w in str(e) for w in ("locked", "busy")):
+                    raise ResultsFileError(f"cannot open {self.path}: {e}") from e
+                time.sleep(0.1 + 0.05 * attempt)
+        raise AssertionError("unreachable")
 
     def _recover(self, error: Exception) -> sqlite3.Connection:
         backup = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")

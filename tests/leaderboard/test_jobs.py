@@ -31,7 +31,7 @@ def test_envs_run_in_parallel_processes_into_one_store(tmp_path):
             Job("AgentR1/GSM8K-v0", "synthetic", "random", episodes=5),
             Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=5)]
     outcomes = run_jobs(jobs, tmp_path / "r.sqlite", workers=2)
-    assert [o.status for o in outcomes] == ["done"] * 3
+    assert [o.status for o in outcomes] == ["done"] * 3, [o.message for o in outcomes]
     store = ResultsStore(tmp_path / "r.sqlite")
     assert sorted(len(store.episodes(r["id"])) for r in store.runs()) == [5, 5, 5]
     again = run_jobs(jobs, tmp_path / "r.sqlite", workers=2)  # all stored: nothing is replayed

@@ -106,3 +106,23 @@ def test_run_metadata_is_recorded(tmp_path):
     assert run["package_version"] == "0.1.0" and run["git_commit"] == "abc" and run["started_at"]
     (ep,) = store.episodes(run_id)
     assert ep.metrics == {"accuracy": 1.0} and ep.finished_at
+
+
+def test_a_file_locked_by_a_parallel_job_is_waited_for_not_recovered(tmp_path, monkeypatch):
+    """'database is locked' while opening (a parallel job creating the schema) is not corruption: the store waits;
+    moving the file aside would lose the other job's writes ('no such table: episodes' there)."""
+    path = tmp_path / "r.sqlite"
+    ResultsStore(path).close()
+    real_open, calls = ResultsStore._open, []
+
+    def locked_twice(self):
+        calls.append(1)
+        if len(calls) <= 2:
+            raise sqlite3.OperationalError("database is locked")
+        return real_open(self)
+
+    monkeypatch.setattr(ResultsStore, "_open", locked_twice)
+    store = ResultsStore(path)
+    assert len(calls) == 3 and store.recovery is None
+    assert list(tmp_path.glob("r.sqlite.corrupt-*")) == []
+    store.close()
