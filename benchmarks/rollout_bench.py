@@ -33,7 +33,7 @@ import torch
 import agentgym_r1  # noqa: F401  (registers the env ids)
 from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.adapters.backends.hf import HFBackend
-from agentgym_r1.adapters.tiny import expert_actions, gsm8k_corpus, make_model, train_tokenizer
+from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, play_expert, train_tokenizer
 from agentgym_r1.envs.gsm8k.env import SYSTEM_PROMPT
 
 ENV_ID, ENV_KWARGS = "AgentR1/GSM8K-v0", {"source": "synthetic"}
@@ -73,11 +73,7 @@ def expert_texts(chat: ChatTokenizer, n: int, seed: int) -> list[str]:
     env, texts = gym.make(ENV_ID, **ENV_KWARGS), []
     tools = [env.unwrapped.tool_schemas()[0]]
     for i in range(n):
-        env.reset(seed=seed + i)
-        for action in expert_actions(env.unwrapped.task):
-            _, _, term, trunc, _ = env.step(action)
-            if term or trunc:
-                break
+        play_expert(env, seed + i)
         msgs = env.unwrapped.transcript.messages()
         texts.append(chat.render(msgs, add_generation_prompt=False))
         trl_msgs = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": msgs[1]["content"]},

@@ -30,6 +30,7 @@ import gymnasium as gym
 import torch
 
 import agentgym_r1  # noqa: F401  (registers the ids)
+from agentgym_r1.adapters.tiny import play_expert
 from agentgym_r1.trainers.rollout import play
 from agentgym_r1.trainers.sft import expert_actions, expert_episode, sft
 from agentgym_r1.trainers.tiny import render_chat, tiny_qwen2, train_tokenizer
@@ -51,9 +52,7 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, resume: int = 
     env = gym.make(ENV_ID, **ENV_KWARGS)
     texts = []
     for seed in range(300):
-        env.reset(seed=seed)
-        for action in expert_actions(env.unwrapped.task):
-            env.step(action)
+        play_expert(env, seed, expert_actions)
         texts.append(render_chat(env.unwrapped.transcript.messages()))
     if resume:  # continue the SFT of an earlier checkpoint (same tokenizer, same expert episodes)
         from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast

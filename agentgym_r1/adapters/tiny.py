@@ -8,7 +8,7 @@ tool results grouped in one user turn, each in ``<tool_response>`` tags), withou
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,16 @@ def expert_actions(task: Any) -> list[str]:
     return [*(f"<tool_call>\n{c}\n</tool_call>" for c in calls), f"<answer>{task.answer}</answer>"]
 
 
+def play_expert(env: Any, seed: int, actions: Callable[[Any], list[str]] = expert_actions) -> None:
+    """Reset ``env`` with ``seed`` and play ``actions(task)`` (by default :func:`expert_actions`) until the episode
+    ends; the episode is then in ``env.unwrapped.transcript``."""
+    env.reset(seed=seed)
+    for action in actions(env.unwrapped.task):
+        _, _, term, trunc, _ = env.step(action)
+        if term or trunc:
+            break
+
+
 def gsm8k_corpus(episodes: int = 40, seed: int = 0) -> list[str]:
     """Text of expert episodes of synthetic GSM8K (:func:`expert_actions`): a corpus to train a tiny tokenizer on."""
     import gymnasium as gym
@@ -90,11 +100,7 @@ def gsm8k_corpus(episodes: int = 40, seed: int = 0) -> list[str]:
     env = gym.make("AgentR1/GSM8K-v0", source="synthetic")
     texts = []
     for i in range(episodes):
-        env.reset(seed=seed + i)
-        for action in expert_actions(env.unwrapped.task):
-            _, _, term, trunc, _ = env.step(action)
-            if term or trunc:
-                break
+        play_expert(env, seed + i)
         texts.append(env.unwrapped.transcript.text)
     env.close()
     return texts
