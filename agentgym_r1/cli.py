@@ -22,7 +22,7 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         policy = make_policy(args.policy, args.env, seed=args.seed, timeout=args.timeout)
         for i in range(args.episodes):
-            r = run_episode(env, policy, seed=args.seed + i)
+            r = run_episode(env, policy, seed=args.seed + i, idx=i)
             results.append(r)
             if args.verbose:
                 print(f"episode {i:4d} task={r.task_id} success={r.success} reward={r.reward:.2f} turns={r.turns}"

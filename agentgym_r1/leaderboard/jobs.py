@@ -123,9 +123,7 @@ def _episodes(job: Job, meta: RunMeta, env, policy, store: ResultsStore, progres
     for idx in sorted(set(range(job.episodes)) - {e.idx for e in stored}):
         t0 = time.perf_counter()
         try:
-            r = run_episode(env, policy, seed=job.seed + idx)
-            rec = EpisodeRecord(idx, job.seed + idx, r.task_id, r.success, r.reward, r.turns, r.invalid, r.truncated,
-                                r.metrics, r.error)
+            rec = run_episode(env, policy, seed=job.seed + idx, idx=idx)
         except PolicyError as e:  # the policy cannot act at all (endpoint down): stop this job, keep the rest
             return _finish(store, meta, job, "failed", str(e), progress, done, successes)
         except Exception as e:  # a bug in an env or a baseline: recorded, the run goes on

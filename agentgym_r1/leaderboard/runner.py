@@ -3,31 +3,18 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
 from agentgym_r1.error import PolicyTimeout
 from agentgym_r1.leaderboard.policies import Policy
+from agentgym_r1.leaderboard.store import EpisodeRecord
 
 
-@dataclass
-class EpisodeResult:
-    env_id: str
-    seed: int
-    task_id: str | None
-    success: bool
-    reward: float
-    turns: int
-    invalid: int
-    metrics: dict[str, float] = field(default_factory=dict)
-    truncated: bool = False
-    error: str | None = None
-
-
-def run_episode(env: gym.Env, policy: Policy, seed: int) -> EpisodeResult:
-    """Play one episode. A model that times out ends the episode unsolved, with the reason in ``error``."""
+def run_episode(env: gym.Env, policy: Policy, seed: int, idx: int = 0) -> EpisodeRecord:
+    """Play episode ``idx`` of a run from ``seed``. A model that times out ends the episode unsolved, with the reason
+    in ``error``."""
     obs, info = env.reset(seed=seed)
     policy.reset(env, obs, info)
     total, turns, invalid = 0.0, 0, 0
@@ -46,11 +33,11 @@ def run_episode(env: gym.Env, policy: Policy, seed: int) -> EpisodeResult:
     task = getattr(env.unwrapped, "task", None)
     grade = getattr(env.unwrapped, "grade", None)
     metrics = info.get("metrics", getattr(grade, "metrics", {}))
-    return EpisodeResult(env.spec.id if env.spec else type(env.unwrapped).__name__, seed, getattr(task, "id", None),
-                         bool(info.get("success", False)), total, turns, invalid, dict(metrics), truncated, error)
+    return EpisodeRecord(idx, seed, getattr(task, "id", None), bool(info.get("success", False)), total, turns, invalid,
+                         truncated, dict(metrics), error)
 
 
-def summarise(results: list[EpisodeResult]) -> dict[str, Any]:
+def summarise(results: list[EpisodeRecord]) -> dict[str, Any]:
     n = len(results)
     rate = sum(r.success for r in results) / n if n else 0.0
     half = 1.96 * math.sqrt(rate * (1 - rate) / n) if n else 0.0
