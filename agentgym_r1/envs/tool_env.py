@@ -16,7 +16,7 @@ from agentgym_r1.core.parsers import (
 )
 from agentgym_r1.core.rewards import exact_match
 from agentgym_r1.core.tasks import Task, TaskSource, as_source
-from agentgym_r1.core.tools import BaseTool, check_tools, invalid_arguments, run_tool
+from agentgym_r1.core.tools import BaseTool, ToolResult, check_tools, invalid_arguments, run_tool
 
 RewardFn = Callable[[str, Task], "float | Grade"]
 
@@ -130,7 +130,7 @@ class ToolEnv(Env):
             else:
                 result = run_tool(tool_, call.arguments)
                 ok, text = result.ok, result.text
-                turn.process += result.reward
+                turn.process += result.reward + (self._result_reward(call, result) if ok else 0.0)
             turn.process += self.valid_call_reward if ok else self.failed_call_penalty
             if turn.messages:
                 turn.messages.append(EnvMessage(None, "\n"))
@@ -138,6 +138,11 @@ class ToolEnv(Env):
         if errors:
             turn.valid, turn.error = False, " ".join(errors)
         return turn
+
+    def _result_reward(self, call: ToolCall, result: ToolResult) -> float:
+        """Process reward for a call that ran and worked, on top of the tool's own; subclasses that can judge a
+        result against the task override it (none by default)."""
+        return 0.0
 
     def _command_to_call(self, parsed: ParsedAction) -> ParsedAction:
         tool_ = self.tools.get(parsed.verb or "")

@@ -135,3 +135,29 @@ def test_hf_source_offline_and_uncached_names_the_alternatives(tmp_path, monkeyp
     data.load_hf.cache_clear()
     with pytest.raises(DataSourceUnavailableError, match='source="synthetic"'):
         gym.make("AgentR1/GSM8K-v0", source="hf")
+
+
+def _call(expression: str) -> str:
+    return "<tool_call>" + json.dumps({"name": "calculator", "arguments": {"expression": expression}}) + "</tool_call>"
+
+
+@pytest.mark.parametrize("source", ["synthetic", "real"])
+def test_step_value_reward_credits_each_reference_step_once(source):
+    kwargs = {"source": "synthetic", "min_steps": 2, "max_steps": 3}
+    if source == "real":
+        path = shared_data() / "gsm8k" / "test.jsonl"
+        if not path.exists():
+            pytest.skip(f"no shared GSM8K data at {path}")
+        kwargs = {"source": str(path)}
+    env = gym.make("AgentR1/GSM8K-v0", step_value_reward=0.25, **kwargs)
+    _, info = env.reset(seed=3)
+    expert = env.unwrapped.task.meta["expert"]
+    parts = []
+    for expression in [*expert, expert[0], "123456789 + 1"]:  # the expert's steps, the first again, a wrong one
+        _, _, _, _, info = env.step(_call(expression))
+        parts.append(info["reward_parts"]["process"])
+    # each reference step is credited once (a value the solution reaches twice, twice); then nothing more
+    assert parts == [0.25] * len(expert) + [0.0, 0.0]
+    default = gym.make("AgentR1/GSM8K-v0", **kwargs)
+    default.reset(seed=3)
+    assert default.step(_call(expert[0]))[4]["reward_parts"]["process"] == 0.0

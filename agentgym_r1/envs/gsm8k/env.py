@@ -4,16 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgym_r1.core.env import Grade, init_options, reject_unknown
-from agentgym_r1.core.parsers import ActionParser
+from agentgym_r1.core.env import EnvMessage, Grade, init_options, reject_unknown
+from agentgym_r1.core.parsers import ActionParser, ToolCall
 from agentgym_r1.core.rewards import numeric_equal
 from agentgym_r1.core.tasks import Task
-from agentgym_r1.envs.gsm8k.calculator import Calculator
+from agentgym_r1.core.tools import ToolResult
+from agentgym_r1.envs.gsm8k.calculator import Calculator, CalculatorError, evaluate, format_number
 from agentgym_r1.envs.gsm8k.data import load_source
 from agentgym_r1.envs.tool_env import ToolEnv
 
 SYSTEM_PROMPT = ("You are a careful math solver. Work out the answer step by step, use the calculator for "
                  "arithmetic, and give the final answer as a number.")
+
+
+def _value(expression: str) -> str | None:
+    """The calculator's answer to a reference expression, as the tool would print it (None if it has none)."""
+    try:
+        return format_number(evaluate(expression))
+    except CalculatorError:
+        return None
 
 
 def numeric_reward(prediction: str, task: Task) -> Grade:
@@ -33,7 +42,9 @@ class GSM8KEnv(ToolEnv):
     (``calculator[2+3]``); the answer as ``<answer>n</answer>``, ``#### n`` or ``\\boxed{n}``.
 
     **Reward.** ``outcome`` 1 when the answer equals the gold number (numeric equivalence), else 0; process and
-    format parts as in :class:`ToolEnv`. ``metrics``: ``accuracy``.
+    format parts as in :class:`ToolEnv`, plus ``step_value_reward`` (default 0) in ``process`` for each calculator
+    result that equals a value of the reference solution (the ``<<expr=value>>`` annotations of GSM8K, the expert
+    trace of the synthetic source), each reference step credited at most once per episode. ``metrics``: ``accuracy``.
 
     **Episode end.** Terminated on an answer; truncated at the turn limit (6).
 
@@ -57,17 +68,32 @@ class GSM8KEnv(ToolEnv):
         valid_call_reward: float = 0.0,
         failed_call_penalty: float = 0.0,
         format_penalty: float = -0.1,
+        step_value_reward: float = 0.0,
         render_mode: str | None = None,
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
         self.source = source
+        self.step_value_reward = float(step_value_reward)
+        self._unreached: list[str] = []
         super().__init__(
             [Calculator()], load_source(source, split, seed, min_steps, max_steps), numeric_reward, parser=parser,
             answer_formats=("tag", "hashes", "boxed"), system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
             valid_call_reward=valid_call_reward, failed_call_penalty=failed_call_penalty, format_penalty=format_penalty,
             render_mode=render_mode,
         )
+
+    def _begin(self, options: dict[str, Any]) -> list[EnvMessage]:
+        messages = super()._begin(options)
+        assert self.task is not None
+        self._unreached = [v for v in map(_value, self.task.meta.get("expert", ())) if v is not None]
+        return messages
+
+    def _result_reward(self, call: ToolCall, result: ToolResult) -> float:
+        if not self.step_value_reward or call.name != "calculator" or result.text not in self._unreached:
+            return 0.0
+        self._unreached.remove(result.text)
+        return self.step_value_reward
 
     def no_grade(self) -> Grade:
         return Grade(0.0, False, {"accuracy": 0.0})
