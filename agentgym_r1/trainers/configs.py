@@ -61,6 +61,10 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
     process_reward_weight: float = field(
         default=0.0, metadata={"help": "weight of each step's process reward on that step's tokens"})
     keep_ratio: float = field(default=1.0, metadata={"help": "StarPO-S: share of groups kept, by reward std"})
+    skip_zero_advantage: bool = field(
+        default=True, metadata={"help": "leave rows with no advantage on any trained token (groups whose samples all "
+                                        "scored the same) out of the forward and backward pass; the gradient is "
+                                        "the same, as long as beta=0"})
     echo_trap_window: int = field(default=10, metadata={"help": "log records in the Echo Trap baseline"})
     echo_trap_ratio: float = field(default=0.1, metadata={"help": "warn when a signal falls under ratio*baseline"})
 

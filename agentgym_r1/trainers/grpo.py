@@ -101,7 +101,25 @@ class AgentGRPOTrainer(GRPOTrainer):
         out["tool_mask"] = loss_mask.to(device=device, dtype=out["completion_mask"].dtype)
         out["num_items_in_batch"] = self.accelerator.gather(out["tool_mask"].sum()).sum()  # token-sum losses
         self._log_rollout(mode, episodes, rewards[part], group, keep)
+        if args.skip_zero_advantage and args.beta == 0.0 and args.top_entropy_quantile == 1.0 and mode == "train":
+            out = self._drop_rows_without_gradient(out)
         return out
+
+    def _drop_rows_without_gradient(self, out: dict[str, Any]) -> dict[str, Any]:
+        """Keep only rows with a nonzero advantage on a trained token (with ``beta=0`` the others add exactly zero
+        to the gradient); ``num_items_in_batch`` still counts every row's tokens, so the loss and its gradient are
+        unchanged while the forward and backward pass skip, typically, the 30-60% of rows in all-equal groups. The
+        number of rows kept stays a multiple of ``steps_per_generation`` (padded with dropped rows) and >= it."""
+        adv = out["advantages"]
+        useful = ((adv.unsqueeze(1) if adv.dim() == 1 else adv) * out["tool_mask"]).abs().sum(dim=1) > 0
+        rows, split = useful.numel(), self.args.steps_per_generation
+        n_keep = min(rows, max(split, -(-int(useful.sum()) // split) * split))
+        self._metrics["train"]["rollout/trained_rows"].append(n_keep / rows)
+        if n_keep == rows:
+            return out
+        order = torch.argsort(useful.int(), descending=True, stable=True)[:n_keep].sort().values
+        return {key: value[order] if isinstance(value, torch.Tensor) and value.dim() > 0 and len(value) == rows
+                else value for key, value in out.items()}
 
     def _log_rollout(self, mode: str, episodes: list[Episode], rewards: torch.Tensor, group: int,
                      keep: torch.Tensor) -> None:

@@ -29,6 +29,20 @@ class CountEnv(Env):
         return Turn({"kind": "answer"}, outcome=len(action) / 10, terminated=True)
 
 
+class HalfConstantEnv(CountEnv):
+    """CountEnv, except that tasks with an even seed score 0.5 whatever the agent writes: all-equal groups."""
+
+    def reset(self, *, seed=None, options=None):
+        self.task_seed = seed
+        return super().reset(seed=seed, options=options)
+
+    def _act(self, action):
+        turn = super()._act(action)
+        if turn.terminated and self.task_seed % 2 == 0:
+            turn.outcome = 0.5
+        return turn
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
     texts = ["<|im_start|>system\nWrite digits.<|im_end|>\n<|im_start|>user\nGo.<|im_end|>\n<|im_start|>assistant\n"
@@ -43,12 +57,12 @@ def grpo_args(tmp_path, **kw) -> AgentGRPOConfig:
     return AgentGRPOConfig(**{**base, **kw})
 
 
-def run_one_step(model, args, tokenizer):
+def run_one_step(model, args, tokenizer, make_env=CountEnv):
     """One GRPO step; keeps the per-token log-probs of the loss (with their gradient) and the batch it saw."""
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
     captured: dict = {"logps": []}
-    trainer = AgentGRPOTrainer(model, args, tokenizer, make_env=CountEnv)
+    trainer = AgentGRPOTrainer(model, args, tokenizer, make_env=make_env)
     score, logps_fn = trainer._generate_and_score_completions, trainer._get_per_token_logps_and_entropies
 
     def spy_score(inputs):
@@ -85,6 +99,23 @@ def test_grpo_step_moves_parameters_and_masks_env_tokens(tmp_path, tokenizer, lo
         assert torch.all(grad[env] == 0)
     else:
         assert out["tool_mask"][completion].all()  # env tokens are in the loss: the ablation
+
+
+def test_skipping_rows_without_advantage_keeps_the_update(tmp_path, tokenizer) -> None:
+    updates, rows = [], []
+    for skip in (True, False):
+        torch.manual_seed(0)
+        model = tiny_qwen2(tokenizer, hidden_size=32, layers=1, heads=2)
+        start = [p.detach().clone() for p in model.parameters()]
+        args = grpo_args(tmp_path / str(skip), skip_zero_advantage=skip, per_device_train_batch_size=16,
+                         optim="sgd")  # the update is the gradient itself (Adam's first step is about its sign)
+        captured, changed = run_one_step(model, args, tokenizer, HalfConstantEnv)
+        assert changed
+        updates.append([p.detach() - s for p, s in zip(model.parameters(), start, strict=True)])
+        rows.append(len(captured["out"]["advantages"]))
+    assert rows[1] == 16 and 0 < rows[0] < 16  # the even-seed groups left the batch
+    for skipped, full in zip(*updates, strict=True):
+        torch.testing.assert_close(skipped, full, rtol=1e-4, atol=1e-7)
 
 
 def test_ppo_step_moves_parameters(tmp_path, tokenizer) -> None:
