@@ -22,6 +22,7 @@ one stopped early (see the Training section of benchmarks/README.md for the exac
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import time
 from pathlib import Path
@@ -39,10 +40,13 @@ ENV_ID = "AgentR1/GSM8K-v0"
 ENV_KWARGS = {"source": "synthetic", "min_steps": 1, "max_steps": 1, "system_prompt": "Solve it."}
 HELD_OUT = {**ENV_KWARGS, "seed": 1}
 MAX_TURNS, MAX_NEW_TOKENS = 3, 40
+FINAL_FIRST = 1000  # the final check's held-out problems start here (the monitoring ones are 0..127)
 
 
-def held_out_success(model, tokenizer, episodes: int = 128) -> float:
-    eps = play(model, tokenizer, lambda: gym.make(ENV_ID, **HELD_OUT), [{"seed": s} for s in range(episodes)],
+def held_out_success(model, tokenizer, episodes: int = 128, first: int = 0) -> float:
+    """Greedy success on held-out problems ``first .. first + episodes - 1`` of the generator seeded 1."""
+    eps = play(model, tokenizer, lambda: gym.make(ENV_ID, **HELD_OUT),
+               [{"seed": s} for s in range(first, first + episodes)],
                max_turns=MAX_TURNS, max_new_tokens=MAX_NEW_TOKENS, greedy=True)
     return sum(e.success for e in eps) / episodes
 
@@ -78,13 +82,25 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, resume: int = 
     print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  held-out success {success:.3f}")
 
 
-def eval_callback(tokenizer, minutes: float, every: int, label: str):
+def eval_callback(tokenizer, minutes: float, every: int, label: str, decay: bool = False):
+    """Held-out success every ``every`` steps, a stop once ``minutes`` have passed and, with ``decay``, a learning
+    rate that follows a cosine from its initial value to zero over those minutes (a schedule over the wall-time
+    budget, which a step count cannot give when the speed of the machine is not known in advance)."""
     from transformers import TrainerCallback
 
     class HeldOut(TrainerCallback):
         def __init__(self) -> None:
             self.start = time.time()
             self.history: list[tuple[int, float, float]] = []
+
+        def on_train_begin(self, args, state, control, lr_scheduler=None, **kwargs):
+            self.start = time.time()
+            if decay:
+                def by_time(_step: int) -> float:
+                    done = min(1.0, (time.time() - self.start) / (minutes * 60))
+                    return 0.5 * (1.0 + math.cos(math.pi * done))
+
+                lr_scheduler.lr_lambdas = [by_time] * len(lr_scheduler.lr_lambdas)
 
         def on_step_end(self, args, state, control, model=None, **kwargs):
             elapsed = time.time() - self.start
@@ -100,9 +116,27 @@ def eval_callback(tokenizer, minutes: float, every: int, label: str):
     return HeldOut()
 
 
+def report(label: str, unit: str, before: float, history: list[tuple[int, float, float]], model, tokenizer,
+           out: Path, final_eval: int) -> None:
+    """The run's last line; with ``final_eval``, both checkpoints again on that many further held-out problems
+    (``FINAL_FIRST`` on, never used to monitor the run, so no evaluation here picked what it reports)."""
+    step, elapsed, after = history[-1]
+    print(f"{label}: held-out success {before:.3f} -> {after:.3f} ({100 * (after - before):+.1f} points) "
+          f"in {step} {unit}, {elapsed / 60:.1f} min wall")
+    if final_eval:
+        from transformers import AutoModelForCausalLM
+
+        policy = getattr(model, "policy", model).eval()
+        start = held_out_success(AutoModelForCausalLM.from_pretrained(out / "sft"), tokenizer, final_eval, FINAL_FIRST)
+        end = held_out_success(policy, tokenizer, final_eval, FINAL_FIRST)
+        print(f"{label}: on {final_eval} further held-out problems: {start:.3f} -> {end:.3f} "
+              f"({100 * (end - start):+.1f} points)")
+
+
 def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float, iterations: int = 1,
              batch: int = 64, temperature: float = 1.0, keep_ratio: float = 1.0, generations: int = 8,
-             tag: str = "") -> None:
+             tag: str = "", decay: bool = False, final_eval: int = 0, per_generation: int = 1,
+             step_value: float = 0.0, process_weight: float = 0.0, seed: int = 0) -> None:
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     from agentgym_r1.trainers.configs import AgentGRPOConfig
@@ -111,26 +145,31 @@ def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float, 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
     model = AutoModelForCausalLM.from_pretrained(out / "sft")
     label = ("grpo" if loss_mask else "grpo-nomask") + f"-lr{lr:g}" + (f"-it{iterations}" if iterations > 1 else "") \
+        + (f"-spg{per_generation}" if per_generation > 1 else "") \
         + (f"-b{batch}-t{temperature:g}" if (batch, temperature) != (64, 1.0) else "") \
-        + (f"-g{generations}" if generations != 8 else "") + (f"-k{keep_ratio:g}" if keep_ratio < 1 else "") + tag
+        + (f"-g{generations}" if generations != 8 else "") + (f"-k{keep_ratio:g}" if keep_ratio < 1 else "") \
+        + (f"-sv{step_value:g}" if step_value else "") + (f"-pw{process_weight:g}" if process_weight else "") \
+        + ("-cos" if decay else "") + (f"-seed{seed}" if seed else "") + tag
     before = held_out_success(model, tokenizer)
     print(f"{label} step    0  held-out success {before:.3f}  0s", flush=True)
     args = AgentGRPOConfig(
-        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
-        max_new_tokens=MAX_NEW_TOKENS, num_generations=generations, keep_ratio=keep_ratio, per_device_train_batch_size=batch, max_completion_length=160,
+        output_dir=str(out / label), env_id=ENV_ID, env_kwargs={**ENV_KWARGS, "step_value_reward": step_value},
+        max_turns=MAX_TURNS, max_new_tokens=MAX_NEW_TOKENS, num_generations=generations,
+        process_reward_weight=process_weight, keep_ratio=keep_ratio,
+        per_device_train_batch_size=batch // per_generation, steps_per_generation=per_generation,
+        max_completion_length=160,
         learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=temperature, loss_mask=loss_mask,
         max_steps=100_000, logging_steps=5, report_to="tensorboard", gradient_checkpointing=False,
         save_strategy="steps", save_steps=50, save_total_limit=1, use_cpu=True, bf16=False, num_tasks=100_000,
-        num_iterations=iterations, seed=0)
-    callback = eval_callback(tokenizer, minutes, every, label)
+        num_iterations=iterations, seed=seed, data_seed=seed)
+    callback = eval_callback(tokenizer, minutes, every, label, decay)
     trainer = AgentGRPOTrainer(model, args, tokenizer, callbacks=[callback])
     trainer.train()
-    step, elapsed, after = callback.history[-1]
-    print(f"{label}: held-out success {before:.3f} -> {after:.3f} ({100 * (after - before):+.1f} points) "
-          f"in {step} steps, {elapsed / 60:.1f} min wall")
+    report(label, "steps", before, callback.history, model, tokenizer, out, final_eval)
 
 
-def run_ppo(out: Path, minutes: float, every: int, lr: float) -> None:
+def run_ppo(out: Path, minutes: float, every: int, lr: float, decay: bool = False, final_eval: int = 0,
+            tag: str = "") -> None:
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     from agentgym_r1.trainers.configs import AgentPPOConfig
@@ -138,19 +177,18 @@ def run_ppo(out: Path, minutes: float, every: int, lr: float) -> None:
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
     model = AutoModelForCausalLM.from_pretrained(out / "sft")
+    label = f"ppo-lr{lr:g}" + ("-cos" if decay else "") + tag
     before = held_out_success(model, tokenizer)
-    print(f"ppo step    0  held-out success {before:.3f}  0s", flush=True)
+    print(f"{label} step    0  held-out success {before:.3f}  0s", flush=True)
     args = AgentPPOConfig(
-        output_dir=str(out / f"ppo-lr{lr:g}"), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
+        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
         max_new_tokens=MAX_NEW_TOKENS, rollout_batch_size=64, mini_batch_size=32, ppo_epochs=2,
         max_completion_length=160, learning_rate=lr, max_steps=100_000, logging_steps=5, report_to="tensorboard",
         use_cpu=True, seed=0)
-    callback = eval_callback(tokenizer, minutes, every, "ppo")
+    callback = eval_callback(tokenizer, minutes, every, label, decay)
     trainer = AgentPPOTrainer(model, args, tokenizer, callbacks=[callback])
     trainer.train()
-    step, elapsed, after = callback.history[-1]
-    print(f"ppo: held-out success {before:.3f} -> {after:.3f} ({100 * (after - before):+.1f} points) "
-          f"in {step} iterations, {elapsed / 60:.1f} min wall")
+    report(label, "iterations", before, callback.history, model, tokenizer, out, final_eval)
 
 
 def main() -> None:
@@ -161,12 +199,22 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--num-iterations", type=int, default=1, help="GRPO updates per generated batch")
-    parser.add_argument("--batch", type=int, default=64, help="GRPO episodes per step (8 per prompt)")
+    parser.add_argument("--batch", type=int, default=64, help="GRPO episodes per generation (8 per prompt)")
+    parser.add_argument("--steps-per-generation", type=int, default=1,
+                        help="GRPO optimizer steps per generated batch (each on batch / this many episodes)")
     parser.add_argument("--temperature", type=float, default=1.0, help="GRPO sampling temperature")
     parser.add_argument("--generations", type=int, default=8, help="GRPO samples per prompt")
     parser.add_argument("--keep-ratio", type=float, default=1.0, help="StarPO-S: share of groups kept")
+    parser.add_argument("--step-value-reward", type=float, default=0.0,
+                        help="GRPO: process reward for a calculator result that matches the reference solution")
+    parser.add_argument("--process-weight", type=float, default=0.0,
+                        help="GRPO: weight of each step's process reward on that step's tokens")
+    parser.add_argument("--seed", type=int, default=0, help="GRPO: the trainer's seed (task order, sampling)")
     parser.add_argument("--tag", default="", help="suffix of the run's output folder")
     parser.add_argument("--no-loss-mask", action="store_true")
+    parser.add_argument("--cosine", action="store_true", help="decay the lr to 0 over --minutes (cosine in wall time)")
+    parser.add_argument("--final-eval", type=int, default=0,
+                        help="at the end, compare SFT and trained policy on this many further held-out problems")
     parser.add_argument("--sft-target", type=float, default=0.15)
     parser.add_argument("--sft-chunk", type=int, default=25)
     parser.add_argument("--sft-max-steps", type=int, default=1500)
@@ -185,9 +233,10 @@ def main() -> None:
                 a.sft_batch, a.layers)
     elif a.phase == "grpo":
         run_grpo(a.out, a.minutes, not a.no_loss_mask, a.eval_every, a.lr, a.num_iterations, a.batch, a.temperature,
-                 a.keep_ratio, a.generations, a.tag)
+                 a.keep_ratio, a.generations, a.tag, a.cosine, a.final_eval,
+                 a.steps_per_generation, a.step_value_reward, a.process_weight, a.seed)
     else:
-        run_ppo(a.out, a.minutes, a.eval_every, a.lr)
+        run_ppo(a.out, a.minutes, a.eval_every, a.lr, a.cosine, a.final_eval, a.tag)
 
 
 if __name__ == "__main__":
