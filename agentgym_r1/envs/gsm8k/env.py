@@ -86,7 +86,8 @@ class GSM8KEnv(ToolEnv):
     def _begin(self, options: dict[str, Any]) -> list[EnvMessage]:
         messages = super()._begin(options)
         assert self.task is not None
-        self._unreached = [v for v in map(_value, self.task.meta.get("expert", ())) if v is not None]
+        if self.step_value_reward:  # reset is a hot path: no reference values unless they are rewarded
+            self._unreached = [v for v in map(_value, self.task.meta.get("expert", ())) if v is not None]
         return messages
 
     def _result_reward(self, call: ToolCall, result: ToolResult) -> float:
