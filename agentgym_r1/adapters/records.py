@@ -77,6 +77,11 @@ class Sample:
     group: int
     turn: int | None = None
     end_reason: EndReason = "terminated"
+    step_process: list[float] = field(default_factory=list)
+    """Each step's ``process`` reward part (already inside ``step_rewards``), for trainers that credit it per step."""
+    failed: bool = False
+    """The episode could not be played (a placeholder, an env that raised, a generation error): a trainer leaves the
+    row out of group statistics and the loss, and counts it."""
 
     @property
     def truncated(self) -> bool:
@@ -112,6 +117,11 @@ class Episode:
     @property
     def truncated(self) -> bool:
         return self.end_reason != "terminated"
+
+    @property
+    def failed(self) -> bool:
+        """Not a played episode: a placeholder, or ended by an env that raised or a generation error."""
+        return self.placeholder or self.end_reason in ("env_error", "generation_error")
 
     @property
     def reward(self) -> float:
@@ -165,17 +175,21 @@ class Episode:
                 logprobs += [0.0] * len(t.env_ids)
                 mask += [0] * len(t.env_ids)
         return Sample(list(self.prompt_ids), completion, logprobs, mask, ends, [t.reward for t in self.turns],
-                      self.reward, self.reward_parts, self.success, self.episode_id, self.group, None, self.end_reason)
+                      self.reward, self.reward_parts, self.success, self.episode_id, self.group, None, self.end_reason,
+                      self._step_process(), self.failed)
+
+    def _step_process(self) -> list[float]:
+        return [float(t.reward_parts.get("process", 0.0)) for t in self.turns]
 
     def steps(self) -> list[Sample]:
         """One row per turn; each carries its own step reward and the episode's total ``reward``."""
-        rows = []
+        rows, process = [], self._step_process()
         for i, t in enumerate(self.turns):
             n = len(t.completion_ids)
             rows.append(Sample(self.turn_context(i), list(t.completion_ids), list(t.logprobs),
                                [int(t.trainable)] * n, [n - 1],
                                [t.reward], self.reward, self.reward_parts, self.success, self.episode_id,
-                               self.group, i, self.end_reason))
+                               self.group, i, self.end_reason, [process[i]], self.failed))
         return rows
 
     def rows(self, layout: Layout) -> list[Sample]:
@@ -220,6 +234,8 @@ class RolloutBatch:
             "episode_id": [r.episode_id for r in s],
             "group": [r.group for r in s],
             "end_reason": [r.end_reason for r in s],
+            "step_process": [r.step_process for r in s],
+            "failed": [r.failed for r in s],
         }
 
     def to_tensors(self, pad_token_id: int, device: Any = None) -> dict[str, Any]:

@@ -221,10 +221,7 @@ class RolloutEngine:
 
     # -- one round: generate for every live episode, then step their envs ----------------------------------------
     def _round(self, live: list[_Live]) -> None:
-        from agentgym_r1.adapters.turns import generate_turns, step_turns
-
-        turns = generate_turns(self, live)
-        step_turns(self, turns)
+        _step_turns(self, _generate_turns(self, live))
 
 
 def _group_seeds(specs: list[Prompt], seed: int | None) -> list[Prompt]:
@@ -243,3 +240,144 @@ def _messages(env: gym.Env, obs: str, previous: list[dict[str, Any]]) -> list[di
     if transcript is not None and hasattr(transcript, "messages"):
         return [dict(m) for m in transcript.messages()]
     return [*previous, {"role": "user", "content": obs}]
+
+
+# -- one round: a turn for every live episode, then the env steps (module functions on the engine's live episodes)
+def _token_limit(engine: RolloutEngine, x: _Live) -> tuple[int, str]:
+    """The most tokens the episode's context may hold, and the setting that says so."""
+    cfg = engine.config
+    limit, name = cfg.max_context_tokens, f"max_context_tokens={cfg.max_context_tokens}"
+    if cfg.max_completion_tokens is not None and cfg.context.full:
+        by_completion = len(x.episode.prompt_ids) + cfg.max_completion_tokens
+        if by_completion < limit:
+            limit, name = by_completion, f"max_completion_tokens={cfg.max_completion_tokens}"
+    return limit, name
+
+
+def _generate_turns(engine: RolloutEngine, live: list[_Live]) -> list[tuple[_Live, TurnRecord]]:
+    """Sample one turn for every live episode; returns the turns whose actions go to the envs."""
+    if not engine.token_mode:
+        return _chat_turns(engine, live)
+    cfg, chat = engine.config, engine.chat
+    assert chat is not None
+    batch: list[tuple[_Live, list[int], int]] = []
+    t0 = time.perf_counter()
+    for x in live:
+        ctx = x.ids if cfg.context.full else chat.prompt_ids(cfg.context.messages(x.messages))
+        limit, name = _token_limit(engine, x)
+        room = limit - len(ctx)
+        if room < 1:
+            engine._end(x, "context_limit", f"the context has {len(ctx)} tokens, no room left under {name}")
+            continue
+        batch.append((x, ctx, min(cfg.sampling.max_new_tokens, room)))
+    engine._timings["tokenize"] += time.perf_counter() - t0
+    if not batch:
+        return []
+    t0 = time.perf_counter()
+    try:
+        gens = engine.backend.generate([c for _, c, _ in batch], [b for _, _, b in batch], cfg.sampling)
+    except Exception as e:  # a failing backend ends the live episodes with the reason; the batch returns
+        for x, _, _ in batch:
+            engine._end(x, "generation_error", f"{type(e).__name__}: {e}")
+        return []
+    finally:
+        engine._timings["generate"] += time.perf_counter() - t0
+    out = []
+    for (x, ctx, budget), gen in zip(batch, gens, strict=True):
+        if not gen.ids:
+            engine._end(x, "generation_error", f"the backend returned no tokens for turn {x.turn}")
+            continue
+        reason = gen.finish_reason
+        if reason == "length" and budget < cfg.sampling.max_new_tokens:
+            reason = "context"
+        turn = TurnRecord(list(gen.ids), [float(v) for v in gen.logprobs], reason, chat.decode_action(gen.ids),
+                          len(ctx), None if cfg.context.full else list(ctx))
+        x.episode.turns.append(turn)
+        if cfg.context.full:
+            x.ids += turn.completion_ids
+        if reason == "context":
+            engine._end(x, "context_limit", f"turn {x.turn} reached {_token_limit(engine, x)[1]} before it ended")
+            continue
+        out.append((x, turn))
+    return out
+
+
+def _chat_turns(engine: RolloutEngine, live: list[_Live]) -> list[tuple[_Live, TurnRecord]]:
+    cfg = engine.config
+    t0 = time.perf_counter()
+    try:
+        replies = engine.backend.chat([cfg.context.messages(x.messages) for x in live], cfg.sampling)
+    except Exception as e:
+        for x in live:
+            engine._end(x, "generation_error", f"{type(e).__name__}: {e}")
+        return []
+    finally:
+        engine._timings["generate"] += time.perf_counter() - t0
+    out = []
+    for x, reply in zip(live, replies, strict=True):
+        turn = TurnRecord([], list(reply.logprobs or []), reply.finish_reason, reply.text, 0)
+        x.episode.turns.append(turn)
+        x.episode.text_only = True
+        out.append((x, turn))
+    return out
+
+
+def _step_turns(engine: RolloutEngine, pairs: list[tuple[_Live, TurnRecord]]) -> None:
+    """Step each env with its turn's action; record rewards; append the env's reply or end the episode."""
+    t0 = time.perf_counter()
+    results = engine._map(lambda p: _step(p[0], p[1].action), pairs)
+    engine._timings["env"] += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for (x, turn), result in zip(pairs, results, strict=True):
+        _after_step(engine, x, turn, result)
+    engine._timings["tokenize"] += time.perf_counter() - t0
+
+
+def _step(x: _Live, action: str) -> tuple[Any, ...] | BaseException:
+    try:
+        assert x.env is not None
+        return x.env.step(action)
+    except Exception as e:  # an env that raises ends its own episode
+        return e
+
+
+def _after_step(engine: RolloutEngine, x: _Live, turn: TurnRecord, result: tuple[Any, ...] | BaseException) -> None:
+    if isinstance(result, BaseException):
+        engine._end(x, "env_error", f"step raised {type(result).__name__}: {result}")
+        return
+    obs, reward, terminated, truncated, info = result
+    turn.reward = float(reward)
+    parts = info.get("reward_parts")
+    turn.reward_parts = {k: float(v) for k, v in parts.items()} if isinstance(parts, dict) else {"outcome": turn.reward}
+    turn.valid, turn.error = bool(info.get("valid", True)), info.get("error")
+    x.turn += 1
+    history = [*x.messages, {"role": "assistant", "content": turn.action}]
+    assert x.env is not None
+    messages = _messages(x.env, obs, history)
+    new = messages[len(history):]
+    x.messages = messages
+    x.episode.success = bool(info.get("success", False))
+    x.episode.metrics = {k: float(v) for k, v in (info.get("metrics") or {}).items()}
+    cfg = engine.config
+    if terminated:
+        engine._end(x, "terminated")
+    elif truncated:
+        engine._end(x, "turn_limit")
+    elif cfg.max_turns is not None and x.turn >= cfg.max_turns:
+        engine._end(x, "max_turns")
+    elif engine.token_mode and cfg.context.full:
+        _append_suffix(engine, x, turn, history, new)
+
+
+def _append_suffix(engine: RolloutEngine, x: _Live, turn: TurnRecord, history: list[dict[str, Any]],
+                   new: list[dict[str, Any]]) -> None:
+    assert engine.chat is not None
+    last = turn.completion_ids[-1] if turn.completion_ids else None
+    suffix = engine.chat.suffix_ids(history, new, last)
+    limit, name = _token_limit(engine, x)
+    if len(x.ids) + len(suffix) + 1 > limit:
+        engine._end(x, "context_limit", f"the env reply after turn {x.turn - 1} ({len(suffix)} tokens) does not fit "
+                                        f"under {name}")
+        return
+    turn.env_ids = suffix
+    x.ids += suffix
