@@ -9,10 +9,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from agentgym_r1.adapters.tiny import make_model, train_tokenizer  # noqa: E402
 from agentgym_r1.core.env import Env, EnvMessage, Turn  # noqa: E402
 from agentgym_r1.error import ConfigError  # noqa: E402
 from agentgym_r1.trainers.configs import AgentGRPOConfig, AgentPPOConfig  # noqa: E402
-from agentgym_r1.trainers.tiny import tiny_qwen2, train_tokenizer  # noqa: E402
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -47,7 +47,7 @@ class HalfConstantEnv(CountEnv):
 def tokenizer():
     texts = ["<|im_start|>system\nWrite digits.<|im_end|>\n<|im_start|>user\nGo.<|im_end|>\n<|im_start|>assistant\n"
              "12 ab 345 cd<|im_end|>\n<|im_start|>user\nAgain, more digits.<|im_end|>\n"] * 20
-    return train_tokenizer(texts, vocab_size=300)
+    return train_tokenizer(texts, vocab_size=300, split_digits=True, cross_spaces=True)
 
 
 def grpo_args(tmp_path, **kw) -> AgentGRPOConfig:
@@ -86,7 +86,7 @@ def run_one_step(model, args, tokenizer, make_env=CountEnv):
 
 @pytest.mark.parametrize("loss_mask", [True, False])
 def test_grpo_step_moves_parameters_and_masks_env_tokens(tmp_path, tokenizer, loss_mask) -> None:
-    model = tiny_qwen2(tokenizer, hidden_size=32, layers=1, heads=2)
+    model = make_model(tokenizer, hidden=32, layers=1, heads=2, mlp_ratio=4)
     captured, changed = run_one_step(model, grpo_args(tmp_path, loss_mask=loss_mask), tokenizer)
     assert changed
     out = captured["out"]
@@ -105,7 +105,7 @@ def test_skipping_rows_without_advantage_keeps_the_update(tmp_path, tokenizer) -
     updates, rows = [], []
     for skip in (True, False):
         torch.manual_seed(0)
-        model = tiny_qwen2(tokenizer, hidden_size=32, layers=1, heads=2)
+        model = make_model(tokenizer, hidden=32, layers=1, heads=2, mlp_ratio=4)
         start = [p.detach().clone() for p in model.parameters()]
         args = grpo_args(tmp_path / str(skip), skip_zero_advantage=skip, per_device_train_batch_size=16,
                          optim="sgd")  # the update is the gradient itself (Adam's first step is about its sign)
@@ -121,7 +121,7 @@ def test_skipping_rows_without_advantage_keeps_the_update(tmp_path, tokenizer) -
 def test_ppo_step_moves_parameters(tmp_path, tokenizer) -> None:
     from agentgym_r1.trainers.ppo import AgentPPOTrainer
 
-    model = tiny_qwen2(tokenizer, hidden_size=32, layers=1, heads=2)
+    model = make_model(tokenizer, hidden=32, layers=1, heads=2, mlp_ratio=4)
     args = AgentPPOConfig(output_dir=str(tmp_path), rollout_batch_size=8, mini_batch_size=4, max_steps=1,
                           max_completion_length=64, max_new_tokens=8, max_turns=2, learning_rate=1e-2,
                           report_to="none", save_strategy="no", use_cpu=True, num_tasks=16)
