@@ -104,13 +104,18 @@ class AgentPPOTrainer(Trainer):
                          data_collator=lambda rows: {"resets": [json.loads(r["prompt"]) for r in rows]}, **kwargs)
 
     def create_optimizer(self, model: Any = None) -> Any:
+        """The optimizer ``args.optim`` names (transformers' own choice of class and kwargs), with the critic in a
+        parameter group of its own at ``critic_learning_rate``."""
         if self.optimizer is None:
             m = self.model
+            cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(self.args, m)
+            kwargs = {k: v for k, v in kwargs.items() if k != "lr"}
             critic = [*m.critic.parameters(), *m.value_head.parameters()]
-            self.optimizer = torch.optim.AdamW(
-                [{"params": list(m.policy.parameters()), "lr": self.args.learning_rate},
-                 {"params": critic, "lr": self.args.critic_learning_rate or self.args.learning_rate}],
-                weight_decay=self.args.weight_decay)
+            decay = {"weight_decay": self.args.weight_decay}
+            self.optimizer = cls(
+                [{"params": list(m.policy.parameters()), "lr": self.args.learning_rate, **decay},
+                 {"params": critic, "lr": self.args.critic_learning_rate or self.args.learning_rate, **decay}],
+                lr=self.args.learning_rate, **kwargs)
         return self.optimizer
 
     # -- one PPO iteration per Trainer step ---------------------------------------------------------------------------
