@@ -83,6 +83,14 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
                                         "scored the same) out of the forward and backward pass. Exact only for "
                                         "token-sum losses (dapo, cispo, vespo) with beta=0 and no entropy bonus or "
                                         "mask; default (null): on exactly where it is exact"})
+    layout: str = field(
+        default="concatenated", metadata={"help": "'concatenated' (one row per episode, env tokens masked) or 'step' "
+                                                  "(Agent-R1's step-level MDP: one row per turn whose prompt is the "
+                                                  "context the model saw; the rows of an episode share its "
+                                                  "advantage, group statistics over episodes)"})
+    step_context: str | None = field(
+        default=None, metadata={"help": "layout=step: what each turn's prompt holds: 'full' (default) or an int k "
+                                        "(the task and the last k turns)"})
     echo_trap_window: int = field(default=10, metadata={"help": "log records in the Echo Trap baseline"})
     echo_trap_ratio: float = field(default=0.1, metadata={"help": "warn when a signal falls under ratio*baseline"})
 
@@ -103,6 +111,31 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
             from agentgym_r1.trainers.vllm import check_vllm_config
 
             check_vllm_config(self)
+
+    @property
+    def context(self) -> str | int:
+        """The rollout engine's ``context`` for this config."""
+        if self.step_context in (None, "full"):
+            return "full"
+        return int(self.step_context)
+
+    def _check_layout(self) -> None:
+        if self.layout not in ("concatenated", "step"):
+            raise ConfigError(f"layout={self.layout!r}; use 'concatenated' or 'step'")
+        if self.layout == "concatenated" and self.step_context not in (None, "full"):
+            raise ConfigError(f"step_context={self.step_context!r} needs layout='step': one concatenated row must "
+                              "hold the whole history the model saw")
+        if self.step_context not in (None, "full") and not str(self.step_context).isdigit():
+            raise ConfigError(f"step_context={self.step_context!r}; use 'full' or a number of turns (e.g. 2)")
+        if self.layout == "step" and self.max_new_tokens > self.max_completion_length:
+            raise ConfigError(
+                f"layout='step' with max_new_tokens={self.max_new_tokens} > max_completion_length="
+                f"{self.max_completion_length}: a step row could not hold one turn. Raise max_completion_length "
+                "or lower max_new_tokens.")
+        if self.layout == "step" and self.use_vllm:
+            raise ConfigError("layout='step' with use_vllm=True is not supported yet: vLLM's importance-sampling "
+                              "correction is computed on TRL's one-row-per-prompt batch. Use layout='concatenated' "
+                              "with vLLM, or generate with transformers for step rows.")
 
     def _check_grpo(self) -> None:
         if self.num_generations is not None and self.num_generations < 2:
@@ -126,6 +159,7 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
                 f"{self.top_entropy_quantile}: dropping rows would rescale this loss (it normalises over the "
                 f"micro-batch). Row skipping is exact only for loss_type in {SKIP_EXACT_LOSSES} with beta=0 and no "
                 "entropy bonus or mask. Leave skip_zero_advantage unset (it turns on only where exact) or false.")
+        self._check_layout()
         if self.repetition_penalty != 1.0:
             raise ConfigError(
                 f"repetition_penalty={self.repetition_penalty}: it changes the distribution tokens are sampled from, "

@@ -90,19 +90,25 @@ class AgentGRPOTrainer(GRPOTrainer):
         out = super()._generate(prompts)
         assert self._batch is not None
         mode = "train" if self.model.training else "eval"
-        metrics = gathered_rollout_metrics(self.args.env_id, self._batch, self.accelerator)
-        self._metrics[mode]["completions/clipped_ratio"][-1] = metrics.pop("completions/clipped_ratio")
+        self._metrics[mode]["completions/clipped_ratio"].pop()  # ours replaces TRL's (see gathered_rollout_metrics)
+        self._log_rollout_metrics(mode, self._batch)
+        return out
+
+    def _log_rollout_metrics(self, mode: str, batch: RolloutBatch) -> None:
+        """Rollout metrics over every process; in training, stop after ``max_failed_steps`` all-failed steps."""
+        metrics = gathered_rollout_metrics(self.args.env_id, batch, self.accelerator)
         for key, value in metrics.items():
             self._metrics[mode][key].append(value)
-        failed = [s.failed for s in self._batch.samples]
-        errors = [e.error or "" for e in self._batch.episodes if e.failed]
         if mode == "train":
+            episodes = torch.tensor(len(batch.episodes), device=self.accelerator.device)
             self.rollouts.check_failures(int(metrics["rollout/failed_rows"]),
-                                         int(self.accelerator.reduce(torch.tensor(len(failed)), "sum")), errors)
-        return out
+                                         int(self.accelerator.reduce(episodes, "sum")),
+                                         [e.error or "" for e in batch.episodes if e.failed])
 
     # -- advantages and masks -----------------------------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.args.layout == "step":
+            return self._score_step_rows(inputs)
         out = super()._generate_and_score_completions(inputs)
         args, batch = self.args, self._batch
         assert batch is not None
@@ -135,6 +141,84 @@ class AgentGRPOTrainer(GRPOTrainer):
         if self.skip_rows and mode == "train":
             out = self._drop_rows_without_gradient(out)
         return out
+
+    # -- the step layout: one row per turn ----------------------------------------------------------------------------
+    def _episode_advantages(self, episodes: Sequence[Any], group: int, device: Any) -> tuple[torch.Tensor, ...]:
+        """Each local episode's advantage and StarPO-S keep flag, from group statistics over the episodes of every
+        process (failed ones left out)."""
+        args = self.args
+        process = args.process_reward_weight != 0.0
+        outcome = [e.reward - (sum(t.reward_parts.get("process", 0.0) for t in e.turns) if process else 0.0)
+                   for e in episodes]
+        rewards, failed = self._gather([outcome, [float(e.failed) for e in episodes]], device)
+        valid = ~failed.bool()
+        part = slice(self.accelerator.process_index * len(episodes),
+                     (self.accelerator.process_index + 1) * len(episodes))
+        scale = args.scale_rewards if args.scale_rewards in ("group", "batch") else "none"
+        adv = A.episode_advantages(rewards, group, args.advantage_estimator, scale=scale, valid=valid)[part]
+        keep = A.filter_groups(rewards, group, args.keep_ratio, valid=valid)[part] & valid[part]
+        return adv, keep, rewards, valid
+
+    def _score_step_rows(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """Agent-R1's step-level MDP on TRL's loss: a row per turn (prompt: the context the model saw that turn;
+        completion: what it sampled), every row of an episode carrying the episode's advantage (plus its own step's
+        process credit), group statistics over episodes, ``num_items_in_batch`` over the trained tokens of every
+        process. TRL's ``_generate_and_score_completions`` assumes one row per prompt, so this builds its output
+        (the keys ``_compute_loss`` reads) itself; the row count is padded to a multiple of
+        ``steps_per_generation`` with fully masked rows, which ``split_tensor_dict`` needs."""
+        from trl.trainer.utils import pad
+
+        args, device = self.args, self.accelerator.device
+        mode = "train" if self.model.training else "eval"
+        group = self.num_generations if mode == "train" else self.num_generations_eval
+        self._rollout([x["prompt"] for x in inputs], self)
+        batch = self._batch
+        assert batch is not None
+        self._log_rollout_metrics(mode, batch)
+        adv_ep, keep, rewards, valid = self._episode_advantages(batch.episodes, group, device)
+        index = {e.episode_id: i for i, e in enumerate(batch.episodes)}
+        rows = [r for r in batch.samples if not r.failed] or batch.samples[:1]
+        stats = A.process_stats(self._gather_process(rows)) if args.process_reward_weight else (0.0, 0.0)
+        adv, train = [], []
+        for r in rows:
+            i = index[r.episode_id]
+            credit = (r.step_process[0] - stats[0]) / (stats[1] + A.EPS) if stats[1] > A.EPS else 0.0
+            adv.append(float(adv_ep[i]) + args.process_reward_weight * credit)
+            train.append(float(keep[i]) * float(not r.failed))
+        extra = (-len(rows)) % args.steps_per_generation
+        filler = self.rollouts.chat.pad_token_id
+        prompts = [torch.tensor(r.prompt_ids) for r in rows] + [torch.tensor([filler])] * extra
+        completions = [torch.tensor(r.completion_ids) for r in rows] + [torch.tensor([filler])] * extra
+        masks = [torch.tensor(r.env_mask, dtype=torch.long) * int(t) for r, t in zip(rows, train, strict=True)]
+        masks += [torch.zeros(1, dtype=torch.long)] * extra
+        out = {"prompt_ids": pad(prompts, filler, "left").to(device),
+               "prompt_mask": pad([torch.ones_like(x) for x in prompts], 0, "left").to(device),
+               "completion_ids": pad(completions, filler, "right").to(device),
+               "completion_mask": pad([torch.ones_like(x) for x in completions], 0, "right").to(device),
+               "tool_mask": pad(masks, 0, "right").to(device),
+               "advantages": torch.tensor(adv + [0.0] * extra, device=device)}
+        out["num_items_in_batch"] = self.accelerator.gather((out["tool_mask"] * out["completion_mask"]).sum()).sum()
+        self._reference_logps(out, mode)
+        self._log_groups(mode, rewards, valid, group, keep)
+        if self.skip_rows and mode == "train":
+            out = self._drop_rows_without_gradient(out)
+        return out
+
+    def _reference_logps(self, out: dict[str, Any], mode: str) -> None:
+        """``old_per_token_logps`` (when generation and optimizer steps are misaligned) and the reference model's
+        log-probabilities (``beta != 0``), as TRL's ``_generate_and_score_completions`` computes them."""
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+        attn = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+        keep = out["completion_ids"].size(1)
+        size = self.args.per_device_train_batch_size if mode == "train" else self.args.per_device_eval_batch_size
+        with torch.no_grad():
+            if self.args.gradient_accumulation_steps % (self.args.steps_per_generation * self.num_iterations):
+                out["old_per_token_logps"] = self._get_per_token_logps_and_entropies(
+                    self.model, ids, attn, keep, batch_size=size)[0]
+            if self.beta != 0.0:
+                model = self.ref_model if self.ref_model is not None else self.model
+                out["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
+                    model, ids, attn, keep, batch_size=size)[0]
 
     def _gather(self, columns: list[list[float]], device: Any) -> torch.Tensor:
         return self.accelerator.gather(torch.tensor(columns, dtype=torch.float32, device=device).T).T.cpu()

@@ -77,13 +77,18 @@ def run_one_step(model, args, tokenizer, make_env=CountEnv, **trainer_kw):
     """One GRPO step; keeps the per-token log-probs of the loss (with their gradient) and the batch it saw."""
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
-    captured: dict = {"logps": []}
+    captured: dict = {"logps": [], "inputs": []}
     trainer = AgentGRPOTrainer(model, args, tokenizer, make_env=make_env, **trainer_kw)
     score, logps_fn = trainer._generate_and_score_completions, trainer._get_per_token_logps_and_entropies
+    loss_fn = trainer._compute_loss
 
     def spy_score(inputs):
         captured["out"] = out = score(inputs)
         return out
+
+    def spy_loss(model, inputs):  # the micro-batch the loss sees (TRL shuffles the generation batch first)
+        captured["inputs"].append(inputs)
+        return loss_fn(model, inputs)
 
     def spy_logps(*a, **kw):
         logps, entropies, aux = logps_fn(*a, **kw)
@@ -94,6 +99,7 @@ def run_one_step(model, args, tokenizer, make_env=CountEnv, **trainer_kw):
 
     trainer._generate_and_score_completions = spy_score
     trainer._get_per_token_logps_and_entropies = spy_logps
+    trainer._compute_loss = spy_loss
     before = [p.detach().clone() for p in model.parameters()]
     trainer.train()
     captured["trainer"] = trainer

@@ -30,7 +30,7 @@ def test_grpo_step_moves_parameters_and_masks_env_tokens(tmp_path, tokenizer, lo
     model = tiny_model(tokenizer)
     captured, changed = run_one_step(model, grpo_args(tmp_path, loss_mask=loss_mask), tokenizer)
     assert changed
-    out = captured["out"]
+    out = captured["inputs"][-1]  # the micro-batch of the loss, rows in the order of the log-probs below
     grad = captured["logps"][-1].grad.abs()  # d loss / d log p(token), per completion token
     completion = out["completion_mask"] == 1
     assert grad[completion].sum() > 0
@@ -210,3 +210,52 @@ def test_config_errors_say_how_to_fix(tmp_path) -> None:
         grpo_args(tmp_path, learning_rate=-1e-4)
     assert grpo_args(tmp_path, env_kwargs='{"source": "synthetic"}').env_kwargs == {"source": "synthetic"}
     assert grpo_args(tmp_path).skip_rows_exact and not grpo_args(tmp_path, loss_type="grpo").skip_rows_exact
+
+
+@pytest.mark.parametrize("context", [None, "0"])
+def test_step_layout_rows_share_their_episode_advantage(tmp_path, tokenizer, context) -> None:
+    """Step-level GRPO: one row per turn whose prompt is the context the model saw; an episode's rows carry its
+    advantage, computed over episodes (groups of num_generations), and a step moves the parameters."""
+    from agentgym_r1.trainers import advantages as A
+
+    args = grpo_args(tmp_path, layout="step", step_context=context, skip_zero_advantage=False)
+    captured, changed = run_one_step(tiny_model(tokenizer), args, tokenizer)
+    assert changed
+    out, batch = captured["out"], captured["trainer"]._batch
+    episodes = batch.episodes
+    assert len(batch.samples) == 2 * len(episodes)  # two turns each
+    expected = A.episode_advantages(torch.tensor([e.reward for e in episodes]), 4, "grpo")
+    by_episode = {e.episode_id: expected[i].item() for i, e in enumerate(episodes)}
+    for i, row in enumerate(batch.samples):
+        assert out["advantages"][i].item() == pytest.approx(by_episode[row.episode_id], abs=1e-5)
+        assert row.prompt_ids == episodes[i // 2].turn_context(row.turn)  # what the model was given
+    assert out["num_items_in_batch"] == sum(len(r.completion_ids) for r in batch.samples)
+    if context == "0":  # the last-0 context keeps only the task: the first turn is not in the second prompt
+        second = batch.samples[1]
+        assert len(second.prompt_ids) < len(batch.samples[0].prompt_ids) + len(batch.samples[0].completion_ids)
+
+
+def test_step_layout_config_errors(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="could not hold one turn"):
+        grpo_args(tmp_path, layout="step", max_new_tokens=64, max_completion_length=32)
+    with pytest.raises(ConfigError, match="needs layout='step'"):
+        grpo_args(tmp_path, step_context="2")
+    with pytest.raises(ConfigError, match="layout="):
+        grpo_args(tmp_path, layout="turns")
+
+
+def test_hotpotqa_grpo_step_keeps_env_tokens_at_zero_gradient(tmp_path, tokenizer) -> None:
+    """The headline task end to end: a GRPO step on synthetic HotpotQA episodes (search tool, env replies between
+    turns) moves the parameters and gives the env tokens no gradient."""
+    pytest.importorskip("tantivy")
+    args = grpo_args(tmp_path, env_id="AgentR1/HotpotQA-v0", env_kwargs={"source": "synthetic"},
+                     max_prompt_tokens=4096, max_completion_length=256, max_new_tokens=48, max_turns=2,
+                     skip_zero_advantage=False)
+    model = tiny_model(tokenizer, max_positions=4096)
+    captured, changed = run_one_step(model, args, tokenizer, make_env=None)
+    assert changed
+    out, grad = captured["inputs"][-1], captured["logps"][-1].grad.abs()
+    rows = captured["trainer"]._batch.samples
+    assert not any(r.failed for r in rows)
+    env = (out["tool_mask"] == 0) & (out["completion_mask"] == 1)
+    assert torch.all(grad[env] == 0)
