@@ -28,6 +28,7 @@ from agentgym_r1.trainers import advantages as A
 from agentgym_r1.trainers.common import Rollouts, check_env_builds, gathered_rollout_metrics, task_dataset
 from agentgym_r1.trainers.configs import AgentGRPOConfig
 from agentgym_r1.trainers.signals import EchoTrapMonitor
+from agentgym_r1.trainers.vllm import VLLMSync
 
 
 def episode_reward(prompts: list[Any], completions: list[Any], env_reward: list[float], failed: list[bool],
@@ -37,7 +38,7 @@ def episode_reward(prompts: list[Any], completions: list[Any], env_reward: list[
     return [None if f else float(r) for r, f in zip(env_reward, failed, strict=True)]
 
 
-class AgentGRPOTrainer(GRPOTrainer):
+class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
     """``GRPOTrainer`` whose completions are multi-turn env episodes; see the module docstring.
 
     ``make_env`` replaces ``gym.make(args.env_id, **args.env_kwargs)``; ``backend`` replaces generation (any token
@@ -75,10 +76,8 @@ class AgentGRPOTrainer(GRPOTrainer):
     # -- generation ---------------------------------------------------------------------------------------------------
     def _rollout(self, prompts: list[str], trainer: GRPOTrainer) -> dict[str, list[Any]]:
         resets = [json.loads(p) for p in prompts]
-        if self.args.use_vllm:
-            from agentgym_r1.trainers.vllm import vllm_backend
-
-            batch = self.rollouts.play(vllm_backend(self, self.rollouts.chat), resets)
+        if self.args.use_vllm:  # weights synced in _generate
+            batch = self.rollouts.play(self.vllm_rollout_backend(self.rollouts.chat), resets)
         else:
             with self.rollouts.policy_backend(self.model_wrapped, self.accelerator,
                                               self.args.ds3_gather_for_generation) as backend:
@@ -87,6 +86,10 @@ class AgentGRPOTrainer(GRPOTrainer):
         return batch.to_trl()
 
     def _generate(self, prompts: list[Any]) -> Any:
+        if self.args.use_vllm and self.state.global_step != self._last_loaded_step:
+            # before TRL's own check in GRPOTrainer._generate, which then sees the step synced and skips its sync
+            self.sync_vllm_weights()
+            self._last_loaded_step = self.state.global_step
         out = super()._generate(prompts)
         assert self._batch is not None
         mode = "train" if self.model.training else "eval"
