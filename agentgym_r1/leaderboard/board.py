@@ -1,8 +1,10 @@
 """The board: per env its metrics with 95% confidence intervals, and the Agent-R1 paper's reported rows beside them.
 
 Rates of 0/1 outcomes (success, accuracy, EM) use the Wilson score interval; means of other quantities (F1, score,
-turns) use the normal approximation with the sample standard deviation; the invalid-action rate is pooled over
-turns with a Wilson interval (it treats turns as independent, so it is a little narrow).
+turns) use Student's t interval; the invalid-action rate is pooled over turns with a Wilson interval (it treats turns
+as independent, so it is a little narrow). Both come from ``scipy.stats``. A run that plays each task K > 1 times
+also gets pass@1 and pass@K with the unbiased estimator of Chen et al. 2021 (arXiv:2107.03374), its t interval over
+tasks. ``eval`` and the board print the same figures (:func:`summary`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from dataclasses import dataclass, field
 
 from agentgym_r1.leaderboard.policies import env_family
 from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore
-
-Z95 = 1.959963984540054
 
 # Per env family: (metric key in info["metrics"], column label, in percent). "success" is the episode's success flag.
 METRICS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -67,6 +67,7 @@ class Row:
     planned: int = 0
     metrics: dict[str, Stat] = field(default_factory=dict)
     turns: Stat | None = None
+    passk: tuple[int, Stat, Stat] | None = None
     invalid: Stat | None = None
     errors: int = 0
     status: str = ""
@@ -80,23 +81,58 @@ class Row:
 
 
 def wilson(successes: float, n: int) -> Stat:
+    """The 95% Wilson score interval of ``successes`` out of ``n`` (``scipy.stats.binomtest``)."""
     if n == 0:
         return Stat(math.nan, math.nan, math.nan)
-    p = successes / n
-    denom = 1 + Z95**2 / n
-    centre = (p + Z95**2 / (2 * n)) / denom
-    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denom
-    return Stat(p, max(0.0, centre - half), min(1.0, centre + half))
+    from scipy.stats import binomtest
+
+    k = round(successes)
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return Stat(k / n, float(ci.low), float(ci.high))
 
 
-def mean_ci(values: list[float]) -> Stat:
+def mean_ci(values: list[float], bounds: tuple[float, float] | None = None) -> Stat:
+    """The mean with its 95% Student's t interval (``scipy.stats.t``), clipped to ``bounds`` when given. One value,
+    or values all equal, give a zero-width interval (there is no spread to estimate)."""
     n = len(values)
     if n == 0:
         return Stat(math.nan, math.nan, math.nan)
-    m = sum(values) / n
-    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    half = Z95 * sd / math.sqrt(n)
-    return Stat(m, m - half, m + half)
+    import numpy as np
+    from scipy import stats
+
+    arr = np.asarray(values, dtype=float)
+    m = float(arr.mean())
+    sem = float(stats.sem(arr)) if n > 1 else 0.0
+    if sem == 0.0 or not math.isfinite(sem):
+        return Stat(m, m, m)
+    low, high = stats.t.interval(0.95, n - 1, loc=m, scale=sem)
+    if bounds is not None:
+        low, high = max(bounds[0], low), min(bounds[1], high)
+    return Stat(m, float(low), float(high))
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimate of pass@k from ``n`` samples of which ``c`` passed (Chen et al. 2021, eq. 1):
+    ``1 - C(n-c, k) / C(n, k)``, computed as a product to stay exact for large n."""
+    if n - c < k:
+        return 1.0
+    import numpy as np
+
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def pass_stats(episodes: list[EpisodeRecord]) -> tuple[int, Stat, Stat] | None:
+    """``(k, pass@1, pass@k)`` over the tasks of a run that sampled each task k > 1 times (tasks are told apart by
+    their reset seed; k is the fewest samples any task has), else None."""
+    by_task: dict[int, list[bool]] = {}
+    for e in episodes:
+        by_task.setdefault(e.seed, []).append(e.success)
+    k = min((len(v) for v in by_task.values()), default=0)
+    if k < 2:
+        return None
+    counts = [(len(v), sum(v)) for v in by_task.values()]
+    return (k, mean_ci([c / n for n, c in counts], (0.0, 1.0)),
+            mean_ci([pass_at_k(n, c, k) for n, c in counts], (0.0, 1.0)))
 
 
 def metric_values(family: str, key: str, episodes: list[EpisodeRecord]) -> list[float]:
@@ -123,15 +159,23 @@ def build_rows(store: ResultsStore) -> list[Row]:
         row = Row(run["env_id"], run["source"] or "", run["policy"], run["policy_kind"] or "", len(episodes),
                   run["episodes"] or 0, status=run["status"] or "", message=run["message"], seed=run["seed"],
                   meta={k: str(run[k]) for k in ("env_version", "package_version", "git_commit", "updated_at")})
-        if episodes:
-            family = env_family(row.env_id)
-            for key, _ in metric_columns(row.env_id):
-                row.metrics[key] = metric_stat(metric_values(family, key, episodes))
-            row.turns = mean_ci([float(e.turns) for e in episodes])
-            row.invalid = wilson(sum(e.invalid for e in episodes), sum(e.turns for e in episodes))
-            row.errors = sum(e.error is not None for e in episodes)
+        fill(row, episodes)
         rows.append(row)
     return rows
+
+
+def fill(row: Row, episodes: list[EpisodeRecord]) -> Row:
+    """Set ``row``'s figures from its episodes: the one place any command computes them."""
+    row.episodes = len(episodes)
+    if episodes:
+        family = env_family(row.env_id)
+        for key, _ in metric_columns(row.env_id):
+            row.metrics[key] = metric_stat(metric_values(family, key, episodes))
+        row.turns = mean_ci([float(e.turns) for e in episodes])
+        row.invalid = wilson(sum(e.invalid for e in episodes), sum(e.turns for e in episodes))
+        row.errors = sum(e.error is not None for e in episodes)
+        row.passk = pass_stats(episodes)
+    return row
 
 
 def reference_rows(env_ids: list[str]) -> list[Row]:

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import TextIO
 
 from agentgym_r1.error import AgentGymError, DependencyNotInstalled, PolicyError
+from agentgym_r1.leaderboard.batched import EnginePlayer, is_engine_spec, play_concurrent
 from agentgym_r1.leaderboard.policies import make_policy, policy_kind
 from agentgym_r1.leaderboard.runner import run_episode
 from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore, RunMeta
-from agentgym_r1.leaderboard.suites import is_registered, make_env, not_registered_message
+from agentgym_r1.leaderboard.suites import env_kwargs, is_registered, make_env, not_registered_message
 
 MAX_FAILURES_IN_A_ROW = 3
 
@@ -39,6 +40,12 @@ class Job:
     episodes: int = 20
     suite: str = ""
     timeout: float = 60.0
+    samples: int = 1  # plays of each task (pass@k); episode i plays task i // samples
+    concurrency: int = 16  # model episodes in flight (openai:) or per engine batch (hf:, vllm:)
+
+    def items(self) -> list[tuple[int, int]]:
+        """Every episode of the job as (index, reset seed): the ``samples`` plays of a task share its seed."""
+        return [(i, self.seed + i // self.samples) for i in range(self.episodes * self.samples)]
 
 
 @dataclass
@@ -83,8 +90,9 @@ def git_commit() -> str | None:
 def _meta(job: Job) -> RunMeta:
     from agentgym_r1 import __version__
 
-    return RunMeta(job.env_id, job.source or "default", job.policy, job.seed, job.episodes, job.suite,
-                   policy_kind(job.policy, job.env_id), package_version=__version__, git_commit=git_commit())
+    return RunMeta(job.env_id, job.source or "default", job.policy, job.seed, job.episodes * job.samples, job.suite,
+                   policy_kind(job.policy, job.env_id), package_version=__version__, git_commit=git_commit(),
+                   samples=job.samples)
 
 
 def run_job(job: Job, store: ResultsStore, progress: Callable[..., None] | None = None) -> JobOutcome:
@@ -92,6 +100,8 @@ def run_job(job: Job, store: ResultsStore, progress: Callable[..., None] | None 
     meta = _meta(job)
     if not is_registered(job.env_id):
         return _finish(store, meta, job, "skipped", not_registered_message(job.env_id), progress)
+    if is_engine_spec(job.policy):
+        return _play_engine(job, meta, store, progress)
     try:
         env = make_env(job.env_id, job.source)
     except DependencyNotInstalled as e:  # an extra this checkout lacks: like an env that is not here
@@ -109,34 +119,79 @@ def _play(job: Job, meta: RunMeta, env, store: ResultsStore, progress) -> JobOut
         policy = make_policy(job.policy, job.env_id, seed=job.seed, timeout=job.timeout)
     except AgentGymError as e:
         return _finish(store, meta, job, "failed", str(e), progress)
+    if job.policy.startswith("openai:"):  # episodes in flight at once, each with its own env and policy
+        policy.close()
+        return _play_concurrent(job, meta, env, store, progress)
     try:
-        return _episodes(job, meta, env, policy, store, progress)
+        return _episodes(job, meta, store, progress, lambda todo: _sequential(env, policy, todo))
     finally:
         policy.close()
 
 
-def _episodes(job: Job, meta: RunMeta, env, policy, store: ResultsStore, progress) -> JobOutcome:
+def _sequential(env, policy, todo: list[tuple[int, int]]) -> Iterator[EpisodeRecord]:
+    for idx, seed in todo:
+        t0 = time.perf_counter()
+        try:
+            rec = run_episode(env, policy, seed=seed, idx=idx)
+        except PolicyError as e:  # the policy cannot act: this episode fails with the reason
+            rec = EpisodeRecord(idx, seed, None, False, 0.0, 0, 0, error=str(e))
+        except Exception as e:  # a bug in an env or a baseline: recorded, the run goes on
+            rec = EpisodeRecord(idx, seed, None, False, 0.0, 0, 0, error=f"{type(e).__name__}: {e}")
+        rec.seconds = time.perf_counter() - t0
+        yield rec
+
+
+def _play_concurrent(job: Job, meta: RunMeta, env, store: ResultsStore, progress) -> JobOutcome:
+    from agentgym_r1.leaderboard.models import make_client, parse_openai_spec
+
+    client = make_client(parse_openai_spec(job.policy)[0], job.timeout)
+    try:
+        return _episodes(job, meta, store, progress, lambda todo: play_concurrent(
+            lambda: make_env(job.env_id, job.source),
+            lambda: make_policy(job.policy, job.env_id, seed=job.seed, timeout=job.timeout, client=client),
+            todo, job.concurrency))
+    finally:
+        client.close()
+
+
+def _play_engine(job: Job, meta: RunMeta, store: ResultsStore, progress) -> JobOutcome:
+    try:
+        player = EnginePlayer(job.policy, timeout=job.timeout)
+    except DependencyNotInstalled as e:
+        return _finish(store, meta, job, "failed", f"{job.policy} needs an extra: {e}", progress)
+    except AgentGymError as e:
+        return _finish(store, meta, job, "failed", str(e), progress)
+    try:
+        kwargs = env_kwargs(job.env_id, job.source)
+        return _episodes(job, meta, store, progress,
+                         lambda todo: player.play(job.env_id, kwargs, todo, job.concurrency))
+    finally:
+        player.close()
+
+
+def _episodes(job: Job, meta: RunMeta, store: ResultsStore, progress,
+              play: Callable[[list[tuple[int, int]]], Iterator[EpisodeRecord]]) -> JobOutcome:
+    """Store each episode ``play`` yields as it comes; a job whose episodes fail ``MAX_FAILURES_IN_A_ROW`` times in a
+    row (an endpoint that is down) stops as failed, with every failed episode recorded with its reason."""
     run_id = store.begin_run(meta)
     stored = store.episodes(run_id)
     done, successes = len(stored), sum(e.success for e in stored)
-    failures = 0
-    for idx in sorted(set(range(job.episodes)) - {e.idx for e in stored}):
-        t0 = time.perf_counter()
-        try:
-            rec = run_episode(env, policy, seed=job.seed + idx, idx=idx)
-        except PolicyError as e:  # the policy cannot act at all (endpoint down): stop this job, keep the rest
-            return _finish(store, meta, job, "failed", str(e), progress, done, successes)
-        except Exception as e:  # a bug in an env or a baseline: recorded, the run goes on
-            rec = EpisodeRecord(idx, job.seed + idx, None, False, 0.0, 0, 0, error=f"{type(e).__name__}: {e}")
-        rec.seconds = time.perf_counter() - t0
-        store.add_episode(meta, run_id, rec)
-        done, successes = done + 1, successes + rec.success
-        failures = failures + 1 if rec.error else 0
-        if progress:
-            progress(job, done, successes, rec.error)
-        if failures >= MAX_FAILURES_IN_A_ROW:
-            return _finish(store, meta, job, "failed", f"{failures} episodes in a row failed; last: {rec.error}",
-                           progress, done, successes)
+    failures, stored_idx = 0, {e.idx for e in stored}
+    episodes = play([item for item in job.items() if item[0] not in stored_idx])
+    try:
+        for rec in episodes:
+            store.add_episode(meta, run_id, rec)
+            done, successes = done + 1, successes + rec.success
+            failures = failures + 1 if rec.error else 0
+            if progress:
+                progress(job, done, successes, rec.error)
+            if failures >= MAX_FAILURES_IN_A_ROW:
+                return _finish(store, meta, job, "failed", f"{failures} episodes in a row failed; last: {rec.error}",
+                               progress, done, successes)
+    finally:
+        close = getattr(episodes, "close", None)
+        if close:
+            close()
     return _finish(store, meta, job, "done", None, progress, done, successes)
 
 
@@ -163,7 +218,7 @@ def run_jobs(jobs: Sequence[Job], store_path: str | os.PathLike[str], workers: i
     for job in jobs:
         groups.setdefault(job.env_id, []).append(job)
     workers = min(len(groups), workers or os.cpu_count() or 1)
-    if any(j.policy.startswith("hf:") for j in jobs):
+    if any(j.policy.startswith(("hf:", "vllm:")) for j in jobs):
         workers = 1  # one local model in memory at a time
     if workers <= 1:
         return [o for g in groups.values() for o in _run_group(g, str(store_path), progress)]

@@ -37,42 +37,71 @@ def chat_messages(env: gym.Env) -> list[dict[str, str]]:
 
 
 class OpenAIPolicy(Policy):
-    """Greedy (temperature 0 by default) chat completions from an OpenAI-compatible server."""
+    """Greedy (temperature 0 by default) chat completions from an OpenAI-compatible server, through the ``openai``
+    SDK's client: each request is bounded by ``timeout`` and retried ``retries`` times with exponential backoff and
+    jitter on connection errors, timeouts, 408/409/429 and 5xx answers (``openai._base_client.SyncAPIClient``:
+    ``_should_retry`` and ``_calculate_retry_timeout``). One client (a thread-safe httpx pool) can be shared by the
+    policies of concurrent episodes (``client=``)."""
 
     def __init__(self, url: str, model: str, timeout: float = 60.0, max_tokens: int = 512,
-                 temperature: float = 0.0, api_key: str | None = None) -> None:
-        from agentgym_r1.adapters.backends.base import SamplingParams
-        from agentgym_r1.adapters.backends.openai import OpenAIBackend
+                 temperature: float = 0.0, api_key: str | None = None, retries: int = 2, client: Any = None) -> None:
+        from agentgym_r1.adapters.backends.base import DEFAULT_STOP_STRINGS
 
-        self._httpx = require("httpx", "serve", "the openai: policy")
-        self.name, self.url, self.timeout = f"openai:{url}#{model}", url.rstrip("/"), timeout
-        self.backend = OpenAIBackend(url, model, api_key=api_key, max_concurrency=1, timeout=timeout)
-        self.params = SamplingParams(max_new_tokens=max_tokens, temperature=temperature)
+        self.name, self.url, self.model, self.timeout = f"openai:{url}#{model}", url.rstrip("/"), model, timeout
+        self.max_tokens, self.temperature, self.stop = max_tokens, temperature, list(DEFAULT_STOP_STRINGS)[:4]
+        self._owns_client = client is None
+        self.client = client if client is not None else make_client(url, timeout, api_key, retries)
 
     @classmethod
-    def from_spec(cls, spec: str, timeout: float = 60.0) -> OpenAIPolicy:
-        url, sep, model = spec.removeprefix("openai:").partition("#")
-        if not sep or not url.startswith(("http://", "https://")) or not model:
-            raise ConfigError(f"an endpoint policy looks like 'openai:http://HOST:PORT/v1#MODEL', got {spec!r}")
-        return cls(url, model, timeout=timeout, api_key=os.environ.get("OPENAI_API_KEY"))
+    def from_spec(cls, spec: str, timeout: float = 60.0, client: Any = None) -> OpenAIPolicy:
+        url, model = parse_openai_spec(spec)
+        return cls(url, model, timeout=timeout, api_key=os.environ.get("OPENAI_API_KEY"), client=client)
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
-        httpx, where = self._httpx, f"{self.url}/chat/completions"
+        from agentgym_r1.adapters.backends.openai import restore_stop
+
+        openai, where = require("openai", "board", "the openai: policy"), f"{self.url}/chat/completions"
         try:
-            (reply,) = self.backend.chat([chat_messages(self.env)], self.params)
-        except httpx.TimeoutException as e:
+            response = self.client.chat.completions.create(
+                model=self.model, messages=chat_messages(self.env), max_tokens=self.max_tokens,
+                temperature=self.temperature, stop=self.stop)
+        except openai.APITimeoutError as e:
             raise PolicyTimeout(f"{self.name} did not answer within {self.timeout:g} s ({type(e).__name__})") from e
-        except httpx.HTTPStatusError as e:
-            raise PolicyError(f"{where} answered HTTP {e.response.status_code}: {e.response.text[:300]}") from e
-        except httpx.HTTPError as e:
+        except openai.APIStatusError as e:
+            raise PolicyError(f"{where} answered HTTP {e.status_code}: {str(e)[:300]}") from e
+        except openai.APIConnectionError as e:
             raise PolicyError(f"cannot reach {where} ({type(e).__name__}: {e}); is the server running? Start one "
-                              f"with e.g. `vllm serve {self.backend.model}`") from e
-        except (ValueError, KeyError, IndexError, TypeError) as e:
-            raise PolicyError(f"{where} gave no choices[0].message.content ({type(e).__name__}: {e})") from e
-        return reply.text
+                              f"with e.g. `vllm serve {self.model}`") from e
+        except openai.OpenAIError as e:  # a body that is not a chat completion (APIResponseValidationError...)
+            raise PolicyError(f"{where} gave an unreadable answer ({type(e).__name__}: {str(e)[:300]})") from e
+        try:
+            choice = response.choices[0]
+            text = choice.message.content or ""
+        except (AttributeError, IndexError, TypeError) as e:
+            raise PolicyError(f"{where} gave no choices[0].message.content ({type(e).__name__}: {e}): "
+                              f"{str(response)[:200]}") from e
+        if not isinstance(text, str):
+            raise PolicyError(f"{where} gave a non-text message content: {str(text)[:200]}")
+        return restore_stop(text, self.stop) if choice.finish_reason != "length" else text
 
     def close(self) -> None:
-        self.backend.close()
+        if self._owns_client:
+            self.client.close()
+
+
+def parse_openai_spec(spec: str) -> tuple[str, str]:
+    """``openai:URL#MODEL`` -> ``(URL, MODEL)``; a :class:`ConfigError` for anything else."""
+    url, sep, model = spec.removeprefix("openai:").partition("#")
+    if not sep or not url.startswith(("http://", "https://")) or not model:
+        raise ConfigError(f"an endpoint policy looks like 'openai:http://HOST:PORT/v1#MODEL', got {spec!r}")
+    return url, model
+
+
+def make_client(url: str, timeout: float, api_key: str | None = None, retries: int = 2) -> Any:
+    """The ``openai`` SDK's client for ``url``, with its own timeout and retry-with-backoff policy."""
+    openai = require("openai", "board", "the openai: policy")
+    return openai.OpenAI(base_url=url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+                         timeout=timeout, max_retries=retries)
 
 
 def load_tokenizer(path: str) -> Any:

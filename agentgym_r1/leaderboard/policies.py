@@ -112,27 +112,33 @@ def find_policy(spec: str, env_id: str | None = None) -> PolicySpec | None:
 
 
 def policy_kind(spec: str, env_id: str | None = None) -> str:
-    if spec.startswith(("hf:", "openai:")):
+    if spec.startswith(("hf:", "vllm:", "openai:")):
         return "model"
     found = find_policy(spec, env_id)
     return found.kind if found else "unknown"
 
 
-def make_policy(spec: str, env_id: str | None = None, seed: int = 0, timeout: float = 60.0) -> Policy:
+def make_policy(spec: str, env_id: str | None = None, seed: int = 0, timeout: float = 60.0,
+                client: Any = None) -> Policy:
     """The policy named ``spec`` for ``env_id`` (GSM8K when no env is named).
 
     ``spec`` is a registered name (see :data:`POLICY_SPECS`), ``hf:PATH[?max_new_tokens=N&device=D]`` (a local
     transformers model) or
-    ``openai:URL#MODEL`` (an OpenAI-compatible chat endpoint, e.g. a vLLM server). ``timeout`` bounds one model turn.
+    ``openai:URL#MODEL`` (an OpenAI-compatible chat endpoint, e.g. a vLLM server; ``client`` an ``openai`` client to
+    share). ``timeout`` bounds one model turn. (``vllm:PATH`` plays only in batches: see
+    :mod:`agentgym_r1.leaderboard.batched`.)
     """
     if spec.startswith("hf:"):
         from agentgym_r1.leaderboard.models import HFPolicy
 
         return HFPolicy.from_spec(spec, timeout=timeout)
+    if spec.startswith("vllm:"):
+        raise ConfigError(f"{spec!r} plays episodes in batches on the rollout engine, not one at a time: run it with "
+                          f"`agentgym-r1 eval` / `leaderboard run` (agentgym_r1.leaderboard.batched.EnginePlayer)")
     if spec.startswith("openai:"):
         from agentgym_r1.leaderboard.models import OpenAIPolicy
 
-        return OpenAIPolicy.from_spec(spec, timeout=timeout)
+        return OpenAIPolicy.from_spec(spec, timeout=timeout, client=client)
     found = find_policy(spec, env_id)
     if found is None:
         family = env_family(env_id) if env_id else "GSM8K"

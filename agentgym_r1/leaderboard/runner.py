@@ -1,8 +1,7 @@
-"""Play episodes of a policy on an env and summarise them."""
+"""Play one episode of a policy on an env, and summarise episodes with the board's intervals."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import gymnasium as gym
@@ -38,12 +37,18 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, idx: int = 0) -> Episod
 
 
 def summarise(results: list[EpisodeRecord]) -> dict[str, Any]:
+    """Success (Wilson interval), mean reward and turns (t intervals), the pooled invalid-action rate and the mean of
+    each metric: the figures of :mod:`agentgym_r1.leaderboard.board`, as a dict. ``*_ci95`` are half-widths."""
+    from agentgym_r1.leaderboard.board import mean_ci, wilson
+
     n = len(results)
-    rate = sum(r.success for r in results) / n if n else 0.0
-    half = 1.96 * math.sqrt(rate * (1 - rate) / n) if n else 0.0
-    return {"episodes": n, "success": rate, "success_ci95": half,
-            "mean_reward": sum(r.reward for r in results) / n if n else 0.0,
-            "mean_turns": sum(r.turns for r in results) / n if n else 0.0,
-            "invalid_rate": sum(r.invalid for r in results) / max(1, sum(r.turns for r in results)),
-            "metrics": {k: sum(r.metrics.get(k, 0.0) for r in results) / n
-                        for k in dict.fromkeys(k for r in results for k in r.metrics)} if n else {}}
+    success = wilson(sum(r.success for r in results), n)
+    reward, turns = mean_ci([r.reward for r in results]), mean_ci([float(r.turns) for r in results])
+    invalid = wilson(sum(r.invalid for r in results), sum(r.turns for r in results))
+    keys = dict.fromkeys(k for r in results for k in r.metrics)
+    return {"episodes": n, "success": success.value if n else 0.0, "success_ci95": success.half if n else 0.0,
+            "success_low": success.low, "success_high": success.high,
+            "mean_reward": reward.value if n else 0.0, "mean_turns": turns.value if n else 0.0,
+            "invalid_rate": invalid.value if invalid.value == invalid.value else 0.0,
+            "errors": sum(r.error is not None for r in results),
+            "metrics": {k: sum(r.metrics.get(k, 0.0) for r in results) / n for k in keys} if n else {}}

@@ -58,10 +58,13 @@ class RunMeta:
     status: str = "running"
     message: str | None = None
     key: str = ""
+    samples: int = 1  # plays of each task (the board tells tasks apart by their seed); not a column
 
     def __post_init__(self) -> None:
         if not self.key:
-            self.key = json.dumps([self.env_id, self.source, self.policy, self.seed], separators=(",", ":"))
+            parts: list[Any] = [self.env_id, self.source, self.policy, self.seed]
+            self.key = json.dumps(parts + ([{"samples": self.samples}] if self.samples != 1 else []),
+                                  separators=(",", ":"))
         if not self.env_version:
             self.env_version = self.env_id.rpartition("-")[2] if "-v" in self.env_id else ""
         self.started_at = self.started_at or now()

@@ -19,10 +19,10 @@ def test_wilson_interval_matches_the_textbook_values():
     assert math.isnan(wilson(0, 0).value)
 
 
-def test_mean_interval_uses_the_sample_deviation():
+def test_mean_interval_is_students_t_with_the_sample_deviation():
     s = mean_ci([1.0, 2.0, 3.0, 4.0])
     assert s.value == 2.5
-    assert s.half == pytest.approx(1.959964 * math.sqrt(5 / 3) / 2, rel=1e-6)
+    assert s.half == pytest.approx(3.182446 * math.sqrt(5 / 3) / 2, rel=1e-6)  # t(0.975, 3 dof) = 3.1824
 
 
 def _store(tmp_path, env_id, policy, kind, episodes):

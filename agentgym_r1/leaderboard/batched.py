@@ -1,0 +1,162 @@
+"""Model policies playing many episodes at once.
+
+``openai:URL#MODEL`` keeps up to ``concurrency`` requests in flight: one episode per worker thread, each with its own
+env and policy and one shared ``openai`` client (timeouts and retries with backoff are the SDK's). An endpoint that
+is down, slow or answers garbage fails the episode it was serving, with the reason; the other episodes go on.
+
+``hf:PATH`` and ``vllm:PATH`` play ``concurrency`` episodes per batch through the rollout engine
+(:class:`agentgym_r1.adapters.RolloutEngine`), which batches one generation call over every live episode of a round,
+on :class:`~agentgym_r1.adapters.backends.hf.HFBackend` or a colocated ``vllm.LLM`` in
+:class:`~agentgym_r1.adapters.backends.vllm.VLLMBackend`. Greedy in both cases.
+
+Both yield :class:`EpisodeRecord`\\ s as episodes finish, so the caller stores each at once.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Any
+from urllib.parse import parse_qsl
+
+import gymnasium as gym
+
+from agentgym_r1.error import ConfigError, PolicyError, require
+from agentgym_r1.leaderboard.policies import Policy
+from agentgym_r1.leaderboard.runner import run_episode
+from agentgym_r1.leaderboard.store import EpisodeRecord
+
+Item = tuple[int, int]  # (episode index in the run, reset seed)
+
+
+def is_engine_spec(spec: str) -> bool:
+    return spec.startswith(("hf:", "vllm:"))
+
+
+def play_concurrent(make_env: Callable[[], gym.Env], make_policy: Callable[[], Policy], items: Sequence[Item],
+                    concurrency: int) -> Iterator[EpisodeRecord]:
+    """Play ``items`` with up to ``concurrency`` episodes in flight; yields each record as it finishes. Closing the
+    generator early cancels what has not started."""
+    if concurrency < 1:
+        raise ConfigError(f"--concurrency must be at least 1, got {concurrency}")
+    slots: queue.SimpleQueue[tuple[gym.Env, Policy]] = queue.SimpleQueue()
+    made: list[tuple[gym.Env, Policy]] = []
+    for _ in range(min(concurrency, len(items))):
+        made.append((make_env(), make_policy()))
+        slots.put(made[-1])
+
+    def one(item: Item) -> EpisodeRecord:
+        env, policy = slots.get()
+        t0 = time.perf_counter()
+        try:
+            rec = run_episode(env, policy, seed=item[1], idx=item[0])
+        except PolicyError as e:  # down, refused, garbage: this episode fails with the reason
+            rec = EpisodeRecord(item[0], item[1], _task_id(env), False, 0.0, 0, 0, error=str(e))
+        except Exception as e:  # a bug in an env: recorded, the run goes on
+            rec = EpisodeRecord(item[0], item[1], _task_id(env), False, 0.0, 0, 0, error=f"{type(e).__name__}: {e}")
+        finally:
+            slots.put((env, policy))
+        rec.seconds = time.perf_counter() - t0
+        return rec
+
+    pool = ThreadPoolExecutor(max(1, len(made)), thread_name_prefix="episode")
+    try:
+        pending = {pool.submit(one, item) for item in items}
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for env, policy in made:
+            policy.close()
+            env.close()
+
+
+def _task_id(env: gym.Env) -> str | None:
+    return getattr(getattr(env.unwrapped, "task", None), "id", None)
+
+
+class EnginePlayer:
+    """A local model (``hf:PATH[?max_new_tokens=N&device=D]`` or ``vllm:PATH[?max_new_tokens=N]``) on the rollout
+    engine. Raises :class:`PolicyError` for a model that cannot be loaded, :class:`ConfigError` for a bad spec and
+    ``DependencyNotInstalled`` (naming the extra) when vLLM or transformers is missing, before any episode."""
+
+    def __init__(self, spec: str, timeout: float = 60.0, max_context_tokens: int = 4096) -> None:
+        from agentgym_r1.adapters.backends.base import SamplingParams
+        from agentgym_r1.adapters.rollout import RolloutConfig, RolloutEngine
+
+        kind, _, rest = spec.partition(":")
+        path, _, query = rest.partition("?")
+        options = dict(parse_qsl(query))
+        allowed = {"max_new_tokens", "device"} if kind == "hf" else {"max_new_tokens"}
+        if set(options) - allowed:
+            raise ConfigError(f"{spec!r}: unknown option(s) {sorted(set(options) - allowed)}; the options are "
+                              f"{sorted(allowed)}")
+        if not options.get("max_new_tokens", "256").isdigit():
+            raise ConfigError(f"{spec!r}: max_new_tokens must be a positive integer")
+        if kind == "vllm":
+            require("vllm", "vllm", "the vllm: policy")
+        if not os.path.isdir(path):
+            raise PolicyError(f"{spec}: no such model directory; give a local directory with config.json, the "
+                              f"weights and a tokenizer (nothing is downloaded at evaluation time)")
+        self.name = spec
+        backend, chat = (_hf_backend(path, options.get("device", "cpu")) if kind == "hf" else _vllm_backend(path))
+        sampling = SamplingParams(max_new_tokens=int(options.get("max_new_tokens", 256)), temperature=0.0,
+                                  extra={"max_time": timeout} if kind == "hf" else {})
+        self.engine = RolloutEngine(backend, chat, RolloutConfig(max_context_tokens=max_context_tokens,
+                                                                 sampling=sampling, seed=None))
+
+    def play(self, env_id: str, env_kwargs: dict[str, Any], items: Sequence[Item],
+             batch: int) -> Iterator[EpisodeRecord]:
+        """Play ``items`` ``batch`` at a time; yields each batch's records when the batch ends."""
+        from agentgym_r1.adapters.rollout import Prompt
+
+        for start in range(0, len(items), batch):
+            chunk = items[start:start + batch]
+            t0 = time.perf_counter()
+            played = self.engine.rollout([Prompt(env_id, env_kwargs, seed) for _, seed in chunk], 1)
+            seconds = (time.perf_counter() - t0) / len(chunk)
+            for (idx, seed), ep in zip(chunk, played.episodes, strict=True):
+                yield _record(idx, seed, ep, seconds)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _record(idx: int, seed: int, ep: Any, seconds: float) -> EpisodeRecord:
+    turns = [] if ep.placeholder else ep.turns
+    return EpisodeRecord(idx, seed, ep.task_id, bool(ep.success), float(sum(t.reward for t in turns)), len(turns),
+                         sum(not t.valid for t in turns), ep.truncated, dict(ep.metrics),
+                         ep.error if ep.failed else None, seconds)
+
+
+def _hf_backend(path: str, device: str) -> tuple[Any, Any]:
+    from agentgym_r1.adapters.backends.hf import HFBackend
+    from agentgym_r1.adapters.tokenize import ChatTokenizer
+    from agentgym_r1.leaderboard.models import load_tokenizer
+
+    transformers = require("transformers", "train", "the hf: policy")
+    try:
+        chat = ChatTokenizer(load_tokenizer(path))
+        model = transformers.AutoModelForCausalLM.from_pretrained(path).to(device).eval()
+    except (OSError, ValueError) as e:  # ConfigError (no chat template, no eos) is a ValueError
+        raise PolicyError(f"hf:{path} cannot be loaded: {e}") from e
+    return HFBackend(model, chat), chat
+
+
+def _vllm_backend(path: str) -> tuple[Any, Any]:
+    from agentgym_r1.adapters.backends.vllm import VLLMBackend
+    from agentgym_r1.adapters.tokenize import ChatTokenizer
+    from agentgym_r1.leaderboard.models import load_tokenizer
+
+    vllm = require("vllm", "vllm", "the vllm: policy")
+    try:
+        chat = ChatTokenizer(load_tokenizer(path))
+        llm = vllm.LLM(model=path)
+    except (OSError, ValueError, RuntimeError) as e:
+        raise PolicyError(f"vllm:{path} cannot be loaded: {e}") from e
+    return VLLMBackend(chat, llm=llm), chat
