@@ -3,42 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from agentgym_r1.leaderboard.policies import make_policy
-    from agentgym_r1.leaderboard.runner import run_episode, summarise
-    from agentgym_r1.leaderboard.suites import make_env
+    from agentgym_r1.leaderboard.cli import run_eval
 
-    if args.results:
-        from agentgym_r1.leaderboard.cli import eval_into_store
-
-        return eval_into_store(args)
-    env = make_env(args.env, args.source)
-    results = []
-    try:
-        policy = make_policy(args.policy, args.env, seed=args.seed, timeout=args.timeout)
-        for i in range(args.episodes):
-            r = run_episode(env, policy, seed=args.seed + i, idx=i)
-            results.append(r)
-            if args.verbose:
-                print(f"episode {i:4d} task={r.task_id} success={r.success} reward={r.reward:.2f} turns={r.turns}"
-                      + (f" error={r.error}" if r.error else ""))
-        policy.close()
-    finally:
-        env.close()
-    s = summarise(results)
-    print(f"{args.env} policy={args.policy} source={args.source or 'default'} episodes={s['episodes']}")
-    print(f"success {s['success']:.3f} ± {s['success_ci95']:.3f}   mean reward {s['mean_reward']:.3f}   "
-          f"mean turns {s['mean_turns']:.2f}   invalid-action rate {s['invalid_rate']:.3f}")
-    if s["metrics"]:
-        print("metrics (mean): " + "   ".join(f"{k} {v:.3f}" for k, v in s["metrics"].items()))
-    if args.json:
-        print(json.dumps(s))
-    return 0
+    return run_eval(args)
 
 
 def _serve_retriever(args: argparse.Namespace) -> int:
@@ -73,14 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_leaderboard_parser(sub)
     ev = sub.add_parser("eval", help="evaluate a policy on one env")
-    ev.add_argument("--policy", required=True,
-                    help="a baseline for the env (random, scripted, rag, react, rule, oracle), hf:PATH or openai:URL#MODEL")
+    ev.add_argument("--policy", required=True, help="a baseline for the env (random, scripted, rag, react, rule, "
+                                                    "oracle), hf:PATH, vllm:PATH or openai:URL#MODEL")
     ev.add_argument("--env", required=True, help="an env id, e.g. AgentR1/GSM8K-v0")
     ev.add_argument("--source", default=None, help="the env's data source (e.g. synthetic, hf, a path)")
     ev.add_argument("--episodes", type=int, default=20)
     ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--timeout", type=float, default=60.0, help="seconds a model may take for one turn")
-    ev.add_argument("--results", default=None, help="also record the episodes in this results file (resumable)")
+    from agentgym_r1.leaderboard.cli import add_play_options
+
+    add_play_options(ev)
+    ev.add_argument("--results", default=None,
+                    help="results file to record the episodes in and resume from (default: a new temporary one)")
     ev.add_argument("--json", action="store_true", help="also print the summary as JSON")
     ev.add_argument("-v", "--verbose", action="store_true", help="print every episode")
     ev.set_defaults(func=_eval)

@@ -39,7 +39,7 @@ def test_leaderboard_run_show_and_export(tmp_path, capsys):
     assert main(["leaderboard", "run", "--suite", "quick", "--results", str(db), "--episodes", "4",
                  "--workers", "1", "--env", "AgentR1/ToolEnv-v0", "--env", "AgentR1/WebShop-v0"]) == 0
     captured = capsys.readouterr()
-    assert "[AgentR1/ToolEnv-v0 scripted] #################### 4/4 success 1.00" in captured.err
+    assert "ToolEnv-v0 scripted" not in captured.err  # no progress bars when stderr is not a terminal
     assert "== AgentR1/ToolEnv-v0 (lookup)" in captured.out
     assert (tmp_path / "lb.html").read_text().count('<svg class="plot"') == 2
     assert main(["leaderboard", "show", "--results", str(db)]) == 0

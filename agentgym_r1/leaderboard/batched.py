@@ -36,6 +36,38 @@ def is_engine_spec(spec: str) -> bool:
     return spec.startswith(("hf:", "vllm:"))
 
 
+def parse_engine_spec(spec: str) -> tuple[str, str, dict[str, str]]:
+    """``hf:PATH[?max_new_tokens=N&device=D]`` or ``vllm:PATH[?max_new_tokens=N]`` -> (kind, path, options); a
+    :class:`ConfigError` for unknown options, ``DependencyNotInstalled`` for ``vllm:`` without vLLM."""
+    kind, _, rest = spec.partition(":")
+    path, _, query = rest.partition("?")
+    options = dict(parse_qsl(query))
+    allowed = {"max_new_tokens", "device"} if kind == "hf" else {"max_new_tokens"}
+    if set(options) - allowed:
+        raise ConfigError(f"{spec!r}: unknown option(s) {sorted(set(options) - allowed)}; the options are "
+                          f"{sorted(allowed)}")
+    if not options.get("max_new_tokens", "256").isdigit() or int(options.get("max_new_tokens", "256")) < 1:
+        raise ConfigError(f"{spec!r}: max_new_tokens must be a positive integer")
+    require("vllm" if kind == "vllm" else "transformers", "vllm" if kind == "vllm" else "train",
+            f"the {kind}: policy")
+    return kind, path, options
+
+
+def check_spec(spec: str, env_id: str) -> None:
+    """Raise the error a policy spec would raise, before any episode: an unknown name, a malformed endpoint, a bad
+    option, a missing extra."""
+    from agentgym_r1.leaderboard.models import parse_openai_spec
+    from agentgym_r1.leaderboard.policies import make_policy
+
+    if is_engine_spec(spec):
+        parse_engine_spec(spec)
+    elif spec.startswith("openai:"):
+        parse_openai_spec(spec)
+        require("openai", "board", "the openai: policy")
+    else:
+        make_policy(spec, env_id).close()
+
+
 def play_concurrent(make_env: Callable[[], gym.Env], make_policy: Callable[[], Policy], items: Sequence[Item],
                     concurrency: int) -> Iterator[EpisodeRecord]:
     """Play ``items`` with up to ``concurrency`` episodes in flight; yields each record as it finishes. Closing the
@@ -89,17 +121,7 @@ class EnginePlayer:
         from agentgym_r1.adapters.backends.base import SamplingParams
         from agentgym_r1.adapters.rollout import RolloutConfig, RolloutEngine
 
-        kind, _, rest = spec.partition(":")
-        path, _, query = rest.partition("?")
-        options = dict(parse_qsl(query))
-        allowed = {"max_new_tokens", "device"} if kind == "hf" else {"max_new_tokens"}
-        if set(options) - allowed:
-            raise ConfigError(f"{spec!r}: unknown option(s) {sorted(set(options) - allowed)}; the options are "
-                              f"{sorted(allowed)}")
-        if not options.get("max_new_tokens", "256").isdigit():
-            raise ConfigError(f"{spec!r}: max_new_tokens must be a positive integer")
-        if kind == "vllm":
-            require("vllm", "vllm", "the vllm: policy")
+        kind, path, options = parse_engine_spec(spec)
         if not os.path.isdir(path):
             raise PolicyError(f"{spec}: no such model directory; give a local directory with config.json, the "
                               f"weights and a tokenizer (nothing is downloaded at evaluation time)")

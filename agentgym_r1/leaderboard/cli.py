@@ -19,13 +19,14 @@ def add_leaderboard_parser(sub: Any) -> None:
     run = lsub.add_parser("run", help="evaluate the suite's baselines (and --policy models) on every env")
     run.add_argument("--suite", default="quick", help="quick (minutes) or full")
     run.add_argument("--policy", action="append", default=[],
-                     help="a policy to add on every env (hf:PATH, openai:URL#MODEL or a baseline name); repeatable")
+                     help="a policy to add on every env (hf:PATH, vllm:PATH, openai:URL#MODEL or a baseline name); "
+                          "repeatable")
     run.add_argument("--only", action="store_true", help="run only the --policy policies, not the suite's baselines")
     run.add_argument("--env", action="append", default=[], help="run only these env ids (repeatable)")
     run.add_argument("--episodes", type=int, default=None, help="episodes per env (default: the suite's)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--workers", type=int, default=None, help="envs run in parallel (default: CPU cores)")
-    run.add_argument("--timeout", type=float, default=60.0, help="seconds a model may take for one turn")
+    add_play_options(run)
     run.add_argument("--html", default=None, help="where to write the HTML board (default: beside the results)")
     run.set_defaults(func=_run)
     show = lsub.add_parser("show", help="print the board in the terminal")
@@ -37,6 +38,33 @@ def add_leaderboard_parser(sub: Any) -> None:
     for p in (run, show, export):
         p.add_argument("--results", default=DEFAULT_RESULTS, help=f"results file (default: {DEFAULT_RESULTS})")
         p.add_argument("--no-reference", action="store_true", help="leave out the paper's reported rows")
+
+
+def add_play_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``eval`` and ``leaderboard run``."""
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds a model may take for one turn (one request)")
+    p.add_argument("--samples", type=int, default=1, help="plays of each task; K > 1 adds pass@1 and pass@K")
+    p.add_argument("--concurrency", type=int, default=16,
+                   help="model episodes at once: openai: requests in flight, hf:/vllm: episodes per engine batch")
+
+
+def check_play_options(args: argparse.Namespace, env_ids: list[str]) -> None:
+    """Refuse bad numbers and bad model specs before any work starts."""
+    from agentgym_r1.error import ConfigError
+    from agentgym_r1.leaderboard.batched import check_spec
+
+    for name in ("episodes", "samples", "concurrency"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name} must be at least 1, got {value}")
+    if args.timeout <= 0:
+        raise ConfigError(f"--timeout must be positive, got {args.timeout}")
+    if isinstance(args.policy, str):  # eval: one policy on one env
+        check_spec(args.policy, env_ids[0])
+        return
+    for spec in args.policy:  # the board: a baseline name missing on one env is that job's failure, not the run's
+        if spec.startswith(("hf:", "vllm:", "openai:")):
+            check_spec(spec, env_ids[0])
 
 
 def _open_store(path: str):
@@ -58,8 +86,7 @@ def _jobs(args: argparse.Namespace) -> list:
     if missing:
         raise ConfigError(f"{missing} not in suite {args.suite!r}; its envs are {[e.env_id for e in entries]} "
                           f"(evaluate any other env id with `agentgym-r1 eval`)")
-    if args.episodes is not None and args.episodes < 1:
-        raise ConfigError(f"--episodes must be at least 1, got {args.episodes}")
+    check_play_options(args, [e.env_id for e in entries])
     jobs = []
     for entry in entries:
         if args.env and entry.env_id not in args.env:
@@ -67,7 +94,7 @@ def _jobs(args: argparse.Namespace) -> list:
         policies = [*([] if args.only else entry.policies), *args.policy]
         for policy in dict.fromkeys(policies):
             jobs.append(Job(entry.env_id, entry.source, policy, args.seed, args.episodes or entry.episodes,
-                            args.suite, args.timeout))
+                            args.suite, args.timeout, args.samples, args.concurrency))
     return jobs
 
 
@@ -76,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
 
     _open_store(args.results).close()  # recovers a damaged file before any worker opens it
     jobs = _jobs(args)
-    outcomes = run_jobs(jobs, args.results, workers=args.workers, progress=Progress(every=5))
+    outcomes = run_jobs(jobs, args.results, workers=args.workers, progress=Progress())
     store = _open_store(args.results)
     try:
         _print_board(store, not args.no_reference)
@@ -137,16 +164,57 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def eval_into_store(args: argparse.Namespace) -> int:
-    """``eval --results FILE``: run one job into the results file (resuming it) and print its summary."""
+def run_eval(args: argparse.Namespace) -> int:
+    """``eval``: one job run into a results store (``--results FILE``, else a new temporary one whose path is
+    printed, to resume with), then the same figures as the board for it."""
+    import json
+    import tempfile
+
+    from agentgym_r1.leaderboard.board import Row, fill
     from agentgym_r1.leaderboard.jobs import Job, Progress, run_jobs
+    from agentgym_r1.leaderboard.runner import summarise
     from agentgym_r1.leaderboard.suites import make_env
 
     make_env(args.env, args.source).close()  # an unknown env id is a usage error here, not a skipped job
-    _open_store(args.results).close()
-    job = Job(args.env, args.source, args.policy, args.seed, args.episodes, "eval", args.timeout)
-    (outcome,) = run_jobs([job], args.results, workers=1, progress=Progress(every=10) if args.verbose else None)
-    rate = outcome.successes / outcome.episodes if outcome.episodes else 0.0
-    print(f"{args.env} policy={args.policy} source={args.source or 'default'} episodes={outcome.episodes} "
-          f"success {rate:.3f} status={outcome.status}" + (f": {outcome.message}" if outcome.message else ""))
+    check_play_options(args, [args.env])
+    results = args.results or str(Path(tempfile.mkdtemp(prefix="agentgym-r1-eval-")) / "eval.sqlite")
+    _open_store(results).close()
+    job = Job(args.env, args.source, args.policy, args.seed, args.episodes, "eval", args.timeout, args.samples,
+              args.concurrency)
+    (outcome,) = run_jobs([job], results, workers=1, progress=Progress())
+    store = _open_store(results)
+    try:
+        (run,) = [r for r in store.runs() if r["key"] == _run_key(job)]
+        episodes = store.episodes(run["id"])
+    finally:
+        store.close()
+    from agentgym_r1.leaderboard.policies import policy_kind
+
+    row = fill(Row(args.env, run["source"], args.policy, policy_kind(args.policy, args.env), status=outcome.status,
+                   message=outcome.message, planned=run["episodes"]), episodes)
+    _print_eval(args, row, episodes)
+    print(f"results in {results} (run the same command with --results {results} to resume)")
+    if args.json:
+        print(json.dumps(summarise(episodes)))
     return 0 if outcome.status == "done" else 1
+
+
+def _run_key(job) -> str:
+    from agentgym_r1.leaderboard.jobs import job_meta
+
+    return job_meta(job).key
+
+
+def _print_eval(args: argparse.Namespace, row, episodes: list) -> None:
+    from agentgym_r1.leaderboard import render
+    from agentgym_r1.leaderboard.board import wilson
+
+    if args.verbose:
+        for e in episodes:
+            print(f"episode {e.idx:4d} task={e.task_id} success={e.success} reward={e.reward:.2f} turns={e.turns}"
+                  + (f" error={e.error}" if e.error else ""))
+    rate = wilson(sum(e.success for e in episodes), len(episodes))
+    print(f"{args.env} policy={args.policy} source={args.source or 'default'} episodes={row.episodes} "
+          f"success {rate.value:.3f} (95% CI {rate.low:.3f}-{rate.high:.3f}) status={row.status}"
+          + (f": {row.message}" if row.message else ""))
+    print(render.terminal({args.env: [row]}))

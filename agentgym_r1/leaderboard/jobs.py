@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from agentgym_r1.error import AgentGymError, DependencyNotInstalled, PolicyError
 from agentgym_r1.leaderboard.batched import EnginePlayer, is_engine_spec, play_concurrent
@@ -58,22 +58,31 @@ class JobOutcome:
 
 
 class Progress:
-    """Progress lines on a stream (stderr by default): episodes done, the live success rate, the elapsed time."""
+    """A ``tqdm`` bar per job on stderr: episodes done, the live success rate and the ETA. The bars are quiet when
+    stderr is not a terminal (``disable=None``); a job's end other than done (failed, skipped) is always written."""
 
     def __init__(self, stream: TextIO | None = None, every: int = 0) -> None:
-        self.stream, self.every = stream, every
+        self.stream, self.every = stream, every  # every: kept for callers; tqdm limits its own refresh rate
+        self.bars: dict[tuple[str, str, int, int], Any] = {}
 
     def __call__(self, job: Job, done: int, successes: int, note: str | None = None) -> None:
-        if note is None and self.every and done % self.every and done != job.episodes:
-            return
-        width = 20
-        filled = round(width * done / max(1, job.episodes))
-        rate = successes / done if done else 0.0
-        line = (f"[{job.env_id} {job.policy}] {'#' * filled}{'.' * (width - filled)} {done}/{job.episodes} "
-                f"success {rate:.2f}" + (f"  {note}" if note else ""))
+        from tqdm import tqdm
+
         stream = self.stream or sys.stderr
-        stream.write(line + "\n")
-        stream.flush()
+        key = (job.env_id, job.policy, job.seed, job.samples)
+        total = job.episodes * job.samples
+        bar = self.bars.get(key)
+        if bar is None:
+            bar = self.bars[key] = tqdm(total=total, initial=max(0, done - 1), desc=f"{job.env_id} {job.policy}",
+                                        file=stream, disable=None, dynamic_ncols=True, unit="ep", leave=True)
+        bar.update(done - bar.n)
+        bar.set_postfix(success=f"{successes / done:.2f}" if done else "-", refresh=False)
+        if note and note.split(":")[0] in ("FAILED", "SKIPPED"):
+            bar.close()
+            tqdm.write(f"[{job.env_id} {job.policy}] {done}/{total} success "
+                       f"{successes / done if done else 0.0:.2f}  {note}", file=stream)
+        elif done >= total:
+            bar.close()
 
 
 @functools.lru_cache(maxsize=1)
@@ -87,7 +96,8 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def _meta(job: Job) -> RunMeta:
+def job_meta(job: Job) -> RunMeta:
+    """The store's record of ``job`` (its key says which stored run it resumes)."""
     from agentgym_r1 import __version__
 
     return RunMeta(job.env_id, job.source or "default", job.policy, job.seed, job.episodes * job.samples, job.suite,
@@ -97,7 +107,7 @@ def _meta(job: Job) -> RunMeta:
 
 def run_job(job: Job, store: ResultsStore, progress: Callable[..., None] | None = None) -> JobOutcome:
     """Run ``job``'s missing episodes into ``store``; never raises for bad input (see the module docstring)."""
-    meta = _meta(job)
+    meta = job_meta(job)
     if not is_registered(job.env_id):
         return _finish(store, meta, job, "skipped", not_registered_message(job.env_id), progress)
     if is_engine_spec(job.policy):
