@@ -4,7 +4,8 @@ Rates of 0/1 outcomes (success, accuracy, EM) use the Wilson score interval; mea
 turns) use Student's t interval; the invalid-action rate is pooled over turns with a Wilson interval (it treats turns
 as independent, so it is a little narrow). Both come from ``scipy.stats``. A run that plays each task K > 1 times
 also gets pass@1 and pass@K with the unbiased estimator of Chen et al. 2021 (arXiv:2107.03374), its t interval over
-tasks. ``eval`` and the board print the same figures (:func:`summary`).
+tasks (Wilson over tasks when every task's estimate is 0 or 1). ``eval`` and the board print the same figures
+(:func:`fill`).
 """
 
 from __future__ import annotations
@@ -131,8 +132,7 @@ def pass_stats(episodes: list[EpisodeRecord]) -> tuple[int, Stat, Stat] | None:
     if k < 2:
         return None
     counts = [(len(v), sum(v)) for v in by_task.values()]
-    return (k, mean_ci([c / n for n, c in counts], (0.0, 1.0)),
-            mean_ci([pass_at_k(n, c, k) for n, c in counts], (0.0, 1.0)))
+    return k, metric_stat([c / n for n, c in counts]), metric_stat([pass_at_k(n, c, k) for n, c in counts])
 
 
 def metric_values(family: str, key: str, episodes: list[EpisodeRecord]) -> list[float]:
@@ -142,9 +142,10 @@ def metric_values(family: str, key: str, episodes: list[EpisodeRecord]) -> list[
 
 
 def metric_stat(values: list[float]) -> Stat:
+    """Wilson for 0/1 outcomes, else the t interval clipped to [0, 1] (the metrics are all fractions)."""
     if all(v in (0.0, 1.0) for v in values):
         return wilson(sum(values), len(values))
-    return mean_ci(values)
+    return mean_ci(values, (0.0, 1.0))
 
 
 def metric_columns(env_id: str) -> tuple[tuple[str, str], ...]:

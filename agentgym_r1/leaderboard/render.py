@@ -1,15 +1,16 @@
-"""The board rendered for the terminal, as markdown, as CSV, and as one static HTML page with inline SVG plots.
+"""The board rendered for the terminal and as markdown (``tabulate``), as CSV, and as one static HTML page
+(a ``jinja2`` template) with a ``matplotlib`` bar chart per env, inline as SVG.
 
-The HTML page needs no network: styles and plots (made here as SVG) are inline.
+The HTML page needs no network: styles and plots are inline.
 """
 
 from __future__ import annotations
 
 import csv
-import html
 import io
 import math
 import time
+from importlib import resources
 
 from agentgym_r1.leaderboard.board import REFERENCE_SOURCE, Row, Stat, metric_columns
 
@@ -25,13 +26,13 @@ def pct(stat: Stat | None, ci: bool = True) -> str:
         return f"{100 * stat.value:.4g}"
     if not ci:
         return f"{100 * stat.value:.1f}"
-    return f"{100 * stat.value:.1f} ±{100 * stat.half:.1f}"
+    return f"{100 * stat.value:.1f} [{100 * stat.low:.1f}, {100 * stat.high:.1f}]"
 
 
 def num(stat: Stat | None) -> str:
     if stat is None or math.isnan(stat.value):
         return "-"
-    return f"{stat.value:.2f} ±{stat.half:.2f}"
+    return f"{stat.value:.2f} [{stat.low:.2f}, {stat.high:.2f}]"
 
 
 def _status(row: Row) -> str:
@@ -41,40 +42,50 @@ def _status(row: Row) -> str:
     if row.planned and row.episodes < row.planned and row.status != "skipped":
         text += f" ({row.episodes}/{row.planned})"
     if row.errors:
-        text += f", {row.errors} episode error(s)"
+        text += f", {row.errors} failed"
     return text + (f": {row.message}" if row.message else "")
 
 
 def table(env_id: str, rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     """Header and cells of one env's table (metrics in percent with the 95% CI half-width)."""
     cols = metric_columns(env_id)
-    header = ["policy", "kind", "n", *[f"{label} %" for _, label in cols], "turns", "invalid %", "status"]
+    ks = sorted({r.passk[0] for r in rows if r.passk})
+    passk = ["pass@1 %", f"pass@{'/'.join(map(str, ks))} %"] if ks else []
+    header = ["policy", "kind", "n", *[f"{label} %" for _, label in cols], *passk, "turns", "invalid %", "status"]
     cells = [[r.policy, KIND_LABEL.get(r.kind, r.kind), str(r.episodes) if not r.reported else "-",
-              *[pct(r.metrics.get(k)) for k, _ in cols], num(r.turns), pct(r.invalid), _status(r)] for r in rows]
+              *[pct(r.metrics.get(k)) for k, _ in cols], *(_passk(r) if ks else []), num(r.turns), pct(r.invalid),
+              _status(r)] for r in rows]
     return header, cells
 
 
+def _passk(row: Row) -> list[str]:
+    if not row.passk:
+        return ["-", "-"]
+    _, one, at_k = row.passk
+    return [pct(one), pct(at_k)]
+
+
 def terminal(boards: dict[str, list[Row]]) -> str:
+    from tabulate import tabulate
+
     out = []
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
-        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header[:-1])]
         out.append(f"== {env_id} ({', '.join(sorted({r.source for r in rows if not r.reported}))})")
-        for row in [header, *cells]:  # the last column (status) is left unpadded
-            out.append("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]))
-        out.append("")
-    out.append(f"± is the 95% confidence interval half-width. Reported rows: {REFERENCE_SOURCE}.")
+        out += [tabulate(cells, header, tablefmt="simple", disable_numparse=True), ""]
+    out.append(f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Reported rows: "
+               f"{REFERENCE_SOURCE}.")
     return "\n".join(out)
 
 
 def markdown(boards: dict[str, list[Row]]) -> str:
+    from tabulate import tabulate
+
     out = ["# agentgym-r1 leaderboard", ""]
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
-        out += [f"## {env_id}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
-        out.append("")
-    out.append(f"± is the 95% confidence interval half-width. Rows marked *reported, not run* are copied from "
+        out += [f"## {env_id}", "", tabulate(cells, header, tablefmt="github", disable_numparse=True), ""]
+    out.append(f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Rows marked *reported, not run* are copied from "
                f"{REFERENCE_SOURCE}; oracle rows read the gold answer and are upper bounds, not results.")
     return "\n".join(out) + "\n"
 
@@ -102,55 +113,54 @@ def _f(v: float | None) -> str:
 
 # -- HTML ------------------------------------------------------------------------------------------------------------
 COLOURS = {"random": "#9aa5b1", "baseline": "#2f6fdf", "oracle": "#e08a1e", "model": "#1c9c6b", "reported": "#b9b9b9"}
-CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
-table{border-collapse:collapse;margin:0.5em 0 2em}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}
-th{background:#f0f0f0}tr.reported td{color:#777;font-style:italic}tr.oracle td{background:#fff6e8}
-.note{color:#555;font-size:13px}svg text{font-size:11px;font-family:system-ui,sans-serif}"""
 
 
 def bar_chart(env_id: str, rows: list[Row]) -> str:
-    """A horizontal bar chart of the primary metric (percent) with 95% CI whiskers; reported rows hatched."""
+    """A horizontal bar chart of the primary metric (percent) with 95% CI whiskers, as an inline ``<svg
+    class="plot">`` drawn by matplotlib's SVG backend (text kept as text). Each bar is a group ``id="bar-KIND-I"``;
+    reported rows are hatched."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
     key, label = metric_columns(env_id)[0]
     shown = [r for r in rows if key in r.metrics and not math.isnan(r.metrics[key].value)]
-    left, width, bar, gap = 190, 420, 16, 6
-    height = 30 + len(shown) * (bar + gap)
-    parts = [f'<svg class="plot" xmlns="http://www.w3.org/2000/svg" width="{left + width + 70}" height="{height}" '
-             f'role="img" aria-label="{html.escape(env_id)} {label}">',
-             '<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
-             'patternTransform="rotate(45)"><rect width="3" height="6" fill="#b9b9b9"/></pattern></defs>']
-    for tick in range(0, 101, 25):
-        x = left + width * tick / 100
-        parts.append(f'<line x1="{x}" y1="14" x2="{x}" y2="{height}" stroke="#e3e3e3"/>'
-                     f'<text x="{x}" y="11" text-anchor="middle">{tick}</text>')
+    fig = Figure(figsize=(7.5, 0.6 + 0.32 * max(1, len(shown))))
+    ax = fig.add_axes((0.3, 0.5 / fig.get_figheight(), 0.62, 1 - 0.8 / fig.get_figheight()))
     for i, r in enumerate(shown):
-        y, s = 20 + i * (bar + gap), r.metrics[key]
-        fill = "url(#hatch)" if r.reported else COLOURS.get(r.kind, "#666")
-        parts.append(f'<text x="{left - 6}" y="{y + bar - 4}" text-anchor="end">{html.escape(r.policy)}</text>')
-        parts.append(f'<rect class="bar {r.kind}" x="{left}" y="{y}" width="{width * max(0.0, s.value):.1f}" '
-                     f'height="{bar}" fill="{fill}"><title>{html.escape(r.policy)}: {pct(s)}</title></rect>')
+        s, y = r.metrics[key], len(shown) - 1 - i
+        bar = ax.barh(y, 100 * max(0.0, s.value), height=0.7, color="white" if r.reported else COLOURS.get(r.kind),
+                      edgecolor=COLOURS["reported"] if r.reported else "none", hatch="///" if r.reported else None,
+                      antialiased=False)
+        bar.patches[0].set_gid(f"bar-{r.kind}-{i}")
         if not math.isnan(s.low):
-            x1, x2, ym = left + width * s.low, left + width * s.high, y + bar / 2
-            parts.append(f'<line class="ci" x1="{x1:.1f}" y1="{ym}" x2="{x2:.1f}" y2="{ym}" stroke="#111"/>'
-                         f'<line x1="{x1:.1f}" y1="{y + 3}" x2="{x1:.1f}" y2="{y + bar - 3}" stroke="#111"/>'
-                         f'<line x1="{x2:.1f}" y1="{y + 3}" x2="{x2:.1f}" y2="{y + bar - 3}" stroke="#111"/>')
-        parts.append(f'<text x="{left + width + 6}" y="{y + bar - 4}">{100 * s.value:.1f}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+            ax.errorbar(100 * s.value, y, xerr=[[100 * (s.value - s.low)], [100 * (s.high - s.value)]], color="#111",
+                        capsize=3, linewidth=1)
+        ax.text(101, y, f"{100 * s.value:.1f}", va="center", fontsize=8)
+    ax.set_yticks(range(len(shown)), [r.policy for r in reversed(shown)], fontsize=8)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel(f"{label} (%)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.grid(axis="x", color="#e3e3e3")
+    ax.set_axisbelow(True)
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": env_id}):
+        fig.savefig(buf, format="svg")
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    return svg.replace("<svg", f'<svg class="plot" role="img" aria-label="{env_id} {label}"', 1)
 
 
 def to_html(boards: dict[str, list[Row]], title: str = "agentgym-r1 leaderboard") -> str:
-    body = [f"<h1>{html.escape(title)}</h1>",
-            f'<p class="note">Generated {html.escape(time.strftime("%Y-%m-%d %H:%M:%S"))}. Bars: the first metric '
-            f"of each env in percent, whiskers the 95% confidence interval. Hatched bars and grey italic rows are "
-            f"reported in {html.escape(REFERENCE_SOURCE)}: <b>reported, not run</b> here (different data and "
-            f"model). Oracle rows read the gold answer: upper bounds, not results.</p>"]
+    """The page from the ``templates/board.html.j2`` template (autoescaped; the plots are inserted as markup)."""
+    import jinja2
+
+    source = resources.files("agentgym_r1.leaderboard").joinpath("templates/board.html.j2").read_text("utf-8")
+    template = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True).from_string(source)
+    envs = []
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
-        body.append(f'<section class="env" id="{html.escape(env_id)}"><h2>{html.escape(env_id)}</h2>')
-        body.append(bar_chart(env_id, rows))
-        body.append('<table class="board"><tr>' + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")
-        for r, row in zip(rows, cells, strict=True):
-            body.append(f'<tr class="{r.kind}">' + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
-        body.append("</table></section>")
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-            f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")
+        envs.append({"id": env_id, "plot": bar_chart(env_id, rows), "header": header,
+                     "rows": [{"kind": r.kind, "cells": c} for r, c in zip(rows, cells, strict=True)]})
+    failed = sum(r.errors for rows in boards.values() for r in rows)
+    return template.render(title=title, generated=time.strftime("%Y-%m-%d %H:%M:%S"), envs=envs, failed=failed,
+                           reference_source=REFERENCE_SOURCE)
