@@ -15,7 +15,28 @@ def test_eval_prints_the_summary(capsys):
                  "--episodes", "5", "--seed", "3"]) == 0
     out = capsys.readouterr().out
     assert "AgentR1/GSM8K-v0 policy=scripted source=synthetic episodes=5" in out
-    assert "success 1.000" in out
+    assert "success 1.000 (95% CI 0.566-1.000)" in out  # Wilson, as on the board (not Wald's "± 0.000")
+    assert "accuracy %" in out and "100.0 [56.6, 100.0]" in out  # the board's own row for the run
+    assert "results in " in out and "agentgym-r1-eval-" in out  # a temporary store by default
+
+
+def test_eval_writes_its_store_and_resumes_from_it(tmp_path, capsys):
+    db = tmp_path / "e.sqlite"
+    argv = ["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--source", "synthetic", "--episodes", "4",
+            "--samples", "2", "--results", str(db)]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    assert "episodes=8" in first and "pass@2 %" in first
+    from agentgym_r1.leaderboard.store import ResultsStore
+
+    store = ResultsStore(db)
+    (run,) = store.runs()
+    stamps = [e.finished_at for e in store.episodes(run["id"])]
+    store.close()
+    assert main(argv) == 0  # nothing left to play: the stored episodes are read back, not played again
+    assert "episodes=8" in capsys.readouterr().out
+    store = ResultsStore(db)
+    assert [e.finished_at for e in store.episodes(run["id"])] == stamps
 
 
 def test_eval_on_toolenv_uses_the_lookup_source(capsys):
@@ -27,6 +48,9 @@ def test_eval_on_toolenv_uses_the_lookup_source(capsys):
     (["--policy", "scripted", "--env", "AgentR1/Nope-v0"], "unknown env id 'AgentR1/Nope-v0'"),
     (["--policy", "nope", "--env", "AgentR1/GSM8K-v0"], "unknown policy 'nope' for AgentR1/GSM8K-v0"),
     (["--policy", "openai:nohost#m", "--env", "AgentR1/GSM8K-v0"], "openai:http://HOST:PORT/v1#MODEL"),
+    (["--policy", "hf:/x?temperature=1", "--env", "AgentR1/GSM8K-v0"], "unknown option(s) ['temperature']"),
+    (["--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--samples", "0"], "--samples must be at least 1"),
+    (["--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--concurrency", "0"], "--concurrency must be at least 1"),
 ])
 def test_bad_input_is_a_clear_message_not_a_traceback(argv, message, capsys):
     assert main(["eval", *argv, "--episodes", "1"]) == 2

@@ -72,7 +72,7 @@ class OpenAIPolicy(Policy):
         except openai.APIConnectionError as e:
             raise PolicyError(f"cannot reach {where} ({type(e).__name__}: {e}); is the server running? Start one "
                               f"with e.g. `vllm serve {self.model}`") from e
-        except openai.OpenAIError as e:  # a body that is not a chat completion (APIResponseValidationError...)
+        except (openai.OpenAIError, ValueError) as e:  # a body that is not a chat completion (invalid JSON...)
             raise PolicyError(f"{where} gave an unreadable answer ({type(e).__name__}: {str(e)[:300]})") from e
         try:
             choice = response.choices[0]

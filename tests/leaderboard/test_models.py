@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -17,45 +13,9 @@ from agentgym_r1.leaderboard.policies import make_policy
 from agentgym_r1.leaderboard.runner import run_episode
 from agentgym_r1.leaderboard.store import ResultsStore
 from agentgym_r1.leaderboard.suites import make_env
+from tests.leaderboard.chat_server import ChatServer
 
 pytest.importorskip("httpx")
-
-
-class ChatServer:
-    """An OpenAI-compatible ``/v1/chat/completions`` server whose model reads the tool result and answers it."""
-
-    def __init__(self, delay: float = 0.0) -> None:
-        self.requests: list[dict] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, **body})
-                time.sleep(delay)
-                last = body["messages"][-1]["content"]
-                if "<tool_response>" in last:  # answer what the calculator said; the stop string is stripped
-                    content = "<answer>" + last.split("<tool_response>\n")[1].split("\n</tool_response>")[0]
-                else:
-                    content = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "6 * 7"}}\n'
-                reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": content},
-                                                 "finish_reason": "stop"}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
