@@ -3,8 +3,12 @@
 Each finished episode is stored at once (see :mod:`agentgym_r1.leaderboard.store`); running the same jobs again
 skips what is stored. Envs run in separate processes (no state is shared between them); jobs of one env run one
 after another in its process. Bad input stops only the job it concerns: an env id that is not registered, or whose
-extra is not installed, is recorded as skipped; a policy that cannot be built or an endpoint that cannot be reached
-is recorded as failed with the message; a model turn that times out ends that episode unsolved. The other jobs go on.
+extra is not installed, is recorded as skipped; a policy that cannot be built is recorded as failed with the message;
+an episode whose model turn times out, or whose endpoint is down or answers garbage, is stored as failed with the
+reason, and a job stops (failed) after ``MAX_FAILURES_IN_A_ROW`` such episodes in a row. The other jobs go on.
+
+Baselines play one episode at a time; model policies many at once (:mod:`agentgym_r1.leaderboard.batched`). A job
+with ``samples`` K > 1 plays each task (reset seed) K times, for pass@k on the board.
 """
 
 from __future__ import annotations
@@ -61,8 +65,8 @@ class Progress:
     """A ``tqdm`` bar per job on stderr: episodes done, the live success rate and the ETA. The bars are quiet when
     stderr is not a terminal (``disable=None``); a job's end other than done (failed, skipped) is always written."""
 
-    def __init__(self, stream: TextIO | None = None, every: int = 0) -> None:
-        self.stream, self.every = stream, every  # every: kept for callers; tqdm limits its own refresh rate
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
         self.bars: dict[tuple[str, str, int, int], Any] = {}
 
     def __call__(self, job: Job, done: int, successes: int, note: str | None = None) -> None:

@@ -54,8 +54,9 @@ class OpenAIPolicy(Policy):
 
     @classmethod
     def from_spec(cls, spec: str, timeout: float = 60.0, client: Any = None) -> OpenAIPolicy:
-        url, model = parse_openai_spec(spec)
-        return cls(url, model, timeout=timeout, api_key=os.environ.get("OPENAI_API_KEY"), client=client)
+        url, model, max_tokens = parse_openai_spec(spec)
+        return cls(url, model, timeout=timeout, max_tokens=max_tokens, api_key=os.environ.get("OPENAI_API_KEY"),
+                   client=client)
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         from agentgym_r1.adapters.backends.openai import restore_stop
@@ -89,12 +90,19 @@ class OpenAIPolicy(Policy):
             self.client.close()
 
 
-def parse_openai_spec(spec: str) -> tuple[str, str]:
-    """``openai:URL#MODEL`` -> ``(URL, MODEL)``; a :class:`ConfigError` for anything else."""
-    url, sep, model = spec.removeprefix("openai:").partition("#")
+def parse_openai_spec(spec: str) -> tuple[str, str, int]:
+    """``openai:URL#MODEL[?max_tokens=N]`` -> ``(URL, MODEL, N)`` (N defaults to 512); a :class:`ConfigError` for
+    anything else."""
+    from urllib.parse import parse_qsl
+
+    url, sep, rest = spec.removeprefix("openai:").partition("#")
+    model, _, query = rest.partition("?")
     if not sep or not url.startswith(("http://", "https://")) or not model:
         raise ConfigError(f"an endpoint policy looks like 'openai:http://HOST:PORT/v1#MODEL', got {spec!r}")
-    return url, model
+    options = dict(parse_qsl(query))
+    if set(options) - {"max_tokens"} or not options.get("max_tokens", "512").isdigit():
+        raise ConfigError(f"{spec!r}: the only option is max_tokens=N (a positive integer), got {query!r}")
+    return url, model, max(1, int(options.get("max_tokens", "512")))
 
 
 def make_client(url: str, timeout: float, api_key: str | None = None, retries: int = 2) -> Any:

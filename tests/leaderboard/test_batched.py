@@ -78,3 +78,29 @@ def test_vllm_policy_without_vllm_names_the_extra_before_any_work(tmp_path):
         check_spec(f"vllm:{tmp_path}", GSM8K)
     (outcome,) = run_jobs([Job(GSM8K, "synthetic", f"vllm:{tmp_path}", episodes=2)], tmp_path / "r.sqlite")
     assert outcome.status == "failed" and "pip install" in outcome.message
+
+
+def test_hf_policy_plays_its_episodes_in_batches_on_the_rollout_engine(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from agentgym_r1.adapters.backends.hf import HFBackend
+    from agentgym_r1.adapters.tiny import make_model, train_tokenizer
+
+    path = tmp_path / "tiny"
+    corpus = ["<tool_call> calculator expression answer 1 2 3 + * </tool_call> <answer> </answer> has how many"] * 20
+    make_model(train_tokenizer(corpus, path, vocab_size=300), path, hidden=16, layers=1, heads=2)
+    sizes: list[int] = []
+    generate = HFBackend.generate
+
+    def spy(self, contexts, budgets, params):
+        sizes.append(len(contexts))
+        return generate(self, contexts, budgets, params)
+
+    monkeypatch.setattr(HFBackend, "generate", spy)
+    (outcome,) = run_jobs([Job(GSM8K, "synthetic", f"hf:{path}?max_new_tokens=8", episodes=5, concurrency=3)],
+                          tmp_path / "r.sqlite")
+    assert outcome.status == "done" and outcome.episodes == 5, outcome.message
+    assert max(sizes) == 3 and sizes[0] == 3 and 2 in sizes  # a batch of 3, then the last 2
+    store = ResultsStore(tmp_path / "r.sqlite")
+    episodes = store.episodes(store.runs()[0]["id"])
+    assert [e.seed for e in episodes] == [0, 1, 2, 3, 4] and all(e.turns == 6 and e.invalid == 6 for e in episodes)
