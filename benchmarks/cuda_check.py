@@ -8,6 +8,7 @@ fails. (vLLM is not checked here: the GPU machine this project is lent has no vL
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -31,6 +32,9 @@ def main() -> None:
     from agentgym_r1.trainers.ppo import AgentPPOTrainer
 
     print(torch.cuda.get_device_name(0), "torch", torch.__version__)
+    # plain rows instead of a datasets.Dataset: its fingerprinting fails on the GPU machine's Python 3.12 build
+    # (PicklingError on pyarrow's MonthDayNano); the trainers take any sized dataset
+    tasks = [{"prompt": json.dumps({"seed": i})} for i in range(1000)]
     tok = train_tokenizer(gsm8k_corpus(60), vocab_size=512)
     env = {"env_id": "AgentR1/GSM8K-v0", "env_kwargs": {"source": "synthetic"}}
     common = dict(max_steps=a.steps, max_completion_length=256, max_new_tokens=48, max_turns=3, learning_rate=1e-4,
@@ -41,12 +45,12 @@ def main() -> None:
         if name == "grpo":
             args = AgentGRPOConfig(output_dir=out, per_device_train_batch_size=a.batch, num_generations=4, beta=0.0,
                                    **common)
-            trainer = AgentGRPOTrainer(model, args, tok)
+            trainer = AgentGRPOTrainer(model, args, tok, train_dataset=tasks)
             params = model
         else:
             args = AgentPPOConfig(output_dir=out, rollout_batch_size=a.batch, mini_batch_size=a.batch // 2,
                                   **common)
-            trainer = AgentPPOTrainer(model, args, tok)
+            trainer = AgentPPOTrainer(model, args, tok, train_dataset=tasks)
             params = trainer.model
         before = [q.detach().clone() for q in params.parameters()]
         t0 = time.perf_counter()
