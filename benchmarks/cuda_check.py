@@ -32,9 +32,13 @@ def main() -> None:
     from agentgym_r1.trainers.ppo import AgentPPOTrainer
 
     print(torch.cuda.get_device_name(0), "torch", torch.__version__)
-    # plain rows instead of a datasets.Dataset: its fingerprinting fails on the GPU machine's Python 3.12 build
-    # (PicklingError on pyarrow's MonthDayNano); the trainers take any sized dataset
-    tasks = [{"prompt": json.dumps({"seed": i})} for i in range(1000)]
+    # a fingerprint given, so datasets does not hash the table: its hashing fails on the GPU machine's Python 3.12
+    # build (PicklingError on pyarrow's MonthDayNano)
+    from datasets import Dataset
+    from datasets.table import InMemoryTable
+
+    tasks = Dataset(InMemoryTable.from_pylist([{"prompt": json.dumps({"seed": i})} for i in range(1000)]),
+                    fingerprint="cuda-check-tasks")
     tok = train_tokenizer(gsm8k_corpus(60), vocab_size=512)
     env = {"env_id": "AgentR1/GSM8K-v0", "env_kwargs": {"source": "synthetic"}}
     common = dict(max_steps=a.steps, max_completion_length=256, max_new_tokens=48, max_turns=3, learning_rate=1e-4,
