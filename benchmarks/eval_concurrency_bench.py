@@ -25,12 +25,12 @@ def serve(model_dir: str, port: int) -> None:
     """The server process: the tiny model behind ``adapters.serve.make_app``."""
     import torch
     import uvicorn
+    from transformers import AutoModelForCausalLM
 
     from agentgym_r1.adapters.backends.hf import HFBackend
     from agentgym_r1.adapters.serve import make_app
     from agentgym_r1.adapters.tokenize import ChatTokenizer
     from agentgym_r1.leaderboard.models import load_tokenizer
-    from transformers import AutoModelForCausalLM
 
     torch.set_num_threads(1)
     chat = ChatTokenizer(load_tokenizer(model_dir))
