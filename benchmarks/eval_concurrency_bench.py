@@ -4,7 +4,10 @@ here, nothing downloaded) under uvicorn in its own process. Concurrency 1 is wha
 request in flight); the server generates one request at a time, so the gain is what overlapping the env work, the
 HTTP round trips and the generation of other episodes buys. Run from the repository root:
 
-    PYTHONPATH=. python benchmarks/eval_concurrency_bench.py [--episodes 64] [--max-tokens 32]
+    PYTHONPATH=. python benchmarks/eval_concurrency_bench.py [--episodes 64] [--max-tokens 32] [--latency 0.2]
+
+``--latency S`` adds S seconds to every request on the server, outside its generation lock, to stand for a remote
+endpoint (network, queueing, a batching server's step): what concurrency is for.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from pathlib import Path
 ENVS = (("AgentR1/GSM8K-v0", "synthetic"), ("AgentR1/HotpotQA-v0", "synthetic"))
 
 
-def serve(model_dir: str, port: int) -> None:
-    """The server process: the tiny model behind ``adapters.serve.make_app``."""
+def serve(model_dir: str, port: int, latency: float) -> None:
+    """The server process: the tiny model behind ``adapters.serve.make_app``; ``latency`` seconds are added to every
+    request outside the generation lock (a remote endpoint's network and queueing time)."""
+    import asyncio
+
     import torch
     import uvicorn
     from transformers import AutoModelForCausalLM
@@ -35,7 +41,13 @@ def serve(model_dir: str, port: int) -> None:
     torch.set_num_threads(1)
     chat = ChatTokenizer(load_tokenizer(model_dir))
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    uvicorn.run(make_app(HFBackend(model, chat), chat, "tiny"), host="127.0.0.1", port=port, log_level="warning")
+    app = make_app(HFBackend(model, chat), chat, "tiny")
+    if latency > 0:
+        @app.middleware("http")
+        async def delay(request, call_next):
+            await asyncio.sleep(latency)
+            return await call_next(request)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
 def build_model(path: Path) -> None:
@@ -61,10 +73,11 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=32, help="tokens per model turn")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds the server adds to every request")
     ap.add_argument("--serve", nargs=2, metavar=("MODEL_DIR", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
-        return serve(args.serve[0], int(args.serve[1]))
+        return serve(args.serve[0], int(args.serve[1]), args.latency)
     from agentgym_r1.leaderboard.jobs import Job, run_jobs
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,13 +85,14 @@ def main() -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        proc = subprocess.Popen([sys.executable, __file__, "--serve", str(Path(tmp) / "tiny"), str(port)],
+        proc = subprocess.Popen([sys.executable, __file__, "--serve", str(Path(tmp) / "tiny"), str(port),
+                                 "--latency", str(args.latency)],
                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
         try:
             wait_for(port, proc)
             spec = f"openai:http://127.0.0.1:{port}/v1#tiny?max_tokens={args.max_tokens}"
             print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {args.episodes} episodes per run, "
-                  f"{args.max_tokens} tokens per turn")
+                  f"{args.max_tokens} tokens per turn, {args.latency:g} s added latency per request", flush=True)
             for env_id, source in ENVS:
                 for n in args.concurrency:
                     job = Job(env_id, source, spec, episodes=args.episodes, concurrency=n, timeout=120.0)
@@ -86,7 +100,7 @@ def main() -> None:
                     (out,) = run_jobs([job], Path(tmp) / f"{n}-{env_id.replace('/', '_')}.sqlite", workers=1)
                     wall = time.perf_counter() - t0
                     print(f"  {env_id:20s} concurrency {n:3d}: {out.episodes / wall:6.2f} episodes/s "
-                          f"({out.episodes} episodes in {wall:.1f} s, status {out.status})")
+                          f"({out.episodes} episodes in {wall:.1f} s, status {out.status})", flush=True)
         finally:
             proc.terminate()
             proc.wait(30)
