@@ -97,12 +97,13 @@ class ToolEnv(Env):
         parsed = self.parser.parse(action, self.tools)
         if parsed.kind == "command":
             parsed = self._command_to_call(parsed)
-        if parsed.kind == "answer":
-            return self._answer(parsed.answer or "")
         if parsed.kind == "invalid":
             return Turn(parsed.to_info(), [EnvMessage("user", parsed.error or "")], format=self.format_penalty,
                         valid=False, error=parsed.error)
-        return self._call_tools(parsed)
+        turn = self._answer(parsed.answer or "") if parsed.kind == "answer" else self._call_tools(parsed)
+        if parsed.note:  # the parser saw a call after the answer, or an answer beside the calls
+            turn.messages.extend([EnvMessage(None, "\n"), EnvMessage("user", parsed.note)])
+        return turn
 
     def _answer(self, answer: str) -> Turn:
         assert self.task is not None
