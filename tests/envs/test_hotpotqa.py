@@ -418,3 +418,10 @@ def test_the_shared_questions_only_json_loads_without_a_corpus():
     assert len(data.tasks) == 7405 and data.documents is None
     assert data.tasks[0].prompt == "Were Scott Derrickson and Ed Wood of the same nationality?"
     assert data.tasks[0].answer == "yes" and data.tasks[0].meta["type"] == "comparison"
+
+
+def test_a_file_that_is_not_utf8_is_a_named_error(tmp_path):
+    latin = tmp_path / "latin1.json"
+    latin.write_bytes(b'[{"question": "caf\xe9?", "answer": "x"}]')
+    with pytest.raises(DataFormatError, match="not UTF-8"):
+        HotpotQAEnv(source=latin)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, init_options, reject_unknown
+from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, init_options, reject_unknown
 from agentgym_r1.core.parsers import CommandParser, CompositeParser, HermesParser
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.webshop.catalogue import SEARCH_RETURN_N, Catalogue
@@ -100,7 +100,7 @@ class WebShopEnv(Env):
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
         super().__init__(render_mode=render_mode)
         self.catalogue: Catalogue = load_catalogue(source, goals=goals, seed=seed, num_products=num_products)
-        self.format_penalty = float(format_penalty)
+        self.format_penalty = finite_option("format_penalty", format_penalty)
         self.system_prompt = SYSTEM_PROMPT if system_prompt is None else system_prompt
         self._hermes = HermesParser(())
         self.parser = CompositeParser([self._hermes, CommandParser(answer_formats=(), answer_verb=None)], ACTION_HINT)
