@@ -99,11 +99,11 @@ def read_command(text: str) -> ReadAction:
         shown = ", ".join(repr(p[:40]) for p in parts[:3])
         return _invalid(f"{len(parts)} commands in one action ({shown}); send one command per turn")
     command = " ".join(parts[0].lower().split()).rstrip(".!")
-    if any(ord(ch) > 127 for ch in command):
+    if not command.isascii():
         return _invalid(f"{command[:40]!r} is not an English command; commands use English words and ASCII "
                         "letters")
     if not _ALLOWED.fullmatch(command):
-        bad = sorted({ch for ch in command if not _ALLOWED.fullmatch(ch)})
+        bad = sorted(ch for ch in set(command) if not _ALLOWED.fullmatch(ch))
         return _invalid(f"{command[:40]!r} has characters no command uses ({''.join(bad)[:10]!r})")
     return ReadAction("command", command=command)
 
