@@ -188,9 +188,21 @@ class AgentPPOConfig(EnvArguments, TrainingArguments):
     model_init_kwargs: dict | str | None = field(
         default=None, metadata={"help": "from_pretrained kwargs for model_init (JSON); dtype defaults to float32 "
                                         "(fp32 master weights; bf16: true trains under autocast)"})
+    use_vllm: bool = field(default=False, metadata={"help": "generate rollouts with a colocated vLLM engine"})
+    vllm_mode: str = field(default="colocate", metadata={"help": "PPO supports 'colocate' (an engine in the "
+                                                                 "training process)"})
+    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "share of GPU memory for vLLM"})
+    vllm_max_model_length: int | None = field(default=None, metadata={"help": "vLLM's context length"})
 
     def __post_init__(self) -> None:
         self.model_init_kwargs = _as_dict("model_init_kwargs", self.model_init_kwargs)
+        if self.use_vllm and self.vllm_mode != "colocate":
+            raise ConfigError(f"PPO with vllm_mode={self.vllm_mode!r}: PPO generates on a colocated engine only "
+                              "(its weights are synced in process). Set vllm_mode: colocate, or train with GRPO.")
+        if self.use_vllm:
+            from agentgym_r1.trainers.vllm import check_vllm_config
+
+            check_vllm_config(self)
         if self.gradient_accumulation_steps != 1:
             raise ConfigError(
                 f"gradient_accumulation_steps={self.gradient_accumulation_steps}: a PPO iteration already takes "

@@ -56,7 +56,7 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
                          train_dataset=train_dataset if train_dataset is not None else task_dataset(args.num_tasks),
                          processing_class=processing_class, rollout_func=self._rollout, **kwargs)
         # TRL would call a row truncated when it does not end in EOS; our turns end on </answer> or </tool_call>, so
-        # we mask by the episode's end instead (see _loss_mask).
+        # we mask by the episode's end instead (see _row_mask).
         self.mask_truncated_completions = False
         self.skip_rows = self._resolve_skip_zero_advantage()
 

@@ -102,6 +102,11 @@ class AgentPPOTrainer(Trainer):
         super().__init__(model=model, args=args, processing_class=processing_class,
                          train_dataset=train_dataset if train_dataset is not None else task_dataset(args.num_tasks),
                          data_collator=lambda rows: {"resets": [json.loads(r["prompt"]) for r in rows]}, **kwargs)
+        self.llm = None
+        if args.use_vllm:
+            from agentgym_r1.trainers.vllm import colocated_engine
+
+            self.llm = colocated_engine(model.policy, args, self.accelerator.num_processes)
 
     def create_optimizer(self, model: Any = None) -> Any:
         """The optimizer ``args.optim`` names (transformers' own choice of class and kwargs), with the critic in a
@@ -121,8 +126,15 @@ class AgentPPOTrainer(Trainer):
     # -- one PPO iteration per Trainer step ---------------------------------------------------------------------------
     def training_step(self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
         args = self.args
-        with self.rollouts.policy_backend(self.model_wrapped, self.accelerator, select=lambda m: m.policy) as b:
-            batch = self.rollouts.play(b, inputs["resets"])
+        if self.llm is not None:
+            from agentgym_r1.adapters.backends.vllm import VLLMBackend
+            from agentgym_r1.trainers.vllm import sync_colocated_weights
+
+            sync_colocated_weights(self.llm, self.accelerator.unwrap_model(model).policy.named_parameters())
+            batch = self.rollouts.play(VLLMBackend(self.rollouts.chat, llm=self.llm), inputs["resets"])
+        else:
+            with self.rollouts.policy_backend(self.model_wrapped, self.accelerator, select=lambda m: m.policy) as b:
+                batch = self.rollouts.play(b, inputs["resets"])
         metrics = gathered_rollout_metrics(args.env_id, batch, self.accelerator)
         self.rollouts.check_failures(int(metrics["rollout/failed_rows"]),
                                      int(self.accelerator.reduce(torch.tensor(len(batch.samples),

@@ -106,3 +106,22 @@ class VLLMSync:
             url = gen.server_base_url or f"http://{gen.server_host}:{gen.server_port}"
             self._vllm_client = VLLMClient(base_url=url, connection_timeout=gen.server_timeout)
         return VLLMBackend(chat, client=self._vllm_client)
+
+
+def colocated_engine(model: Any, args: Any, num_processes: int) -> Any:
+    """A ``vllm.LLM`` for PPO's rollouts, from the checkpoint the policy was loaded from, in the policy's dtype (so
+    the engine's log-probabilities are the policy's once synced). One training process only: TRL's launcher logic
+    for an engine per rank is not reproduced here."""
+    if num_processes > 1:
+        raise ConfigError(f"PPO with use_vllm=True runs on one process (got {num_processes}); use GRPO with "
+                          "use_vllm for several processes, or use_vllm=false.")
+    from vllm import LLM
+
+    path = getattr(args, "model_init", None) or getattr(model, "name_or_path", None)
+    if not path or not os.path.isfile(os.path.join(str(path), "config.json")):
+        raise ConfigError("PPO with use_vllm=True needs the policy's checkpoint directory (model_init) to start "
+                          "the engine from.")
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    return LLM(model=str(path), dtype=dtype, max_model_len=args.vllm_max_model_length,
+               gpu_memory_utilization=args.vllm_gpu_memory_utilization, seed=args.seed,
+               logprobs_mode="processed_logprobs")

@@ -150,3 +150,22 @@ def test_vllm_config_checks(tmp_path) -> None:
         grpo_args(tmp_path, use_vllm=True, model_init=str(bad))
     with pytest.raises(ConfigError, match="use_vllm=True is not supported yet"):
         grpo_args(tmp_path, use_vllm=True, layout="step")
+
+
+def test_ppo_generates_on_a_synced_colocated_engine(tmp_path, model_dir) -> None:
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    from agentgym_r1.trainers.ppo import AgentPPOTrainer
+    from tests.trainers.kit import ppo_args
+
+    tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    args = ppo_args(tmp_path, use_vllm=True, model_init=str(model_dir), vllm_max_model_length=512, max_steps=2)
+    trainer = AgentPPOTrainer(model, args, tok, make_env=CountEnv)
+    trainer.train()
+    from agentgym_r1.trainers.vllm import sync_colocated_weights
+
+    sync_colocated_weights(trainer.llm, model.named_parameters())
+    assert max_gap(engine_logps(trainer.llm), policy_logps(model)) < TOL  # the engine runs in the policy's fp32
+    with pytest.raises(ConfigError, match="colocate"):
+        ppo_args(tmp_path, use_vllm=True, vllm_mode="server")
