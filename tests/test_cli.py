@@ -49,6 +49,7 @@ def test_eval_on_toolenv_uses_the_lookup_source(capsys):
     (["--policy", "nope", "--env", "AgentR1/GSM8K-v0"], "unknown policy 'nope' for AgentR1/GSM8K-v0"),
     (["--policy", "openai:nohost#m", "--env", "AgentR1/GSM8K-v0"], "openai:http://HOST:PORT/v1#MODEL"),
     (["--policy", "hf:/x?temperature=1", "--env", "AgentR1/GSM8K-v0"], "unknown option(s) ['temperature']"),
+    (["--policy", "hf:/no/such/dir", "--env", "AgentR1/GSM8K-v0"], "hf:/no/such/dir: no such model directory"),
     (["--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--samples", "0"], "--samples must be at least 1"),
     (["--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--concurrency", "0"], "--concurrency must be at least 1"),
 ])

@@ -53,6 +53,15 @@ def parse_engine_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     return kind, path, options
 
 
+def model_dir(spec: str) -> tuple[str, str, dict[str, str]]:
+    """:func:`parse_engine_spec`, and a :class:`PolicyError` when the model directory does not exist."""
+    kind, path, options = parse_engine_spec(spec)
+    if not os.path.isdir(path):
+        raise PolicyError(f"{spec}: no such model directory; give a local directory with config.json, the weights "
+                          f"and a tokenizer (nothing is downloaded at evaluation time)")
+    return kind, path, options
+
+
 def check_spec(spec: str, env_id: str) -> None:
     """Raise the error a policy spec would raise, before any episode: an unknown name, a malformed endpoint, a bad
     option, a missing extra."""
@@ -60,7 +69,7 @@ def check_spec(spec: str, env_id: str) -> None:
     from agentgym_r1.leaderboard.policies import make_policy
 
     if is_engine_spec(spec):
-        parse_engine_spec(spec)
+        model_dir(spec)
     elif spec.startswith("openai:"):
         parse_openai_spec(spec)
         require("openai", "board", "the openai: policy")
@@ -121,10 +130,7 @@ class EnginePlayer:
         from agentgym_r1.adapters.backends.base import SamplingParams
         from agentgym_r1.adapters.rollout import RolloutConfig, RolloutEngine
 
-        kind, path, options = parse_engine_spec(spec)
-        if not os.path.isdir(path):
-            raise PolicyError(f"{spec}: no such model directory; give a local directory with config.json, the "
-                              f"weights and a tokenizer (nothing is downloaded at evaluation time)")
+        kind, path, options = model_dir(spec)
         self.name = spec
         backend, chat = (_hf_backend(path, options.get("device", "cpu")) if kind == "hf" else _vllm_backend(path))
         sampling = SamplingParams(max_new_tokens=int(options.get("max_new_tokens", 256)), temperature=0.0,
