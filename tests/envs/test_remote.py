@@ -47,10 +47,10 @@ def test_gymnasium_checker_and_the_local_transcript(url):
     assert env.reset(seed=9) == local.reset(seed=9)
     for action in ScriptedChat.REPLIES:
         assert env.step(action) == local.step(action)
-    r, l = env.unwrapped, local.unwrapped
-    assert (r.transcript.text, r.transcript.spans, r.transcript.messages()) == (
-        l.transcript.text, l.transcript.spans, l.transcript.messages())
-    assert r.task == l.task and r.grade == l.grade
+    there, here = env.unwrapped, local.unwrapped
+    assert (there.transcript.text, there.transcript.spans, there.transcript.messages()) == (
+        here.transcript.text, here.transcript.spans, here.transcript.messages())
+    assert there.task == here.task and there.grade == here.grade
     assert env.action_space.max_length == local.action_space.max_length
     env.close()
 
@@ -62,10 +62,10 @@ def test_rollout_engine_unchanged(url):
     local = RolloutEngine(ScriptedChat(), config=config).rollout(
         [Prompt("AgentR1/GSM8K-v0", GSM8K, seed=s) for s in (1, 2, 3)])
     assert len(remote.episodes) == 6
-    for r, l in zip(remote.episodes, local.episodes, strict=True):
-        r, l = dataclasses.asdict(r), dataclasses.asdict(l)
-        assert r.pop("env_id") == "AgentR1/Remote-v0" and l.pop("env_id") == "AgentR1/GSM8K-v0"
-        assert r == l
+    for there, here in zip(remote.episodes, local.episodes, strict=True):
+        there, here = dataclasses.asdict(there), dataclasses.asdict(here)
+        assert there.pop("env_id") == "AgentR1/Remote-v0" and here.pop("env_id") == "AgentR1/GSM8K-v0"
+        assert there == here
     assert {e.task_id for e in remote.episodes} == {e.task_id for e in local.episodes} != {None}
 
 
