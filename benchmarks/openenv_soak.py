@@ -89,12 +89,13 @@ def server(env_id: str, env_kwargs: list[str], sessions: int):
         proc.stderr.close()
 
 
-async def client(url: str, soak: Soak, total: int, reconnect_every: int, sample_every: int, pid: int) -> None:
+async def client(url: str, soak: Soak, total: int, reconnect_every: int, sample_every: int, pid: int,
+                 connect_timeout_s: float) -> None:
     from agentgym_r1.envs.openenv_wire import AgentAction
     from agentgym_r1.envs.remote import AgentEnvClient
 
     while soak.episodes < total:
-        async with AgentEnvClient(url) as session:
+        async with AgentEnvClient(url, connect_timeout_s=connect_timeout_s) as session:
             for _ in range(reconnect_every):
                 if soak.episodes >= total:
                     break
@@ -113,23 +114,54 @@ async def client(url: str, soak: Soak, total: int, reconnect_every: int, sample_
                     soak.samples.append((soak.done, server_rss_mib(pid), server_fds(pid)))
 
 
+def in_process(env_id: str, env_kwargs: tuple[str, ...], episodes: int) -> tuple[float, int]:
+    """The same episodes played in-process, one env, no server: (seconds, steps)."""
+    import gymnasium as gym
+
+    import agentgym_r1  # noqa: F401  (registers the ids)
+    from agentgym_r1.serve.openenv_server import parse_env_kwargs
+
+    env = gym.make(env_id, **parse_env_kwargs(list(env_kwargs)))
+    steps, start = 0, time.perf_counter()
+    for seed in range(episodes):
+        env.reset(seed=seed)
+        terminated = truncated = False
+        turn = 0
+        while not (terminated or truncated):
+            _, _, terminated, truncated, _ = env.step(ACTIONS[turn % len(ACTIONS)])
+            steps, turn = steps + 1, turn + 1
+    env.close()
+    return time.perf_counter() - start, steps
+
+
 def run(env_id: str = "AgentR1/GSM8K-v0", env_kwargs: tuple[str, ...] = ("source=synthetic",), episodes: int = 5000,
-        sessions: int = 16, reconnect_every: int = 50, samples: int = 20) -> dict:
+        sessions: int = 16, reconnect_every: int = 50, samples: int = 20, connect_timeout_s: float = 10.0) -> dict:
     """Run the soak and return its figures (also used by the short version in the tests)."""
-    soak = Soak()
     with server(env_id, list(env_kwargs), sessions) as (url, proc):
+
+        def play(soak: Soak, total: int) -> float:
+            async def main() -> None:
+                every = max(1, total // samples)
+                await asyncio.gather(*(client(url, soak, total, reconnect_every, every, proc.pid, connect_timeout_s)
+                                       for _ in range(sessions)))
+
+            start = time.perf_counter()
+            asyncio.run(main())
+            seconds = time.perf_counter() - start
+            deadline = time.monotonic() + 30
+            while live_envs(url) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            return seconds
+
+        # Warm-up: one episode per session, so what an env loads once per process (a retriever's index, a cache)
+        # is loaded before the idle figures are taken.
+        warm = Soak()
+        play(warm, sessions)
         idle_fds, idle_rss = server_fds(proc.pid), server_rss_mib(proc.pid)
-        start = time.perf_counter()
-
-        async def main() -> None:
-            every = max(1, episodes // samples)
-            await asyncio.gather(*(client(url, soak, episodes, reconnect_every, every, proc.pid)
-                                   for _ in range(sessions)))
-
-        asyncio.run(main())
-        seconds = time.perf_counter() - start
-        deadline = time.monotonic() + 30
-        while live_envs(url) and time.monotonic() < deadline:
+        soak = Soak(errors=warm.errors)
+        seconds = play(soak, episodes)
+        deadline = time.monotonic() + 10  # a closed socket's descriptor may go a moment after its env
+        while server_fds(proc.pid) > idle_fds and time.monotonic() < deadline:
             time.sleep(0.1)
         after = (server_fds(proc.pid), server_rss_mib(proc.pid), live_envs(url))
     half = [rss for n, rss, _ in soak.samples if n >= episodes // 2]
@@ -149,15 +181,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reconnect-every", type=int, default=50)
     p.add_argument("--samples", type=int, default=20)
     p.add_argument("--max-growth-mib", type=float, default=8.0)
+    p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds a client waits for its session")
+    p.add_argument("--in-process", type=int, default=1000, help="also play this many episodes in-process (0: no)")
     args = p.parse_args(argv)
-    r = run(args.env, tuple(args.env_kwargs), args.episodes, args.sessions, args.reconnect_every, args.samples)
+    r = run(args.env, tuple(args.env_kwargs), args.episodes, args.sessions, args.reconnect_every, args.samples,
+            args.connect_timeout)
+    if args.in_process:
+        seconds, steps = in_process(args.env, tuple(args.env_kwargs), args.in_process)
+        print(f"in-process, same actions, one env, no server: {args.in_process} episodes in {seconds:.1f} s "
+              f"({args.in_process / seconds:.0f} episodes/s, {steps / seconds:.0f} steps/s)")
     return 0 if report(r, args.env, args.sessions, args.reconnect_every, args.max_growth_mib) else 1
 
 
 def report(r: dict, env_id: str, sessions: int, reconnect_every: int, max_growth_mib: float) -> bool:
     """Print the figures of :func:`run`; whether memory and descriptors stayed flat."""
     print(f"{'episodes':>9} {'RSS MiB':>8} {'fds':>5}")
-    print(f"{'idle':>9} {r['idle_rss_mib']:8.1f} {r['idle_fds']:5d}")
+    print(f"{'idle':>9} {r['idle_rss_mib']:8.1f} {r['idle_fds']:5d}   (after a warm-up episode per session)")
     for n, rss, fds in r["samples"]:
         print(f"{n:9d} {rss:8.1f} {fds:5d}")
     print(f"{'after':>9} {r['rss_after_mib']:8.1f} {r['fds_after']:5d}   (all clients closed; live envs "
