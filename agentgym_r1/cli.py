@@ -53,7 +53,8 @@ def _serve_env(args: argparse.Namespace) -> int:
     from agentgym_r1.serve.openenv_server import parse_env_kwargs, serve
 
     serve(args.env_id, parse_env_kwargs(args.env_kwargs), host=args.host, port=args.port,
-          max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout or None, log_level=args.log_level)
+          max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout or None,
+          single_thread=True if args.single_thread else None, log_level=args.log_level)
     return 0
 
 
@@ -106,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--max-sessions", type=int, default=16, help="the most /ws sessions open at once")
     se.add_argument("--idle-timeout", type=float, default=300.0,
                     help="seconds without a message after which a session is closed (0: never)")
+    se.add_argument("--single-thread", action="store_true",
+                    help="run every session's env calls on one thread (always so for envs that are not thread-safe)")
     se.add_argument("--log-level", default="warning")
     se.set_defaults(func=_serve_env)
     tr = sub.add_parser("train", help="train a policy with GRPO or PPO (needs the 'train' extra)",

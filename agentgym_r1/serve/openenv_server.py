@@ -8,7 +8,8 @@ openenv-core's ``create_app`` (``openenv/core/env_server/http_server.py``): ``PO
 through the Gymnasium API.
 
 Sessions. Each ``/ws`` connection is one session with its own env (openenv's ``HTTPEnvServer._create_session`` calls
-the factory once per connection and runs every call of that session on one executor thread). At most
+the factory once per connection and runs every call of that session on one executor thread; envs that are not
+thread-safe, :data:`SINGLE_THREAD_ENVS`, share one thread for every session instead). At most
 ``max_sessions`` are open (openenv's ``max_concurrent_envs``): one more gets openenv's ``CAPACITY_REACHED`` error and
 the socket is closed with code 1013 (try again later). A session ends when its client disconnects (openenv destroys
 it in the handler's ``finally``) or after ``idle_timeout_s`` without a message: :class:`SessionGuard` then ends the
@@ -54,7 +55,8 @@ from agentgym_r1.envs.openenv_wire import (  # noqa: E402
     transcript_pieces,
 )
 
-__all__ = ["GymEnvironment", "RequestError", "ServedEnv", "SessionGuard", "make_app", "parse_env_kwargs", "serve"]
+__all__ = ["SINGLE_THREAD_ENVS", "GymEnvironment", "RequestError", "SerialGymEnvironment", "ServedEnv",
+           "SessionGuard", "make_app", "parse_env_kwargs", "serve"]
 
 log = logging.getLogger("agentgym_r1.serve")
 
@@ -114,9 +116,9 @@ class GymEnvironment(Environment[AgentAction, AgentObservation, AgentState]):
                                           f"episode_id and options"), 422)
         if self.closed:
             raise self.refuse(ConfigError("this session was closed (idle timeout or disconnect); reconnect"), 409)
-        if self.env is None:
-            self.env = gym.make(self.served.env_id, **self.served.kwargs)
         try:
+            if self.env is None:  # made here, in the session's executor thread, not when the socket opens
+                self.env = gym.make(self.served.env_id, **self.served.kwargs)
             obs, info = self.env.reset(seed=seed, options=options)
         except AgentGymError as e:
             raise self.refuse(e, 422) from e
@@ -191,6 +193,19 @@ class GymEnvironment(Environment[AgentAction, AgentObservation, AgentState]):
         return RequestError(message, status)
 
 
+class SerialGymEnvironment(GymEnvironment):
+    """For envs that are not thread-safe: every session's calls run on one shared thread (openenv-core's
+    ``REQUIRES_SINGLE_THREAD_EXECUTOR``, read by ``HTTPEnvServer._detect_single_thread_requirement``)."""
+
+    REQUIRES_SINGLE_THREAD_EXECUTOR = True
+
+
+# Envs whose instances share state across threads. ALFWorld: TextWorld parses command templates with one
+# module-global tatsu parser (``textworld/envs/pddl/textgen/__init__.py``, ``_PARSER``); two sessions resetting at
+# once in two threads corrupt its rule stack (``IndexError: pop from empty list``).
+SINGLE_THREAD_ENVS = frozenset({"AgentR1/ALFWorld-v0"})
+
+
 class SessionGuard:
     """ASGI middleware on the ``/ws`` endpoint: ends a session idle for ``idle_timeout_s``, logs every error the
     session answers, and closes refused sockets with a status code (1013 at the session cap, 1011 when the env could
@@ -254,8 +269,10 @@ def probe(env_id: str, kwargs: dict[str, Any]) -> tuple[int, int, str]:
 
 
 def make_app(env_id: str, env_kwargs: dict[str, Any] | None = None, *, max_sessions: int = 16,
-             idle_timeout_s: float | None = 300.0) -> Any:
+             idle_timeout_s: float | None = 300.0, single_thread: bool | None = None) -> Any:
     """openenv-core's app serving ``env_id`` (made with ``env_kwargs``) to at most ``max_sessions`` sessions.
+
+    ``single_thread`` runs every session's env calls on one thread (default: for :data:`SINGLE_THREAD_ENVS`).
 
     Raises :class:`~agentgym_r1.error.ConfigError` before serving for an unknown id, kwargs the env refuses, a cap
     below 1 or a timeout that is not positive."""
@@ -266,7 +283,10 @@ def make_app(env_id: str, env_kwargs: dict[str, Any] | None = None, *, max_sessi
     kwargs = dict(env_kwargs or {})
     max_action, max_obs, doc = probe(env_id, kwargs)
     served = ServedEnv(env_id, kwargs, max_action, max_obs, doc, max_sessions, idle_timeout_s)
-    app = create_app(functools.partial(GymEnvironment, served), AgentAction, AgentObservation, env_name=env_id,
+    if single_thread is None:
+        single_thread = env_id in SINGLE_THREAD_ENVS
+    cls = SerialGymEnvironment if single_thread else GymEnvironment
+    app = create_app(functools.partial(cls, served), AgentAction, AgentObservation, env_name=env_id,
                      concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions,
                                                           session_timeout=idle_timeout_s))
     add_routes(app, served)
@@ -305,13 +325,15 @@ def parse_env_kwargs(items: list[str]) -> dict[str, Any]:
 
 
 def serve(env_id: str, env_kwargs: dict[str, Any] | None = None, *, host: str = "127.0.0.1", port: int = 8000,
-          max_sessions: int = 16, idle_timeout_s: float | None = 300.0, log_level: str = "warning") -> None:
+          max_sessions: int = 16, idle_timeout_s: float | None = 300.0, single_thread: bool | None = None,
+          log_level: str = "warning") -> None:
     """Serve ``env_id`` until interrupted."""
     import uvicorn
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        app = make_app(env_id, env_kwargs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
+        app = make_app(env_id, env_kwargs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
+                       single_thread=single_thread)
     except AgentGymError as e:
         log.error("not serving %s: %s", env_id, e)
         raise

@@ -197,6 +197,8 @@ class _Raising(gym.Env):
         self.transcript = None
 
     def reset(self, *, seed=None, options=None):
+        if options == {"explode": True}:
+            raise RuntimeError("reset kaboom")
         out = self.inner.reset(seed=seed, options=options)
         self.transcript = self.inner.unwrapped.transcript
         return out
@@ -217,13 +219,46 @@ def test_env_that_raises_ends_the_episode_not_the_server(caplog):
                 result = client.step({"text": "boom"})
                 assert result.done and "RuntimeError: kaboom" in result.observation["info"]["env_error"]
                 assert client.reset(seed=0).observation["text"]  # the same session plays on
+                with pytest.raises(RuntimeError, match="raised in reset: RuntimeError: reset kaboom"):
+                    client.reset(seed=0, options={"explode": True})
+                assert client.reset(seed=0).observation["text"]  # ...again, with a fresh env
             env = gym.make("AgentR1/Remote-v0", url=url)
             env.reset(seed=0)
             with pytest.raises(RemoteEnvError, match="raised in step: RuntimeError: kaboom"):
                 env.step("boom")
+            with pytest.raises(RemoteEnvError, match="raised in reset: RuntimeError: reset kaboom"):
+                env.reset(seed=0, options={"explode": True})
             assert env.reset(seed=1)[0]
             env.close()
             assert httpx.get(f"{url}/health", timeout=5).status_code == 200
     finally:
         gym.registry.pop("AgentR1Test/Raising-v0", None)
     assert any("raised in step" in r.getMessage() for r in caplog.records)
+
+
+def test_concurrent_alfworld_sessions_do_not_share_textworld_state():
+    """Four sessions resetting at once: TextWorld's module-global parser must not be entered from two threads (with
+    ``single_thread=False`` this fails with TextWorld's ``IndexError: pop from empty list``)."""
+    import threading
+
+    errors, done = [], []
+
+    def play(url: str, worker: int) -> None:
+        try:
+            env = gym.make("AgentR1/Remote-v0", url=url)
+            for seed in range(worker * 10, worker * 10 + 4):
+                env.reset(seed=seed)
+                env.step("look")
+            env.close()
+            done.append(worker)
+        except Exception as e:
+            errors.append(f"{type(e).__name__}: {e}")
+
+    kwargs = ENV_KWARGS["AgentR1/ALFWorld-v0"]
+    with served("AgentR1/ALFWorld-v0", kwargs, max_sessions=4) as url:
+        threads = [threading.Thread(target=play, args=(url, w)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+    assert errors == [] and sorted(done) == [0, 1, 2, 3]
