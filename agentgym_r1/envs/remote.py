@@ -186,7 +186,7 @@ def server_error(url: str, text: str) -> error.AgentGymError:
     body, _, code = text.removeprefix("Server error: ").rpartition(" (code: ")
     code = code.removesuffix(")")
     if code == "CAPACITY_REACHED":
-        return error.SessionLimitError(f"{url}: {body}. Close other sessions or start the server with a larger "
+        return error.SessionLimitError(f"{url}: {body.rstrip('.')}. Close other sessions or start the server with a larger "
                                        f"--max-sessions")
     name, sep, rest = body.partition(": ")
     if sep and name in _LOCAL_ERRORS:
