@@ -63,7 +63,19 @@ class AgentEnvClient(EnvClient[AgentAction, AgentObservation, AgentState]):
 
 
 class RemoteEnv(gym.Env[str, str]):
-    """A served env behind the Gymnasium API. ``url``: the server (``http://host:port`` or ``ws://host:port``)."""
+    """A served env behind the Gymnasium API. ``url``: the server (``http://host:port`` or ``ws://host:port``).
+
+    **Description.** One session on an ``agentgym-r1 serve env`` server; whatever env the server serves.
+
+    **Observation / Action / Reward.** The served env's, unchanged: strings, with the same length bounds (read from
+    the server), the same rewards and ``info`` (spans back as :class:`~agentgym_r1.core.transcript.Span`).
+
+    **Episode end.** The served env's: its turn limit and ``EpisodeEnd`` apply on the server.
+
+    **Data sources.** The server's (its env kwargs).
+
+    **Version history.** v0: first release (openenv-core 0.3 wire format).
+    """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012  (Gymnasium's API)
 
