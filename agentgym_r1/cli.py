@@ -63,11 +63,15 @@ def _train(args: argparse.Namespace) -> int:
     from agentgym_r1.error import require
 
     require("trl", "train", f"agentgym-r1 train {args.algorithm}")
+    from agentgym_r1.trainers.cli import run_from_argv
+
     if args.algorithm == "grpo":
-        from agentgym_r1.trainers.grpo import main as train_main
+        from agentgym_r1.trainers.configs import AgentGRPOConfig as config
+        from agentgym_r1.trainers.grpo import AgentGRPOTrainer as trainer
     else:
-        from agentgym_r1.trainers.ppo import main as train_main
-    train_main(args.trainer_args)
+        from agentgym_r1.trainers.configs import AgentPPOConfig as config
+        from agentgym_r1.trainers.ppo import AgentPPOTrainer as trainer
+    run_from_argv(config, trainer, args.trainer_args)
     return 0
 
 

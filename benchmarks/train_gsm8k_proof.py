@@ -31,10 +31,11 @@ import gymnasium as gym
 import torch
 
 import agentgym_r1  # noqa: F401  (registers the ids)
-from agentgym_r1.adapters.tiny import play_expert
-from agentgym_r1.trainers.rollout import play
-from agentgym_r1.trainers.sft import expert_actions, expert_episode, sft
-from agentgym_r1.trainers.tiny import render_chat, tiny_qwen2, train_tokenizer
+from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, SamplingParams
+from agentgym_r1.adapters.backends.hf import HFBackend
+from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
+from agentgym_r1.envs.gsm8k.expert import expert_actions
+from agentgym_r1.trainers.sft import expert_episode, sft
 
 ENV_ID = "AgentR1/GSM8K-v0"
 ENV_KWARGS = {"source": "synthetic", "min_steps": 1, "max_steps": 1, "system_prompt": "Solve it."}
@@ -45,10 +46,18 @@ FINAL_FIRST = 1000  # the final check's held-out problems start here (the monito
 
 def held_out_success(model, tokenizer, episodes: int = 128, first: int = 0) -> float:
     """Greedy success on held-out problems ``first .. first + episodes - 1`` of the generator seeded 1."""
-    eps = play(model, tokenizer, lambda: gym.make(ENV_ID, **HELD_OUT),
-               [{"seed": s} for s in range(first, first + episodes)],
-               max_turns=MAX_TURNS, max_new_tokens=MAX_NEW_TOKENS, greedy=True)
-    return sum(e.success for e in eps) / episodes
+    chat = ChatTokenizer(tokenizer)
+    config = RolloutConfig(max_turns=MAX_TURNS, max_context_tokens=1024 + 512, max_completion_tokens=512, seed=None,
+                           sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0))
+    was_training = model.training
+    engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
+    try:
+        batch = engine.rollout([{"env": ENV_ID, "env_kwargs": HELD_OUT, "seed": s}
+                                for s in range(first, first + episodes)])
+    finally:
+        engine.close()
+        model.train(was_training)
+    return sum(e.success for e in batch.episodes) / episodes
 
 
 def run_sft(out: Path, target: float, chunk: int, max_steps: int, resume: int = 0, num_episodes: int = 2000,
@@ -64,8 +73,8 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, resume: int = 
         tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
         model = AutoModelForCausalLM.from_pretrained(out / "sft")
     else:
-        tokenizer = train_tokenizer(texts, vocab_size=1000)
-        model = tiny_qwen2(tokenizer, hidden_size=128, layers=layers)
+        tokenizer = train_tokenizer(texts, vocab_size=1000, split_digits=True, cross_spaces=True)
+        model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
     episodes = [expert_episode(env, tokenizer, seed) for seed in range(num_episodes)]
     print(f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, vocab {len(tokenizer)}, "
           f"{len(episodes)} expert episodes, prompt {len(episodes[0].prompt_ids)} tokens")

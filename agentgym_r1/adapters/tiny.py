@@ -1,5 +1,5 @@
-"""Tiny models built on the spot: a byte-level BPE tokenizer trained with ``tokenizers`` and a Qwen2-style causal
-LM from a config. For tests, benchmarks and CPU experiments; nothing is downloaded.
+"""The tiny-model kit: a byte-level BPE tokenizer trained with ``tokenizers`` and a Qwen2-style causal LM from a
+config, built on the spot. For tests, benchmarks and the CPU proofs of learning; nothing is downloaded.
 
 :data:`QWEN_CHAT_TEMPLATE` renders messages as Qwen2.5 does (``<|im_start|>role\\n...<|im_end|>\\n``; consecutive
 tool results grouped in one user turn, each in ``<tool_response>`` tags), without the tool-list preamble.
@@ -7,11 +7,11 @@ tool results grouped in one user turn, each in ``<tool_response>`` tags), withou
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from agentgym_r1.envs.gsm8k.expert import expert_actions
 from agentgym_r1.error import require
 
 QWEN_CHAT_TEMPLATE = (
@@ -33,37 +33,48 @@ QWEN_CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
 
-def train_tokenizer(texts: Iterable[str], path: str | Path, vocab_size: int = 512) -> Any:
-    """Train a byte-level BPE on ``texts``, save it to ``path`` with the Qwen chat template and load it back.
+def train_tokenizer(texts: Iterable[str], path: str | Path | None = None, vocab_size: int = 512, *,
+                    split_digits: bool = False, cross_spaces: bool = False) -> Any:
+    """Train a byte-level BPE on ``texts`` with the Qwen chat template; saved to ``path`` and loaded back when given.
 
-    ``<|im_end|>`` is the eos token, ``<|endoftext|>`` the pad token. Loaded with ``PreTrainedTokenizerFast`` (with
-    transformers 5, ``AutoTokenizer`` beside a qwen2 ``config.json`` would rebuild it as a Qwen2 tokenizer).
+    ``<|im_end|>`` is the eos token, ``<|endoftext|>`` the pad token. ``split_digits`` makes every digit its own token
+    (numbers can then be copied digit by digit); ``cross_spaces`` lets merges cross spaces, so a long constant system
+    prompt becomes a few tokens (the CPU proofs of learning use both). Loaded with ``PreTrainedTokenizerFast``: with
+    transformers 5, ``AutoTokenizer`` beside a qwen2 ``config.json`` would rebuild it as a Qwen2 tokenizer.
     """
     tokenizers = require("tokenizers", "train", "training a tiny tokenizer")
     transformers = require("transformers", "train", "training a tiny tokenizer")
     from tokenizers import decoders, models, pre_tokenizers, trainers
 
     tok = tokenizers.Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=not cross_spaces)
+    digits = [pre_tokenizers.Digits(individual_digits=True)] if split_digits else []
+    tok.pre_tokenizer = pre_tokenizers.Sequence([*digits, byte_level]) if digits else byte_level
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(list(texts), trainer)
+    extra = {"bos_token": None, "additional_special_tokens": ["<|im_start|>"]} if split_digits or cross_spaces else {}
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
-                                                pad_token="<|endoftext|>")
+                                                pad_token="<|endoftext|>", **extra)
     fast.chat_template = QWEN_CHAT_TEMPLATE
+    if path is None:
+        return fast
     Path(path).mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(str(path))
     return transformers.PreTrainedTokenizerFast.from_pretrained(str(path))
 
 
 def make_model(tokenizer: Any, path: str | Path | None = None, *, hidden: int = 64, layers: int = 2,
-               heads: int = 4, max_positions: int = 2048, seed: int = 0) -> Any:
-    """A randomly initialised Qwen2-style causal LM sized for ``tokenizer``; saved to ``path`` when given."""
+               heads: int = 4, max_positions: int = 2048, seed: int = 0, mlp_ratio: int = 2,
+               dtype: Any = None) -> Any:
+    """A randomly initialised Qwen2-style causal LM sized for ``tokenizer`` (MLP width ``mlp_ratio * hidden``), in
+    ``dtype`` (default float32); saved to ``path`` when given. vLLM's CPU attention needs ``hidden / heads`` in
+    32, 64, 80, 96, 112, 128 or 256 (e.g. hidden 128 with 2 heads)."""
     torch = require("torch", "train", "building a tiny model")
     transformers = require("transformers", "train", "building a tiny model")
     config = transformers.Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * mlp_ratio, num_hidden_layers=layers,
         num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=max_positions,
         tie_word_embeddings=True, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
@@ -72,15 +83,11 @@ def make_model(tokenizer: Any, path: str | Path | None = None, *, hidden: int = 
     model = transformers.Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
+    if dtype is not None:
+        model = model.to(dtype)
     if path is not None:
         model.save_pretrained(str(path))
     return model.eval()
-
-
-def expert_actions(task: Any) -> list[str]:
-    """A synthetic GSM8K task's expert episode as actions: one Hermes calculator call per step, then the answer."""
-    calls = [json.dumps({"name": "calculator", "arguments": {"expression": e}}) for e in task.meta["expert"]]
-    return [*(f"<tool_call>\n{c}\n</tool_call>" for c in calls), f"<answer>{task.answer}</answer>"]
 
 
 def play_expert(env: Any, seed: int, actions: Callable[[Any], list[str]] = expert_actions) -> None:
@@ -104,3 +111,9 @@ def gsm8k_corpus(episodes: int = 40, seed: int = 0) -> list[str]:
         texts.append(env.unwrapped.transcript.text)
     env.close()
     return texts
+
+
+def render_chat(messages: list[dict[str, str]], add_generation_prompt: bool = False) -> str:
+    """:data:`QWEN_CHAT_TEMPLATE` rendered without a tokenizer (to build a tokenizer's training corpus)."""
+    jinja2 = require("jinja2", "train", "rendering the chat template")
+    return jinja2.Template(QWEN_CHAT_TEMPLATE).render(messages=messages, add_generation_prompt=add_generation_prompt)

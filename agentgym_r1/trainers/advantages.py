@@ -29,40 +29,64 @@ def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     return rewards.float().view(-1, group_size)
 
 
-def grpo_advantages(rewards: torch.Tensor, group_size: int, scale: bool = True) -> torch.Tensor:
-    """Group-normalised outcome advantages: ``(r - mean_group) / std_group`` (no std division if ``scale=False``)."""
-    g = _groups(rewards, group_size)
-    adv = g - g.mean(dim=1, keepdim=True)
-    if scale and group_size > 1:
-        adv = adv / (g.std(dim=1, keepdim=True) + EPS)
-    return adv.flatten()
+def _valid(rewards: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    return torch.ones_like(rewards, dtype=torch.bool) if valid is None else valid.bool()
 
 
-def rloo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """Leave-one-out baseline: ``r_i - mean_{j != i} r_j`` within each group."""
-    if group_size < 2:
-        raise ValueError("RLOO needs at least 2 samples per prompt")
-    g = _groups(rewards, group_size)
-    others = (g.sum(dim=1, keepdim=True) - g) / (group_size - 1)
-    return (g - others).flatten()
+def _group_stats(g: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per group: the mean and the (unbiased) std over its valid samples, and how many there are."""
+    n = v.sum(dim=1, keepdim=True).float()
+    mean = (g * v).sum(dim=1, keepdim=True) / n.clamp(min=1.0)
+    var = (((g - mean) * v) ** 2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1.0)
+    return mean, var.sqrt(), n
 
 
-def reinforce_pp_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """REINFORCE++ with a group baseline: subtract the group mean, then whiten over the whole batch."""
-    g = _groups(rewards, group_size)
-    centred = (g - g.mean(dim=1, keepdim=True)).flatten()
-    return (centred - centred.mean()) / (centred.std() + EPS) if centred.numel() > 1 else centred
+def grpo_advantages(rewards: torch.Tensor, group_size: int, scale: bool | str = True,
+                    valid: torch.Tensor | None = None) -> torch.Tensor:
+    """Group-normalised outcome advantages: ``(r - mean_group) / std``, where the std is the group's
+    (``scale=True`` or ``"group"``), the whole batch's (``"batch"``, as TRL's ``scale_rewards="batch"``) or none
+    (``False`` / ``"none"``). Rows with ``valid`` False are left out of every statistic and get advantage 0."""
+    g, v = _groups(rewards, group_size), _valid(rewards, valid).view(-1, group_size)
+    mean, std, _ = _group_stats(g, v)
+    adv = g - mean
+    mode = "group" if scale is True else "none" if scale is False else scale
+    if mode == "group" and group_size > 1:
+        adv = adv / (std + EPS)
+    elif mode == "batch" and int(v.sum()) > 1:
+        adv = adv / (g[v].std() + EPS)
+    return (adv * v).flatten()
+
+
+def rloo_advantages(rewards: torch.Tensor, group_size: int, valid: torch.Tensor | None = None) -> torch.Tensor:
+    """Leave-one-out baseline: ``r_i - mean_{j != i} r_j`` over the valid samples of each group. A sample with no
+    valid other sample (a group of one, in evaluation with ``num_generations_eval=1``) has no baseline: 0."""
+    g, v = _groups(rewards, group_size), _valid(rewards, valid).view(-1, group_size)
+    n = v.sum(dim=1, keepdim=True).float()
+    others = ((g * v).sum(dim=1, keepdim=True) - g) / (n - 1).clamp(min=1.0)
+    return ((g - others) * v * (n > 1)).flatten()
+
+
+def reinforce_pp_advantages(rewards: torch.Tensor, group_size: int,
+                            valid: torch.Tensor | None = None) -> torch.Tensor:
+    """REINFORCE++ with a group baseline: subtract the group mean, then whiten over the whole batch (valid rows)."""
+    g, v = _groups(rewards, group_size), _valid(rewards, valid).view(-1, group_size)
+    mean, _, _ = _group_stats(g, v)
+    centred, flat_v = (g - mean).flatten(), v.flatten()
+    kept = centred[flat_v]
+    if kept.numel() > 1:
+        centred = (centred - kept.mean()) / (kept.std() + EPS)
+    return centred * flat_v
 
 
 def episode_advantages(rewards: torch.Tensor, group_size: int, estimator: str = "grpo",
-                       scale: bool = True) -> torch.Tensor:
-    """Dispatch to one of :data:`ESTIMATORS`."""
+                       scale: bool | str = True, valid: torch.Tensor | None = None) -> torch.Tensor:
+    """Dispatch to one of :data:`ESTIMATORS`; ``valid`` (bool per row) leaves failed rows out (advantage 0)."""
     if estimator == "grpo":
-        return grpo_advantages(rewards, group_size, scale)
+        return grpo_advantages(rewards, group_size, scale, valid)
     if estimator == "rloo":
-        return rloo_advantages(rewards, group_size)
+        return rloo_advantages(rewards, group_size, valid)
     if estimator == "reinforce_pp":
-        return reinforce_pp_advantages(rewards, group_size)
+        return reinforce_pp_advantages(rewards, group_size, valid)
     raise ValueError(f"unknown advantage estimator {estimator!r}; use one of {ESTIMATORS}")
 
 
@@ -75,39 +99,46 @@ def step_token_ranges(step_ends: Sequence[int]) -> list[tuple[int, int]]:
     return ranges
 
 
+def process_stats(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and std of every step's process reward in the (global) batch, to whiten them."""
+    flat = torch.tensor(list(values), dtype=torch.float32)
+    if flat.numel() < 2:
+        return (float(flat.mean()) if flat.numel() else 0.0), 0.0
+    return float(flat.mean()), float(flat.std())
+
+
 def token_advantages(episode_adv: torch.Tensor, mask: torch.Tensor, step_ends: Sequence[Sequence[int]] = (),
                      step_process: Sequence[Sequence[float]] = (), process_weight: float = 0.0,
-                     advantage_mask: bool = True) -> torch.Tensor:
-    """Per-token advantages ``(B, T)``: each episode's advantage on its tokens, plus process credit per step.
+                     stats: tuple[float, float] | None = None, advantage_mask: bool = True) -> torch.Tensor:
+    """Per-token advantages ``(B, T)``: each episode's advantage on the tokens of ``mask``, plus process credit.
 
-    A step's process reward (whitened over every step in the batch) times ``process_weight`` is added to the tokens
-    of that step only. With ``advantage_mask=True`` only agent tokens (``mask == 1``) carry advantage; with
-    ``False`` every completion token does (the Agent-R1 ablation).
+    ``mask`` says which tokens carry an advantage (the agent tokens under the advantage mask, every completion token
+    without it). A step's process reward, whitened with ``stats`` (mean, std over every step of the global batch;
+    :func:`process_stats`), times ``process_weight`` is added to the tokens of that step only.
+    ``advantage_mask=False`` ignores ``mask`` (every position carries the advantage).
     """
     adv = episode_adv.float().unsqueeze(1).expand_as(mask).clone()
     if process_weight and any(len(p) for p in step_process):
-        flat = torch.tensor([x for p in step_process for x in p], dtype=torch.float32)
-        std = flat.std() if flat.numel() > 1 else torch.tensor(0.0)
-        norm = (flat - flat.mean()) / (std + EPS) if std > EPS else torch.zeros_like(flat)
-        k = 0
+        mean, std = stats if stats is not None else process_stats([x for p in step_process for x in p])
         for b, (ends, procs) in enumerate(zip(step_ends, step_process, strict=True)):
-            for (start, end), _ in zip(step_token_ranges(ends), procs, strict=False):
-                adv[b, start:end] += process_weight * norm[k]
-                k += 1
+            for (start, end), value in zip(step_token_ranges(ends), procs, strict=False):
+                adv[b, start:end] += process_weight * ((value - mean) / (std + EPS) if std > EPS else 0.0)
     if advantage_mask:
         adv = adv * mask.float()
     return adv
 
 
-def filter_groups(rewards: torch.Tensor, group_size: int, keep_ratio: float) -> torch.Tensor:
-    """StarPO-S filtering (RAGEN): a bool per episode, True for the ``keep_ratio`` groups of highest reward std.
+def filter_groups(rewards: torch.Tensor, group_size: int, keep_ratio: float,
+                  valid: torch.Tensor | None = None) -> torch.Tensor:
+    """StarPO-S filtering (RAGEN): a bool per episode, True for the ``keep_ratio`` groups of highest reward std
+    (over each group's valid samples).
 
     Groups whose samples all scored the same teach nothing under a group baseline; keeping the most uncertain
     prompts is what stabilises multi-turn training against the Echo Trap.
     """
-    g = _groups(rewards, group_size)
+    g, v = _groups(rewards, group_size), _valid(rewards, valid).view(-1, group_size)
     n_keep = max(1, round(keep_ratio * g.shape[0]))
-    std = g.std(dim=1) if group_size > 1 else torch.zeros(g.shape[0])
+    std = _group_stats(g, v)[1].squeeze(1) if group_size > 1 else torch.zeros(g.shape[0])
     keep = torch.zeros(g.shape[0], dtype=torch.bool)
     keep[torch.argsort(std, descending=True, stable=True)[:n_keep]] = True
     return keep.repeat_interleave(group_size)
@@ -165,23 +196,24 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-def masked_whiten(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    mean = masked_mean(x, mask)
-    var = masked_mean((x - mean) ** 2, mask)
-    return (x - mean) / (var.sqrt() + EPS) * mask
+def _masked_sum_over(x: torch.Tensor, mask: torch.Tensor, denominator: torch.Tensor | float | None) -> torch.Tensor:
+    return masked_mean(x, mask) if denominator is None else (x * mask).sum() / denominator
 
 
 def clipped_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
-                        clip: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
-    """PPO's clipped surrogate, averaged over masked tokens; returns ``(loss, clip_fraction)``."""
+                        clip: float = 0.2, denominator: torch.Tensor | float | None = None,
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's clipped surrogate summed over masked tokens and divided by ``denominator`` (default: their count);
+    returns ``(loss, clip_fraction)``."""
     ratio = torch.exp(logp - old_logp)
     loss1, loss2 = -adv * ratio, -adv * torch.clamp(ratio, 1 - clip, 1 + clip)
     clipped = (loss2 > loss1).float()
-    return masked_mean(torch.max(loss1, loss2), mask), masked_mean(clipped, mask)
+    return _masked_sum_over(torch.max(loss1, loss2), mask, denominator), masked_mean(clipped, mask)
 
 
 def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
-                       clip: float = 0.2) -> torch.Tensor:
-    """The clipped value loss of PPO: ``0.5 * max((v - R)^2, (clip(v, v_old ± c) - R)^2)``."""
+                       clip: float = 0.2, denominator: torch.Tensor | float | None = None) -> torch.Tensor:
+    """The clipped value loss of PPO: ``0.5 * max((v - R)^2, (clip(v, v_old ± c) - R)^2)``, summed over masked
+    tokens and divided by ``denominator`` (default: their count)."""
     clipped = old_values + torch.clamp(values - old_values, -clip, clip)
-    return 0.5 * masked_mean(torch.max((values - returns) ** 2, (clipped - returns) ** 2), mask)
+    return 0.5 * _masked_sum_over(torch.max((values - returns) ** 2, (clipped - returns) ** 2), mask, denominator)

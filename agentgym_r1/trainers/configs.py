@@ -16,6 +16,8 @@ from trl import GRPOConfig
 from agentgym_r1.error import ConfigError
 from agentgym_r1.trainers.advantages import ESTIMATORS
 
+SKIP_EXACT_LOSSES = ("dapo", "cispo", "vespo")
+
 
 def _as_dict(name: str, value: Any) -> dict[str, Any]:
     if value is None:
@@ -40,17 +42,32 @@ class EnvArguments:
         default=None, metadata={"help": "kwargs for the held-out eval env (default: env_kwargs with seed+1)"})
     max_turns: int = field(default=4, metadata={"help": "turns per episode"})
     max_new_tokens: int = field(default=64, metadata={"help": "tokens the model may write per turn"})
+    max_prompt_tokens: int = field(
+        default=1024, metadata={"help": "tokens the first prompt may hold; a longer one is a failed row, counted in "
+                                        "rollout/failed_rows and left out of the loss"})
+    max_failed_steps: int = field(
+        default=3, metadata={"help": "stop when every rollout row failed (generation or env errors) in this many "
+                                     "steps in a row"})
     num_tasks: int = field(default=4096, metadata={"help": "training rows (reset seeds) in the task dataset"})
     eval_episodes: int = field(default=64, metadata={"help": "held-out episodes for env/<id>/success at eval"})
-    model_init: str | None = field(default=None, metadata={"help": "a local model directory (or 'tiny')"})
-    loss_mask: bool = field(default=True, metadata={"help": "mask environment tokens out of the loss"})
-    advantage_mask: bool = field(default=True, metadata={"help": "advantages only on agent tokens"})
+    model_init: str | None = field(default=None, metadata={"help": "a local model directory (tokenizer files beside the weights)"})
+    loss_mask: bool = field(default=True, metadata={"help": "the loss (and its token count) over agent tokens only; "
+                                                            "false: over every completion token, env tokens too"})
+    advantage_mask: bool = field(
+        default=True, metadata={"help": "advantages (PPO: GAE credit) on agent tokens only; false: on every "
+                                        "completion token. Same meaning in GRPO and PPO"})
 
     def _check_env(self) -> None:
         self.env_kwargs = _as_dict("env_kwargs", self.env_kwargs)
         self.eval_env_kwargs = _as_dict("eval_env_kwargs", self.eval_env_kwargs)
         if self.max_turns < 1 or self.max_new_tokens < 1:
             raise ConfigError(f"max_turns and max_new_tokens must be >= 1, got {self.max_turns}, {self.max_new_tokens}")
+        if self.max_prompt_tokens < 1 or self.max_failed_steps < 1:
+            raise ConfigError(f"max_prompt_tokens and max_failed_steps must be >= 1, got {self.max_prompt_tokens}, "
+                              f"{self.max_failed_steps}")
+        if self.learning_rate < 0:  # type: ignore[attr-defined]
+            raise ConfigError(f"learning_rate={self.learning_rate} is negative: gradient ascent on the loss. "  # type: ignore[attr-defined]
+                              "Give a positive rate, e.g. 1e-6 for a real model or 3e-4 for the tiny one.")
 
 
 @dataclass
@@ -61,14 +78,66 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
     process_reward_weight: float = field(
         default=0.0, metadata={"help": "weight of each step's process reward on that step's tokens"})
     keep_ratio: float = field(default=1.0, metadata={"help": "StarPO-S: share of groups kept, by reward std"})
-    skip_zero_advantage: bool = field(
-        default=True, metadata={"help": "leave rows with no advantage on any trained token (groups whose samples all "
-                                        "scored the same) out of the forward and backward pass; the gradient is "
-                                        "the same, as long as beta=0"})
+    skip_zero_advantage: bool | None = field(
+        default=None, metadata={"help": "leave rows with no advantage on any trained token (groups whose samples all "
+                                        "scored the same) out of the forward and backward pass. Exact only for "
+                                        "token-sum losses (dapo, cispo, vespo) with beta=0 and no entropy bonus or "
+                                        "mask; default (null): on exactly where it is exact"})
+    layout: str = field(
+        default="concatenated", metadata={"help": "'concatenated' (one row per episode, env tokens masked) or 'step' "
+                                                  "(Agent-R1's step-level MDP: one row per turn whose prompt is the "
+                                                  "context the model saw; the rows of an episode share its "
+                                                  "advantage, group statistics over episodes)"})
+    step_context: str | None = field(
+        default=None, metadata={"help": "layout=step: what each turn's prompt holds: 'full' (default) or an int k "
+                                        "(the task and the last k turns)"})
     echo_trap_window: int = field(default=10, metadata={"help": "log records in the Echo Trap baseline"})
     echo_trap_ratio: float = field(default=0.1, metadata={"help": "warn when a signal falls under ratio*baseline"})
 
+    @property
+    def skip_rows_exact(self) -> bool:
+        """Whether leaving zero-advantage rows out leaves the update unchanged (TRL 1.16 ``_compute_loss``): only
+        losses that sum token terms and divide by ``num_items_in_batch`` (dapo, cispo, vespo; grpo, bnpo, sapo,
+        luspo and dr_grpo normalise per micro-batch or per row count), with no KL term, no entropy bonus and no
+        entropy mask (both taken over the micro-batch)."""
+        return (self.loss_type in SKIP_EXACT_LOSSES and self.beta == 0.0 and self.top_entropy_quantile == 1.0
+                and self.entropy_coef == 0.0 and not self.use_adaptive_entropy)
+
     def __post_init__(self) -> None:
+        self._check_grpo()
+        self._check_env()
+        super().__post_init__()
+        if self.use_vllm:
+            from agentgym_r1.trainers.vllm import check_vllm_config
+
+            check_vllm_config(self)
+
+    @property
+    def context(self) -> str | int:
+        """The rollout engine's ``context`` for this config."""
+        if self.step_context in (None, "full"):
+            return "full"
+        return int(self.step_context)
+
+    def _check_layout(self) -> None:
+        if self.layout not in ("concatenated", "step"):
+            raise ConfigError(f"layout={self.layout!r}; use 'concatenated' or 'step'")
+        if self.layout == "concatenated" and self.step_context not in (None, "full"):
+            raise ConfigError(f"step_context={self.step_context!r} needs layout='step': one concatenated row must "
+                              "hold the whole history the model saw")
+        if self.step_context not in (None, "full") and not str(self.step_context).isdigit():
+            raise ConfigError(f"step_context={self.step_context!r}; use 'full' or a number of turns (e.g. 2)")
+        if self.layout == "step" and self.max_new_tokens > self.max_completion_length:
+            raise ConfigError(
+                f"layout='step' with max_new_tokens={self.max_new_tokens} > max_completion_length="
+                f"{self.max_completion_length}: a step row could not hold one turn. Raise max_completion_length "
+                "or lower max_new_tokens.")
+        if self.layout == "step" and self.use_vllm:
+            raise ConfigError("layout='step' with use_vllm=True is not supported yet: vLLM's importance-sampling "
+                              "correction is computed on TRL's one-row-per-prompt batch. Use layout='concatenated' "
+                              "with vLLM, or generate with transformers for step rows.")
+
+    def _check_grpo(self) -> None:
         if self.num_generations is not None and self.num_generations < 2:
             raise ConfigError(
                 f"num_generations={self.num_generations}: GRPO compares samples of the same prompt, so it needs at "
@@ -77,13 +146,25 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
             raise ConfigError(f"advantage_estimator={self.advantage_estimator!r}; use one of {ESTIMATORS}")
         if not 0.0 < self.keep_ratio <= 1.0:
             raise ConfigError(f"keep_ratio must be in (0, 1], got {self.keep_ratio}")
-        if not self.advantage_mask and self.process_reward_weight == 0.0:
+        if not self.advantage_mask and self.loss_mask:
             raise ConfigError(
-                "advantage_mask=False changes nothing here: with outcome-only GRPO every token of an episode gets the "
-                "same advantage, so the loss mask alone decides which tokens train. Set process_reward_weight > 0 "
-                "(token-level credit), use loss_mask=False for the Agent-R1 ablation, or train with PPO (GAE).")
-        self._check_env()
-        super().__post_init__()
+                "advantage_mask=False with loss_mask=True changes nothing in GRPO: env tokens would carry an advantage "
+                "but are not in the loss, and agent tokens get the same advantage either way. For the Agent-R1 "
+                "ablation set loss_mask=False as well (no masks), or train with PPO, where the advantage mask "
+                "changes GAE.")
+        if self.skip_zero_advantage and not self.skip_rows_exact:
+            raise ConfigError(
+                f"skip_zero_advantage=True with loss_type={self.loss_type!r}, beta={self.beta}, entropy_coef="
+                f"{self.entropy_coef}, use_adaptive_entropy={self.use_adaptive_entropy}, top_entropy_quantile="
+                f"{self.top_entropy_quantile}: dropping rows would rescale this loss (it normalises over the "
+                f"micro-batch). Row skipping is exact only for loss_type in {SKIP_EXACT_LOSSES} with beta=0 and no "
+                "entropy bonus or mask. Leave skip_zero_advantage unset (it turns on only where exact) or false.")
+        self._check_layout()
+        if self.repetition_penalty != 1.0:
+            raise ConfigError(
+                f"repetition_penalty={self.repetition_penalty}: it changes the distribution tokens are sampled from, "
+                "but the loss recomputes log-probabilities without it, so the update would be off-policy. Leave it "
+                "at 1.0 for training.")
 
 
 @dataclass
@@ -102,8 +183,32 @@ class AgentPPOConfig(EnvArguments, TrainingArguments):
     level: str = field(default="token", metadata={"help": "'token' (GAE over agent tokens) or 'step'"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     max_completion_length: int = field(default=512, metadata={"help": "tokens per episode after the prompt"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling"})
+    top_k: int = field(default=0, metadata={"help": "top-k sampling (0: off)"})
+    model_init_kwargs: dict | str | None = field(
+        default=None, metadata={"help": "from_pretrained kwargs for model_init (JSON); dtype defaults to float32 "
+                                        "(fp32 master weights; bf16: true trains under autocast)"})
+    use_vllm: bool = field(default=False, metadata={"help": "generate rollouts with a colocated vLLM engine"})
+    vllm_mode: str = field(default="colocate", metadata={"help": "PPO supports 'colocate' (an engine in the "
+                                                                 "training process)"})
+    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "share of GPU memory for vLLM"})
+    vllm_max_model_length: int | None = field(default=None, metadata={"help": "vLLM's context length"})
 
     def __post_init__(self) -> None:
+        self.model_init_kwargs = _as_dict("model_init_kwargs", self.model_init_kwargs)
+        if self.use_vllm and self.vllm_mode != "colocate":
+            raise ConfigError(f"PPO with vllm_mode={self.vllm_mode!r}: PPO generates on a colocated engine only "
+                              "(its weights are synced in process). Set vllm_mode: colocate, or train with GRPO.")
+        if self.use_vllm:
+            from agentgym_r1.trainers.vllm import check_vllm_config
+
+            check_vllm_config(self)
+        if self.gradient_accumulation_steps != 1:
+            raise ConfigError(
+                f"gradient_accumulation_steps={self.gradient_accumulation_steps}: a PPO iteration already takes "
+                "several optimizer steps (one per minibatch of mini_batch_size episodes, ppo_epochs passes), so "
+                "accumulation would skip steps and carry gradients across rollouts. Keep it 1 and set "
+                "mini_batch_size (or rollout_batch_size) instead.")
         if self.level not in ("token", "step"):
             raise ConfigError(f"level={self.level!r}; use 'token' (GAE over agent tokens) or 'step' (GAE over steps)")
         if self.rollout_batch_size % self.mini_batch_size:

@@ -1,11 +1,14 @@
 """Multi-turn GRPO (and RLOO, REINFORCE++) on TRL's ``GRPOTrainer``, driven by env rollouts through ``rollout_func``.
 
-TRL generates nothing here: ``rollout_func`` plays each prompt's episodes in the env and returns ``prompt_ids``,
-``completion_ids`` (agent turns and env replies, concatenated), ``logprobs`` and ``env_mask`` (1 on agent tokens),
-which TRL uses as the loss mask. :class:`AgentGRPOTrainer` then replaces TRL's advantages with ours: the chosen
-estimator over episode rewards, process rewards credited to their step's tokens, StarPO-S group filtering, and the
-``loss_mask`` / ``advantage_mask`` switches of the Agent-R1 ablation. It logs ``env/<id>/success``,
-``rollout/turns``, ``rollout/invalid_rate`` and ``loss/*``, and watches the Echo Trap signals.
+TRL generates nothing here: ``rollout_func`` plays each prompt's episodes with the trainer's rollout engine and
+returns the engine's rows (``RolloutBatch.to_trl()``: prompt and completion ids, sampled logprobs, ``env_mask``),
+which TRL uses as its tool mask. :class:`AgentGRPOTrainer` then replaces TRL's advantages with ours, computed over
+the *global* batch (every process), as TRL computes its own: the chosen estimator over episode rewards, process
+rewards credited to their step's tokens, StarPO-S group filtering, the ``loss_mask`` / ``advantage_mask`` switches
+of the Agent-R1 ablation, and rows whose episode failed left out of group statistics and the loss.
+
+Generation goes through the policy (transformers ``generate`` on the model unwrapped with TRL's
+``unwrap_model_for_generation``) or, with ``use_vllm: true``, through the vLLM engine TRL built and synced.
 
 Run: ``python -m agentgym_r1.trainers.grpo --config run.yaml`` or ``agentgym-r1 train grpo --config run.yaml``.
 """
@@ -20,96 +23,226 @@ import gymnasium as gym
 import torch
 from trl import GRPOTrainer
 
-from agentgym_r1.trainers.advantages import episode_advantages, filter_groups, token_advantages
+from agentgym_r1.adapters import RolloutBatch
+from agentgym_r1.trainers import advantages as A
+from agentgym_r1.trainers.common import Rollouts, check_env_builds, gathered_rollout_metrics, task_dataset
 from agentgym_r1.trainers.configs import AgentGRPOConfig
-from agentgym_r1.trainers.rollout import Episode, play
 from agentgym_r1.trainers.signals import EchoTrapMonitor
+from agentgym_r1.trainers.vllm import VLLMSync
 
 
-def task_dataset(num_tasks: int, seed: int = 0) -> Any:
-    """Training rows: each ``prompt`` is the JSON reset of one episode (the env draws the task from its seed)."""
-    from datasets import Dataset
-
-    return Dataset.from_list([{"prompt": json.dumps({"seed": seed * 1_000_003 + i})} for i in range(num_tasks)])
-
-
-def episode_reward(prompts: list[Any], completions: list[Any], episode_reward: list[float], **_: Any) -> list[float]:
-    """The env's summed reward of each episode (``rollout_func`` passes it through)."""
-    return list(episode_reward)
+def episode_reward(prompts: list[Any], completions: list[Any], env_reward: list[float], failed: list[bool],
+                   **_: Any) -> list[float | None]:
+    """The env's summed reward of each episode (``rollout_func`` passes it through); ``None`` for a failed row, which
+    TRL then leaves out of its logged reward statistics."""
+    return [None if f else float(r) for r, f in zip(env_reward, failed, strict=True)]
 
 
-def make_env_factory(env_id: str, env_kwargs: dict[str, Any]) -> Callable[[], gym.Env]:
-    import agentgym_r1  # noqa: F401  (registers the ids)
+class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
+    """``GRPOTrainer`` whose completions are multi-turn env episodes; see the module docstring.
 
-    return lambda: gym.make(env_id, **env_kwargs)
-
-
-def rollout_metrics(env_id: str, episodes: Sequence[Episode]) -> dict[str, float]:
-    n = max(1, len(episodes))
-    turns = sum(e.turns for e in episodes)
-    return {f"env/{env_id}/success": sum(e.success for e in episodes) / n,
-            "rollout/turns": turns / n,
-            "rollout/invalid_rate": sum(e.invalid for e in episodes) / max(1, turns),
-            "rollout/reward": sum(e.reward for e in episodes) / n}
-
-
-class AgentGRPOTrainer(GRPOTrainer):
-    """``GRPOTrainer`` whose completions are multi-turn env episodes; see the module docstring."""
+    ``make_env`` replaces ``gym.make(args.env_id, **args.env_kwargs)``; ``backend`` replaces generation (any token
+    backend of :mod:`agentgym_r1.adapters.backends`, e.g. a replaying one for tests).
+    """
 
     def __init__(self, model: Any, args: AgentGRPOConfig, processing_class: Any, train_dataset: Any = None,
-                 make_env: Callable[[], gym.Env] | None = None, **kwargs: Any) -> None:
-        self.make_env = make_env or make_env_factory(args.env_id, args.env_kwargs)
-        self._episodes: list[Episode] = []
+                 make_env: Callable[[], gym.Env] | None = None, backend: Any = None, **kwargs: Any) -> None:
+        if make_env is None:
+            check_env_builds(args.env_id, args.env_kwargs)
+        self.rollouts = Rollouts(args, processing_class, make_env, backend)
+        self._batch: RolloutBatch | None = None
         self.echo_trap = EchoTrapMonitor(args.echo_trap_window, args.echo_trap_ratio)
         super().__init__(model=model, reward_funcs=[episode_reward], args=args,
                          train_dataset=train_dataset if train_dataset is not None else task_dataset(args.num_tasks),
                          processing_class=processing_class, rollout_func=self._rollout, **kwargs)
+        # TRL would call a row truncated when it does not end in EOS; our turns end on </answer> or </tool_call>, so
+        # we mask by the episode's end instead (see _row_mask).
+        self.mask_truncated_completions = False
+        self.skip_rows = self._resolve_skip_zero_advantage()
 
+    def _resolve_skip_zero_advantage(self) -> bool:
+        """Row skipping is exact only where a row with no advantage adds nothing to the loss *and* no other row's
+        term depends on it: token-sum losses normalised by ``num_items_in_batch`` (dapo, cispo, vespo; TRL's
+        ``_compute_loss``), no KL term, no entropy bonus or entropy mask (computed over the micro-batch) and no
+        router aux loss. The config refuses an explicit ``True`` elsewhere; here the model's aux loss is known."""
+        wanted = self.args.skip_zero_advantage
+        if self.aux_loss_enabled and wanted:
+            from agentgym_r1.error import ConfigError
+
+            raise ConfigError("skip_zero_advantage=True with a router aux loss: the aux loss is a mean over the "
+                              "micro-batch, so dropping rows changes it. Set skip_zero_advantage=false.")
+        return bool(self.args.skip_rows_exact and not self.aux_loss_enabled if wanted is None else wanted)
+
+    # -- generation ---------------------------------------------------------------------------------------------------
     def _rollout(self, prompts: list[str], trainer: GRPOTrainer) -> dict[str, list[Any]]:
-        args = self.args
-        model = self.accelerator.unwrap_model(self.model)
-        episodes = play(model, self.processing_class, self.make_env, [json.loads(p) for p in prompts],
-                        max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
-                        max_completion_tokens=args.max_completion_length, temperature=args.temperature)
-        self._episodes = episodes
-        return {"prompt_ids": [e.prompt_ids for e in episodes],
-                "completion_ids": [e.completion_ids for e in episodes],
-                "logprobs": [e.logprobs for e in episodes],
-                "env_mask": [e.env_mask for e in episodes],
-                "episode_reward": [e.reward for e in episodes]}
+        resets = [json.loads(p) for p in prompts]
+        if self.args.use_vllm:  # weights synced in _generate
+            batch = self.rollouts.play(self.vllm_rollout_backend(self.rollouts.chat), resets)
+        else:
+            with self.rollouts.policy_backend(self.model_wrapped, self.accelerator,
+                                              self.args.ds3_gather_for_generation) as backend:
+                batch = self.rollouts.play(backend, resets)
+        self._batch = batch
+        return batch.to_trl()
 
+    def _generate(self, prompts: list[Any]) -> Any:
+        if self.args.use_vllm and self.state.global_step != self._last_loaded_step:
+            # before TRL's own check in GRPOTrainer._generate, which then sees the step synced and skips its sync
+            self.sync_vllm_weights()
+            self._last_loaded_step = self.state.global_step
+        out = super()._generate(prompts)
+        assert self._batch is not None
+        mode = "train" if self.model.training else "eval"
+        self._metrics[mode]["completions/clipped_ratio"].pop()  # ours replaces TRL's (see gathered_rollout_metrics)
+        self._log_rollout_metrics(mode, self._batch)
+        return out
+
+    def _log_rollout_metrics(self, mode: str, batch: RolloutBatch) -> None:
+        """Rollout metrics over every process; in training, stop after ``max_failed_steps`` all-failed steps."""
+        metrics = gathered_rollout_metrics(self.args.env_id, batch, self.accelerator)
+        for key, value in metrics.items():
+            self._metrics[mode][key].append(value)
+        if mode == "train":
+            episodes = torch.tensor(len(batch.episodes), device=self.accelerator.device)
+            self.rollouts.check_failures(int(metrics["rollout/failed_rows"]),
+                                         int(self.accelerator.reduce(episodes, "sum")),
+                                         [e.error or "" for e in batch.episodes if e.failed])
+
+    # -- advantages and masks -----------------------------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.args.layout == "step":
+            return self._score_step_rows(inputs)
         out = super()._generate_and_score_completions(inputs)
-        args, episodes = self.args, self._episodes
+        args, batch = self.args, self._batch
+        assert batch is not None
+        rows = batch.samples
         mode = "train" if self.model.training else "eval"
         group = self.num_generations if mode == "train" else self.num_generations_eval
         device = out["completion_ids"].device
-        local = torch.tensor([e.reward for e in episodes], dtype=torch.float32, device=device)
-        rewards = self.accelerator.gather(local).cpu()
-        start = self.accelerator.process_index * len(episodes)
-        part = slice(start, start + len(episodes))
-        adv = episode_advantages(rewards, group, args.advantage_estimator, scale=args.scale_rewards != "none")[part]
-        keep = filter_groups(rewards, group, args.keep_ratio)[part]
-        agent = out.get("tool_mask", torch.ones_like(out["completion_mask"])).cpu().float()
-        agent = agent * out["completion_mask"].cpu()
-        if args.process_reward_weight or not args.advantage_mask:
-            adv = token_advantages(adv, agent, [e.step_ends for e in episodes], [e.step_process for e in episodes],
-                                   args.process_reward_weight, args.advantage_mask)
-        loss_rows = keep.float().unsqueeze(1)
-        loss_mask = (agent if args.loss_mask else torch.ones_like(agent)) * loss_rows
+        process = args.process_reward_weight != 0.0
+        # the outcome signal: with per-step process credit, the process parts are credited per step, not twice
+        outcome = [r.reward - (sum(r.step_process) if process else 0.0) for r in rows]
+        rewards = self._gather([outcome], device)[0]
+        valid = ~self._gather([[float(r.failed) for r in rows]], device)[0].bool()
+        part = slice(self.accelerator.process_index * len(rows), (self.accelerator.process_index + 1) * len(rows))
+        scale = args.scale_rewards if args.scale_rewards in ("group", "batch") else "none"
+        adv = A.episode_advantages(rewards, group, args.advantage_estimator, scale=scale, valid=valid)[part]
+        keep = A.filter_groups(rewards, group, args.keep_ratio, valid=valid)[part] & valid[part]
+        completion = out["completion_mask"].float()
+        agent = out["tool_mask"].float() * completion
+        if process or not args.loss_mask:
+            stats = A.process_stats(self._gather_process(rows)) if process else None
+            credit = agent if args.advantage_mask else completion
+            adv = A.token_advantages(adv.cpu(), credit.cpu(), [r.step_ends for r in rows],
+                                     [r.step_process for r in rows], args.process_reward_weight, stats).to(device)
+        loss_mask = (agent if args.loss_mask else completion) * self._row_mask(rows, keep).to(device).unsqueeze(1)
         out["advantages"] = adv.to(device)
-        out["tool_mask"] = loss_mask.to(device=device, dtype=out["completion_mask"].dtype)
-        out["num_items_in_batch"] = self.accelerator.gather(out["tool_mask"].sum()).sum()  # token-sum losses
-        self._log_rollout(mode, episodes, rewards[part], group, keep)
-        if args.skip_zero_advantage and args.beta == 0.0 and args.top_entropy_quantile == 1.0 and mode == "train":
+        out["tool_mask"] = loss_mask.to(dtype=out["completion_mask"].dtype)
+        # TRL's token-sum losses divide by this; it must count exactly the tokens in the loss, never padding
+        out["num_items_in_batch"] = self.accelerator.gather((loss_mask * completion).sum()).sum()
+        self._log_groups(mode, rewards, valid, group, keep)
+        if self.skip_rows and mode == "train":
             out = self._drop_rows_without_gradient(out)
         return out
 
+    # -- the step layout: one row per turn ----------------------------------------------------------------------------
+    def _episode_advantages(self, episodes: Sequence[Any], group: int, device: Any) -> tuple[torch.Tensor, ...]:
+        """Each local episode's advantage and StarPO-S keep flag, from group statistics over the episodes of every
+        process (failed ones left out)."""
+        args = self.args
+        process = args.process_reward_weight != 0.0
+        outcome = [e.reward - (sum(t.reward_parts.get("process", 0.0) for t in e.turns) if process else 0.0)
+                   for e in episodes]
+        rewards, failed = self._gather([outcome, [float(e.failed) for e in episodes]], device)
+        valid = ~failed.bool()
+        part = slice(self.accelerator.process_index * len(episodes),
+                     (self.accelerator.process_index + 1) * len(episodes))
+        scale = args.scale_rewards if args.scale_rewards in ("group", "batch") else "none"
+        adv = A.episode_advantages(rewards, group, args.advantage_estimator, scale=scale, valid=valid)[part]
+        keep = A.filter_groups(rewards, group, args.keep_ratio, valid=valid)[part] & valid[part]
+        return adv, keep, rewards, valid
+
+    def _score_step_rows(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """Agent-R1's step-level MDP on TRL's loss: a row per turn (prompt: the context the model saw that turn;
+        completion: what it sampled), every row of an episode carrying the episode's advantage (plus its own step's
+        process credit), group statistics over episodes, ``num_items_in_batch`` over the trained tokens of every
+        process. TRL's ``_generate_and_score_completions`` assumes one row per prompt, so this builds its output
+        (the keys ``_compute_loss`` reads) itself; the row count is padded to a multiple of
+        ``steps_per_generation`` with fully masked rows, which ``split_tensor_dict`` needs."""
+        from trl.trainer.utils import pad
+
+        args, device = self.args, self.accelerator.device
+        mode = "train" if self.model.training else "eval"
+        group = self.num_generations if mode == "train" else self.num_generations_eval
+        self._rollout([x["prompt"] for x in inputs], self)
+        batch = self._batch
+        assert batch is not None
+        self._log_rollout_metrics(mode, batch)
+        adv_ep, keep, rewards, valid = self._episode_advantages(batch.episodes, group, device)
+        index = {e.episode_id: i for i, e in enumerate(batch.episodes)}
+        rows = [r for r in batch.samples if not r.failed] or batch.samples[:1]
+        stats = A.process_stats(self._gather_process(rows)) if args.process_reward_weight else (0.0, 0.0)
+        adv, train = [], []
+        for r in rows:
+            i = index[r.episode_id]
+            credit = (r.step_process[0] - stats[0]) / (stats[1] + A.EPS) if stats[1] > A.EPS else 0.0
+            adv.append(float(adv_ep[i]) + args.process_reward_weight * credit)
+            train.append(float(keep[i]) * float(not r.failed))
+        extra = (-len(rows)) % args.steps_per_generation
+        filler = self.rollouts.chat.pad_token_id
+        prompts = [torch.tensor(r.prompt_ids) for r in rows] + [torch.tensor([filler])] * extra
+        completions = [torch.tensor(r.completion_ids) for r in rows] + [torch.tensor([filler])] * extra
+        masks = [torch.tensor(r.env_mask, dtype=torch.long) * int(t) for r, t in zip(rows, train, strict=True)]
+        masks += [torch.zeros(1, dtype=torch.long)] * extra
+        out = {"prompt_ids": pad(prompts, filler, "left").to(device),
+               "prompt_mask": pad([torch.ones_like(x) for x in prompts], 0, "left").to(device),
+               "completion_ids": pad(completions, filler, "right").to(device),
+               "completion_mask": pad([torch.ones_like(x) for x in completions], 0, "right").to(device),
+               "tool_mask": pad(masks, 0, "right").to(device),
+               "advantages": torch.tensor(adv + [0.0] * extra, device=device)}
+        out["num_items_in_batch"] = self.accelerator.gather((out["tool_mask"] * out["completion_mask"]).sum()).sum()
+        self._reference_logps(out, mode)
+        self._log_groups(mode, rewards, valid, group, keep)
+        if self.skip_rows and mode == "train":
+            out = self._drop_rows_without_gradient(out)
+        return out
+
+    def _reference_logps(self, out: dict[str, Any], mode: str) -> None:
+        """``old_per_token_logps`` (when generation and optimizer steps are misaligned) and the reference model's
+        log-probabilities (``beta != 0``), as TRL's ``_generate_and_score_completions`` computes them."""
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+        attn = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+        keep = out["completion_ids"].size(1)
+        size = self.args.per_device_train_batch_size if mode == "train" else self.args.per_device_eval_batch_size
+        with torch.no_grad():
+            if self.args.gradient_accumulation_steps % (self.args.steps_per_generation * self.num_iterations):
+                out["old_per_token_logps"] = self._get_per_token_logps_and_entropies(
+                    self.model, ids, attn, keep, batch_size=size)[0]
+            if self.beta != 0.0:
+                model = self.ref_model if self.ref_model is not None else self.model
+                out["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
+                    model, ids, attn, keep, batch_size=size)[0]
+
+    def _gather(self, columns: list[list[float]], device: Any) -> torch.Tensor:
+        return self.accelerator.gather(torch.tensor(columns, dtype=torch.float32, device=device).T).T.cpu()
+
+    def _gather_process(self, rows: Sequence[Any]) -> list[float]:
+        from accelerate.utils import gather_object
+
+        return gather_object([p for r in rows if not r.failed for p in r.step_process])
+
+    def _row_mask(self, rows: Sequence[Any], keep: torch.Tensor) -> torch.Tensor:
+        """1 for rows that train: kept by StarPO-S, not failed, and (with ``mask_truncated_completions``) not cut by
+        the completion budget."""
+        mask = keep.clone()
+        if self.args.mask_truncated_completions:
+            mask &= torch.tensor([r.end_reason != "context_limit" for r in rows])
+        return mask.float()
+
     def _drop_rows_without_gradient(self, out: dict[str, Any]) -> dict[str, Any]:
-        """Keep only rows with a nonzero advantage on a trained token (with ``beta=0`` the others add exactly zero
-        to the gradient); ``num_items_in_batch`` still counts every row's tokens, so the loss and its gradient are
-        unchanged while the forward and backward pass skip, typically, the 30-60% of rows in all-equal groups. The
-        number of rows kept stays a multiple of ``steps_per_generation`` (padded with dropped rows) and >= it."""
+        """Keep only rows with a nonzero advantage on a trained token. Exact for the losses :meth:`_resolve_skip_
+        zero_advantage` allows: the others add exactly zero and ``num_items_in_batch`` still counts every trained
+        token. The number of rows kept stays a multiple of ``steps_per_generation`` (padded with dropped rows)."""
         adv = out["advantages"]
         useful = ((adv.unsqueeze(1) if adv.dim() == 1 else adv) * out["tool_mask"]).abs().sum(dim=1) > 0
         rows, split = useful.numel(), self.args.steps_per_generation
@@ -121,21 +254,21 @@ class AgentGRPOTrainer(GRPOTrainer):
         return {key: value[order] if isinstance(value, torch.Tensor) and value.dim() > 0 and len(value) == rows
                 else value for key, value in out.items()}
 
-    def _log_rollout(self, mode: str, episodes: list[Episode], rewards: torch.Tensor, group: int,
-                     keep: torch.Tensor) -> None:
-        metrics = rollout_metrics(self.args.env_id, episodes)
-        spread = rewards.view(-1, group).std(dim=1) if group > 1 else torch.zeros(1)
-        metrics["rollout/group_reward_std"] = spread.mean().item()
-        metrics["rollout/kept_groups"] = keep.float().mean().item()
-        for key, value in metrics.items():
-            self._metrics[mode][key].append(value)
+    def _log_groups(self, mode: str, rewards: torch.Tensor, valid: torch.Tensor, group: int,
+                    keep: torch.Tensor) -> None:
+        """In-group reward spread over the global batch (valid rows only) and the share of groups kept."""
+        g = rewards.view(-1, group)
+        v = valid.view(-1, group)
+        spreads = [g[i][v[i]].std().item() for i in range(g.shape[0]) if int(v[i].sum()) > 1]
+        self._metrics[mode]["rollout/group_reward_std"].append(sum(spreads) / len(spreads) if spreads else 0.0)
+        kept = self.accelerator.gather(keep.float().to(self.accelerator.device)).mean().item()
+        self._metrics[mode]["rollout/kept_groups"].append(kept)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         mode = "train" if self.model.training else "eval"
-        for key in ("rollout/group_reward_std",):
-            values = self._metrics[mode].get(key)
-            if values:
-                logs.setdefault(key, sum(values) / len(values))
+        values = self._metrics[mode].get("rollout/group_reward_std")
+        if values:
+            logs.setdefault("rollout/group_reward_std", sum(values) / len(values))
         if "loss" in logs:
             logs["loss/total"] = logs["loss"]
         for key in ("entropy", "grad_norm", "clip_ratio/region_mean"):
@@ -145,34 +278,11 @@ class AgentGRPOTrainer(GRPOTrainer):
         super().log(logs, start_time)
 
 
-def build_model_and_tokenizer(model_init: str | None) -> tuple[Any, Any]:
-    """Load a local model directory (tokenizer inside), or build the tiny one for smoke runs."""
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-
-    from agentgym_r1.error import ConfigError
-
-    if not model_init:
-        raise ConfigError("set model_init to a local model directory (with its tokenizer), e.g. the SFT checkpoint "
-                          "written by benchmarks/train_gsm8k_proof.py")
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(model_init)
-    return AutoModelForCausalLM.from_pretrained(model_init), tokenizer
-
-
-def run_from_argv(config_class: type, trainer_class: type, argv: Sequence[str] | None) -> None:
-    """Parse ``--config run.yaml [--flag value ...]`` into ``config_class`` with TrlParser, train, save: the body of
-    every trainer's ``main``."""
-    from trl import TrlParser
-
-    (args,) = TrlParser((config_class,)).parse_args_and_config(args=argv)
-    model, tokenizer = build_model_and_tokenizer(args.model_init)
-    trainer = trainer_class(model, args, tokenizer)
-    trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
-    trainer.save_model(args.output_dir)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m agentgym_r1.trainers.grpo --config run.yaml [--flag value ...]``."""
-    run_from_argv(AgentGRPOConfig, AgentGRPOTrainer, argv)
+    from agentgym_r1.trainers.cli import main_for
+
+    main_for(AgentGRPOConfig, AgentGRPOTrainer, argv)
 
 
 if __name__ == "__main__":

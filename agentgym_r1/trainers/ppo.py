@@ -1,11 +1,18 @@
 """Multi-turn PPO with a critic, on transformers' ``Trainer`` (so Accelerate, DeepSpeed or FSDP run it at scale).
 
-TRL 1.16 has no PPOTrainer, so this is one: each ``Trainer`` step plays ``rollout_batch_size`` episodes with the
-rollout engine, scores every completion token with the frozen-for-the-step policy and the critic, and runs
-``ppo_epochs`` passes of clipped policy and value updates over minibatches. Advantages come from GAE over agent
-tokens only (``level="token"``: environment tokens are skipped, the value at the next agent token bootstraps) or over
-steps (``level="step"``: one value per turn, taken before the turn's first token; the step's advantage is shared by
-its tokens), as in Agent-R1. The critic is a copy of the policy's backbone with a scalar head.
+TRL 1.16 has no PPOTrainer, so this is one: each ``Trainer`` step plays ``rollout_batch_size`` episodes per process
+with the trainer's rollout engine, scores every completion token with the frozen-for-the-step policy and the critic
+(minibatch by minibatch, log-probabilities through TRL's ``selective_log_softmax``, so no full-vocabulary fp32
+tensor of the whole rollout is ever built), and runs ``ppo_epochs`` passes of clipped policy and value updates over
+minibatches. Advantages come from GAE over agent tokens only (``level="token"``: environment tokens are skipped, the
+value at the next agent token bootstraps) or over steps (``level="step"``: one value per turn, read at the turn's
+first agent token, i.e. after the env reply it answers; the step's advantage is shared by its tokens), as in
+Agent-R1. The critic is a copy of the policy's backbone with a scalar head, in the policy's dtype.
+
+One forward of :class:`PolicyWithCritic` runs policy and critic together, so DDP sees every parameter used. Losses
+and advantage whitening are normalised by token counts over every process, so 2 processes with half the episodes
+each take the same update as 1 with all of them. Failed rows (placeholders, env or generation errors) are left out
+of the whitening and the losses and counted in ``rollout/failed_rows``.
 
 Run: ``python -m agentgym_r1.trainers.ppo --config run.yaml`` or ``agentgym-r1 train ppo --config run.yaml``.
 """
@@ -24,103 +31,126 @@ import torch
 from torch import nn
 from transformers import Trainer
 
+from agentgym_r1.adapters import RolloutBatch
 from agentgym_r1.trainers import advantages as A
+from agentgym_r1.trainers.common import Rollouts, check_env_builds, gathered_rollout_metrics, task_dataset
 from agentgym_r1.trainers.configs import AgentPPOConfig
-from agentgym_r1.trainers.grpo import make_env_factory, rollout_metrics, task_dataset
-from agentgym_r1.trainers.rollout import Episode, play
 
 
 class PolicyWithCritic(nn.Module):
-    """The policy (a causal LM) and a critic (a copy of its backbone with a scalar value head)."""
+    """The policy (a causal LM) and a critic (a copy of its backbone with a scalar value head, same dtype).
+
+    ``forward`` returns ``(logits, values)`` for the last ``keep`` positions, both from one call, so a DDP wrapper
+    sees the critic's parameters used in the same forward as the policy's."""
 
     def __init__(self, policy: Any) -> None:
         super().__init__()
         self.policy = policy
         self.critic = copy.deepcopy(policy.get_decoder() if hasattr(policy, "get_decoder") else policy.model)
-        self.value_head = nn.Linear(policy.config.hidden_size, 1)
+        dtype = next(policy.parameters()).dtype
+        self.value_head = nn.Linear(policy.config.hidden_size, 1, dtype=dtype)
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
         self.config = policy.config
 
-    def values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    # gradient checkpointing acts on policy and critic together (Trainer and TRL's unwrap_model_for_generation call
+    # these on the model they are given)
+    @property
+    def is_gradient_checkpointing(self) -> bool:
+        return bool(getattr(self.policy, "is_gradient_checkpointing", False))
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
+        for m in (self.policy, self.critic):
+            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gradient_checkpointing_kwargs)
+
+    def gradient_checkpointing_disable(self) -> None:
+        for m in (self.policy, self.critic):
+            m.gradient_checkpointing_disable()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int = 0) -> tuple[Any, Any]:
+        logits = self.policy(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits
         hidden = self.critic(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return self.value_head(hidden).squeeze(-1)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
-        return self.policy(input_ids=input_ids, attention_mask=attention_mask)
+        values = self.value_head(hidden[:, -keep:] if keep else hidden).squeeze(-1)
+        return logits, values
 
 
-def batch_tensors(episodes: Sequence[Episode], pad_id: int) -> dict[str, torch.Tensor]:
-    """Left-padded prompts and right-padded completions, TRL's layout; masks over the completion positions."""
-    P = max(len(e.prompt_ids) for e in episodes)
-    T = max(1, max(len(e.completion_ids) for e in episodes))
-    B = len(episodes)
-    ids = torch.full((B, P + T), pad_id)
-    attn = torch.zeros((B, P + T), dtype=torch.long)
-    agent = torch.zeros((B, T))
-    valid = torch.zeros((B, T))
-    for b, e in enumerate(episodes):
-        p, c = len(e.prompt_ids), len(e.completion_ids)
-        ids[b, P - p : P] = torch.tensor(e.prompt_ids)
-        ids[b, P : P + c] = torch.tensor(e.completion_ids, dtype=torch.long)
-        attn[b, P - p : P + c] = 1
-        agent[b, :c] = torch.tensor(e.env_mask, dtype=torch.float32)
-        valid[b, :c] = 1.0
-    return {"input_ids": ids, "attention_mask": attn, "agent": agent, "valid": valid,
-            "prompt_len": torch.tensor(P)}
+def score(model: Any, ids: torch.Tensor, attn: torch.Tensor, completion: torch.Tensor,
+          temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per completion token: the policy's log-probability of the token and the critic's value before it.
+    ``ids``/``attn`` are the whole rows (prompt left-padded, completion right-padded); ``completion`` its ids."""
+    from trl.trainer.utils import selective_log_softmax
 
-
-def token_logps(model: PolicyWithCritic, batch: dict[str, torch.Tensor], temperature: float) -> torch.Tensor:
-    P = int(batch["prompt_len"])
-    logits = model(batch["input_ids"], batch["attention_mask"]).logits[:, P - 1 : -1].float() / temperature
-    return logits.log_softmax(-1).gather(-1, batch["input_ids"][:, P:].unsqueeze(-1)).squeeze(-1)
-
-
-def token_values(model: PolicyWithCritic, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    P = int(batch["prompt_len"])
-    return model.values(batch["input_ids"], batch["attention_mask"])[:, P - 1 : -1].float()
+    t = completion.shape[1]
+    logits, values = model(ids, attn, keep=t + 1)
+    logps = selective_log_softmax(logits[:, :-1].float() / temperature, completion)
+    return logps, values[:, :-1].float()
 
 
 class AgentPPOTrainer(Trainer):
-    """Multi-turn PPO; see the module docstring. ``model`` is the policy (a causal LM)."""
+    """Multi-turn PPO; see the module docstring. ``model`` is the policy (a causal LM). ``make_env`` and
+    ``backend`` replace the env and the generation as in :class:`agentgym_r1.trainers.grpo.AgentGRPOTrainer`."""
 
     def __init__(self, model: Any, args: AgentPPOConfig, processing_class: Any, train_dataset: Any = None,
-                 make_env: Callable[[], gym.Env] | None = None, **kwargs: Any) -> None:
+                 make_env: Callable[[], gym.Env] | None = None, backend: Any = None, **kwargs: Any) -> None:
+        if make_env is None:
+            check_env_builds(args.env_id, args.env_kwargs)
         args.per_device_train_batch_size = args.rollout_batch_size
         args.remove_unused_columns = False
-        self.make_env = make_env or make_env_factory(args.env_id, args.env_kwargs)
+        self.rollouts = Rollouts(args, processing_class, make_env, backend)
         self._metrics: dict[str, list[float]] = defaultdict(list)
         model = model if isinstance(model, PolicyWithCritic) else PolicyWithCritic(model)
         super().__init__(model=model, args=args, processing_class=processing_class,
                          train_dataset=train_dataset if train_dataset is not None else task_dataset(args.num_tasks),
                          data_collator=lambda rows: {"resets": [json.loads(r["prompt"]) for r in rows]}, **kwargs)
+        self.llm = None
+        if args.use_vllm:
+            from agentgym_r1.trainers.vllm import colocated_engine
+
+            self.llm = colocated_engine(model.policy, args, self.accelerator.num_processes)
 
     def create_optimizer(self, model: Any = None) -> Any:
+        """The optimizer ``args.optim`` names (transformers' own choice of class and kwargs), with the critic in a
+        parameter group of its own at ``critic_learning_rate``."""
         if self.optimizer is None:
             m = self.model
+            cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(self.args, m)
+            kwargs = {k: v for k, v in kwargs.items() if k != "lr"}
             critic = [*m.critic.parameters(), *m.value_head.parameters()]
-            self.optimizer = torch.optim.AdamW(
-                [{"params": list(m.policy.parameters()), "lr": self.args.learning_rate},
-                 {"params": critic, "lr": self.args.critic_learning_rate or self.args.learning_rate}],
-                weight_decay=self.args.weight_decay)
+            decay = {"weight_decay": self.args.weight_decay}
+            self.optimizer = cls(
+                [{"params": list(m.policy.parameters()), "lr": self.args.learning_rate, **decay},
+                 {"params": critic, "lr": self.args.critic_learning_rate or self.args.learning_rate, **decay}],
+                lr=self.args.learning_rate, **kwargs)
         return self.optimizer
 
     # -- one PPO iteration per Trainer step ---------------------------------------------------------------------------
     def training_step(self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
         args = self.args
-        unwrapped = self.accelerator.unwrap_model(model)
-        episodes = play(unwrapped.policy, self.processing_class, self.make_env, inputs["resets"],
-                        max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
-                        max_completion_tokens=args.max_completion_length, temperature=args.temperature)
-        batch = self._score(unwrapped, episodes)
-        for key, value in rollout_metrics(args.env_id, episodes).items():
+        if self.llm is not None:
+            from agentgym_r1.adapters.backends.vllm import VLLMBackend
+            from agentgym_r1.trainers.vllm import sync_colocated_weights
+
+            sync_colocated_weights(self.llm, self.accelerator.unwrap_model(model).policy.named_parameters())
+            batch = self.rollouts.play(VLLMBackend(self.rollouts.chat, llm=self.llm), inputs["resets"])
+        else:
+            with self.rollouts.policy_backend(self.model_wrapped, self.accelerator, select=lambda m: m.policy) as b:
+                batch = self.rollouts.play(b, inputs["resets"])
+        metrics = gathered_rollout_metrics(args.env_id, batch, self.accelerator)
+        self.rollouts.check_failures(int(metrics["rollout/failed_rows"]),
+                                     int(self.accelerator.reduce(torch.tensor(len(batch.samples),
+                                                                              device=self.accelerator.device))),
+                                     [e.error or "" for e in batch.episodes if e.failed])
+        for key, value in metrics.items():
             self._metrics[key].append(value)
+        data = self._score(model, batch)
         model.train()
-        order = torch.randperm(len(episodes))
-        chunks = [order[i : i + args.mini_batch_size] for i in range(0, len(episodes), args.mini_batch_size)]
+        n = len(batch.samples)
+        order = torch.randperm(n)
+        chunks = [order[i : i + args.mini_batch_size] for i in range(0, n, args.mini_batch_size)]
         updates = [c for _ in range(args.ppo_epochs) for c in chunks]
         for k, idx in enumerate(updates):
-            loss = self._minibatch_loss(model, {key: v[idx] if v.dim() else v for key, v in batch.items()})
+            with self.compute_loss_context_manager():
+                loss = self._minibatch_loss(model, {key: v[idx] for key, v in data.items()})
             self.accelerator.backward(loss)
             if k < len(updates) - 1:  # the Trainer clips and steps after the last one
                 if args.max_grad_norm:
@@ -130,47 +160,73 @@ class AgentPPOTrainer(Trainer):
         return loss.detach()
 
     @torch.no_grad()
-    def _score(self, model: PolicyWithCritic, episodes: list[Episode]) -> dict[str, torch.Tensor]:
+    def _score(self, model: Any, batch: RolloutBatch) -> dict[str, torch.Tensor]:
         args, device = self.args, self.accelerator.device
-        batch = {k: v.to(device) for k, v in batch_tensors(episodes, self.processing_class.pad_token_id).items()}
-        model.eval()
-        batch["old_logps"] = token_logps(model, batch, args.temperature)
-        values = token_values(model, batch)
-        credit = batch["agent"] if args.advantage_mask else batch["valid"]
+        t = batch.to_tensors(self.processing_class.pad_token_id, device)
+        ids = torch.cat([t["prompt_ids"], t["completion_ids"]], dim=1)
+        attn = torch.cat([t["prompt_mask"], t["completion_mask"]], dim=1)
+        completion = t["completion_mask"].float()
+        ok = torch.tensor([not s.failed for s in batch.samples], device=device, dtype=torch.float32).unsqueeze(1)
+        agent = t["env_mask"].float() * completion * ok
+        unwrapped = self.accelerator.unwrap_model(model)
+        unwrapped.eval()
+        logps, values = [], []
+        for i in range(0, ids.shape[0], args.mini_batch_size):
+            with self.compute_loss_context_manager():
+                lp, v = score(unwrapped, ids[i : i + args.mini_batch_size], attn[i : i + args.mini_batch_size],
+                              t["completion_ids"][i : i + args.mini_batch_size], args.temperature)
+            logps.append(lp)
+            values.append(v)
+        old_logps, old_values = torch.cat(logps), torch.cat(values)
+        credit = agent if args.advantage_mask else completion * ok
         if args.level == "token":
-            rewards = A.place_step_rewards(tuple(values.shape), [e.step_ends for e in episodes],
-                                           [e.step_rewards for e in episodes]).to(device)
-            adv, ret = A.gae(rewards.cpu(), values.cpu(), credit.cpu(), args.gamma, args.lam)
+            adv, ret = A.gae(t["step_rewards"].cpu(), old_values.cpu(), credit.cpu(), args.gamma, args.lam)
             value_mask = credit
         else:
-            adv, ret, value_mask = self._step_targets(episodes, values)
-        adv, ret = adv.to(device), ret.to(device)
-        batch["advantages"] = A.masked_whiten(adv, credit)
-        batch["returns"], batch["old_values"], batch["value_mask"] = ret, values, value_mask.to(device)
-        batch["loss_mask"] = batch["agent"] if args.loss_mask else batch["valid"]
-        return batch
+            adv, ret, value_mask = self._step_targets(batch, old_values, agent)
+        adv, ret, value_mask = adv.to(device), ret.to(device), value_mask.to(device) * ok
+        return {"input_ids": ids, "attention_mask": attn, "completion_ids": t["completion_ids"],
+                "old_logps": old_logps, "old_values": old_values, "returns": ret, "value_mask": value_mask,
+                "advantages": self._whiten(adv, credit),
+                "loss_mask": (agent if args.loss_mask else completion * ok)}
 
-    def _step_targets(self, episodes: list[Episode], values: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Step-level GAE: a value per turn (before its first token); the step's advantage on its agent tokens."""
-        starts = [[s for s, _ in A.step_token_ranges(e.step_ends)] for e in episodes]
-        ranges = [A.step_token_ranges(e.step_ends) for e in episodes]
-        step_values = [[values[b, s].item() for s in ss] for b, ss in enumerate(starts)]
-        step_adv, step_ret = A.step_gae([e.step_rewards for e in episodes], step_values, self.args.gamma,
+    def _whiten(self, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``(adv - mean) / std`` over the masked tokens of every process (sums gathered)."""
+        stats = torch.stack([(adv * mask).sum(), (adv * adv * mask).sum(), mask.sum()]).double()
+        total, sq, n = self.accelerator.reduce(stats, reduction="sum").tolist()
+        mean = total / max(n, 1.0)
+        var = max(sq / max(n, 1.0) - mean * mean, 0.0)
+        return (adv - mean) / (var ** 0.5 + A.EPS) * mask
+
+    def _step_targets(self, batch: RolloutBatch, values: torch.Tensor,
+                      agent: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Step-level GAE: one value per turn, read at the turn's first agent token (after the env reply it
+        answers, which the value must see); the step's advantage on its agent tokens."""
+        rows = batch.samples
+        firsts = [[s + int(agent[b, s:e].nonzero()[0]) if agent[b, s:e].any() else s
+                   for s, e in A.step_token_ranges(r.step_ends)] for b, r in enumerate(rows)]
+        step_values = [[values[b, f].item() for f in fs] for b, fs in enumerate(firsts)]
+        step_adv, step_ret = A.step_gae([r.step_rewards for r in rows], step_values, self.args.gamma,
                                         self.args.lam)
         adv, ret, vmask = (torch.zeros_like(values).cpu() for _ in range(3))
-        for b, e in enumerate(episodes):
-            agent = torch.tensor(e.env_mask, dtype=torch.float32)
-            for k, (s, end) in enumerate(ranges[b]):
-                adv[b, s:end] = step_adv[b][k] * agent[s:end]
-                ret[b, s], vmask[b, s] = step_ret[b][k], 1.0
+        agent = agent.cpu()
+        for b, r in enumerate(rows):
+            for k, ((s, end), first) in enumerate(zip(A.step_token_ranges(r.step_ends), firsts[b], strict=True)):
+                adv[b, s:end] = step_adv[b][k] * agent[b, s:end]
+                ret[b, first], vmask[b, first] = step_ret[b][k], 1.0
         return adv, ret, vmask
 
     def _minibatch_loss(self, model: Any, mb: dict[str, torch.Tensor]) -> torch.Tensor:
-        args = self.args
-        logps = token_logps(model, mb, args.temperature)
-        values = token_values(self.accelerator.unwrap_model(model), mb)
-        pg, clipfrac = A.clipped_policy_loss(logps, mb["old_logps"], mb["advantages"], mb["loss_mask"], args.clip_range)
-        vf = A.clipped_value_loss(values, mb["old_values"], mb["returns"], mb["value_mask"], args.value_clip_range)
+        """Clipped policy and value losses, each a sum over this process's tokens divided by the per-process share
+        of the tokens of every process (DDP averages gradients over processes, which makes it a global mean)."""
+        args, world = self.args, self.accelerator.num_processes
+        logps, values = score(model, mb["input_ids"], mb["attention_mask"], mb["completion_ids"], args.temperature)
+        counts = self.accelerator.reduce(torch.stack([mb["loss_mask"].sum(), mb["value_mask"].sum()]), "sum")
+        pg_n, vf_n = (c.clamp(min=1.0) / world for c in counts)
+        pg, clipfrac = A.clipped_policy_loss(logps, mb["old_logps"], mb["advantages"], mb["loss_mask"],
+                                             args.clip_range, denominator=pg_n)
+        vf = A.clipped_value_loss(values, mb["old_values"], mb["returns"], mb["value_mask"], args.value_clip_range,
+                                  denominator=vf_n)
         self._metrics["loss/policy"].append(pg.item())
         self._metrics["loss/value"].append(vf.item())
         self._metrics["loss/clip_fraction"].append(clipfrac.item())
@@ -197,7 +253,7 @@ class AgentPPOTrainer(Trainer):
         from transformers import AutoModelForCausalLM
 
         model = self.accelerator.unwrap_model(model or self.model)
-        policy = AutoModelForCausalLM.from_pretrained(resume_from_checkpoint)
+        policy = AutoModelForCausalLM.from_pretrained(resume_from_checkpoint, dtype=next(model.parameters()).dtype)
         model.policy.load_state_dict(policy.state_dict())
         critic = torch.load(os.path.join(resume_from_checkpoint, "critic.pt"), weights_only=True)
         model.critic.load_state_dict(critic["critic"])
@@ -206,9 +262,9 @@ class AgentPPOTrainer(Trainer):
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m agentgym_r1.trainers.ppo --config run.yaml [--flag value ...]``."""
-    from agentgym_r1.trainers.grpo import run_from_argv
+    from agentgym_r1.trainers.cli import main_for
 
-    run_from_argv(AgentPPOConfig, AgentPPOTrainer, argv)
+    main_for(AgentPPOConfig, AgentPPOTrainer, argv)
 
 
 if __name__ == "__main__":

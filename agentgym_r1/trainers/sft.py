@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +10,7 @@ import gymnasium as gym
 import torch
 
 from agentgym_r1.adapters import ChatTokenizer
+from agentgym_r1.envs.gsm8k.expert import expert_actions
 
 
 @dataclass
@@ -21,13 +21,6 @@ class Demo:
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     success: bool = False
-
-
-def expert_actions(task: Any) -> list[str]:
-    """Hermes calculator calls for each expert expression of a GSM8K-style task, then the answer."""
-    calls = [f'<tool_call>{json.dumps({"name": "calculator", "arguments": {"expression": e}})}</tool_call>'
-             for e in task.meta.get("expert", [])]
-    return [*calls, f"<answer>{task.answer}</answer>"]
 
 
 def expert_episode(env: gym.Env, tokenizer: Any, seed: int) -> Demo:

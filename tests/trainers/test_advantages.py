@@ -23,8 +23,30 @@ def test_grpo_normalises_within_groups() -> None:
 def test_rloo_uses_the_other_samples() -> None:
     adv = A.rloo_advantages(torch.tensor([1.0, 0.0, 0.0, 3.0]), 2)
     assert torch.allclose(adv, torch.tensor([1.0, -1.0, -3.0, 3.0]))
-    with pytest.raises(ValueError):
-        A.rloo_advantages(torch.tensor([1.0]), 1)
+    # C4: one sample per prompt (eval with num_generations_eval=1) has no baseline: advantage 0, not an error
+    assert torch.equal(A.episode_advantages(torch.tensor([1.0, 0.0]), 1, "rloo"), torch.zeros(2))
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "rloo", "reinforce_pp"])
+def test_failed_rows_stay_out_of_group_statistics(estimator) -> None:
+    """A failed row (placeholder, generation error) counted as reward 0 would shift its group's mean and std."""
+    r = torch.tensor([1.0, 0.0, 0.0, 0.0, 2.0, 1.0, 1.0, 3.0])
+    valid = torch.tensor([True, True, True, False, True, True, True, True])
+    with_failed = A.episode_advantages(r, 4, estimator, valid=valid)
+    assert with_failed[3] == 0
+    three = A.episode_advantages(torch.tensor([1.0, 0.0, 0.0]), 3, estimator)
+    if estimator != "reinforce_pp":  # whitening is over the whole batch, so only the in-group part compares
+        assert torch.allclose(with_failed[:3], three, atol=1e-5)
+    assert with_failed[0] > 0 > with_failed[1]
+
+
+def test_scale_rewards_batch_divides_by_the_batch_std() -> None:
+    r = torch.tensor([1.0, 0.0, 10.0, 0.0])
+    by_batch = A.episode_advantages(r, 2, "grpo", scale="batch")
+    centred = torch.tensor([0.5, -0.5, 5.0, -5.0])
+    assert torch.allclose(by_batch, centred / (r.std() + A.EPS), atol=1e-5)
+    by_group = A.episode_advantages(r, 2, "grpo", scale="group")
+    assert not torch.allclose(by_batch, by_group)  # "batch" used to be treated as "group"
 
 
 def test_reinforce_pp_whitens_over_the_batch() -> None:

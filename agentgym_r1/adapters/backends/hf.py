@@ -21,16 +21,19 @@ class HFBackend:
     """Samples with ``model.generate``. ``model`` is a causal LM; ``chat`` the :class:`ChatTokenizer` of its
     tokenizer. ``batch_size`` caps rows per ``generate`` call (``None``: all live episodes at once).
 
-    Temperature, top-p and top-k come from :class:`SamplingParams`; other settings of the model's
-    ``generation_config`` (a ``repetition_penalty``, say) still apply and shape the recorded logprobs: override
-    them through ``SamplingParams.extra`` (``{"repetition_penalty": 1.0}``) when a trainer recomputes logprobs.
+    Temperature, top-p and top-k come from :class:`SamplingParams`. With ``neutral=False`` the other settings of the
+    model's ``generation_config`` (a ``repetition_penalty``, say) still apply and shape the sampling distribution;
+    with ``neutral=True`` (what the trainers use) generation starts from a fresh ``GenerationConfig``, so only the
+    temperature and top-p/top-k act, exactly the distribution a trainer's loss recomputes.
     """
 
-    def __init__(self, model: Any, chat: ChatTokenizer, *, batch_size: int | None = None) -> None:
+    def __init__(self, model: Any, chat: ChatTokenizer, *, batch_size: int | None = None,
+                 neutral: bool = False) -> None:
         require("torch", "train", "the transformers generation backend")
         self.model = model
         self.chat = chat
         self.batch_size = batch_size
+        self.neutral = neutral
 
     def reseed(self, seed: int) -> None:
         """Seed torch's generator (the engine calls this at the start of each rollout)."""
@@ -65,13 +68,20 @@ class HFBackend:
                                   "stopping_criteria": [criterion]}
         if not greedy:
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
-        training = self.model.training
+        training, config = self.model.training, self.model.generation_config
         self.model.eval()  # no dropout while sampling: the logprobs are those of the policy as it is
+        if self.neutral:
+            # generate() fills every setting the call leaves unset from model.generation_config
+            # (transformers GenerationMixin._prepare_generation_config), so a fresh one is swapped in for the call
+            from transformers import GenerationConfig
+
+            self.model.generation_config = GenerationConfig(pad_token_id=pad, eos_token_id=stop_ids)
         try:
             with torch.no_grad():
                 self.model.generate(input_ids=input_ids, attention_mask=mask, **kwargs, **params.extra)
         finally:
             self.model.train(training)
+            self.model.generation_config = config
         return criterion.results()
 
     def _decode(self, ids: list[int]) -> str:

@@ -10,22 +10,21 @@ from agentgym_r1.leaderboard.policies import Policy, hermes_call
 
 
 class GSM8KOraclePolicy(Policy):
-    """Calls the calculator with the task's expert expressions, then answers the gold answer. An oracle."""
+    """Plays the task's expert episode (every calculator call in the first turn), then the gold answer. An oracle."""
 
     name = "oracle"
     is_oracle = True
 
     def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
+        from agentgym_r1.envs.gsm8k.expert import expert_actions
+
         super().reset(env, observation, info)
-        self.task = env.unwrapped.task
-        self.called = False
+        *calls, answer = expert_actions(env.unwrapped.task)
+        # every call in one turn, so that real problems with many steps fit the env's turn limit
+        self.actions = ["".join(calls), answer] if calls else [answer]
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
-        expert = self.task.meta.get("expert") or []
-        if not self.called and expert:
-            self.called = True
-            return "".join(hermes_call("calculator", expression=e) for e in expert)
-        return f"<answer>{self.task.answer}</answer>"
+        return self.actions.pop(0) if len(self.actions) > 1 else self.actions[0]
 
 
 class CalculatorAgentPolicy(Policy):

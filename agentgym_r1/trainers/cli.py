@@ -1,0 +1,77 @@
+"""The trainers' command line: parse ``--config run.yaml [--flag value ...]`` with TRL's ``TrlParser``, check that
+the run can train what it says before any work starts, train, save.
+
+Every mistake a user can make in the config (a missing file, YAML that does not parse, a misspelt key, a bad value,
+an env id or option the env does not know, a missing model directory) ends in one :class:`ConfigError` line that
+says what was given and how to fix it, never a library traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from agentgym_r1.error import ConfigError
+
+
+def parse_config(config_class: type, argv: Sequence[str] | None) -> Any:
+    """``TrlParser((config_class,)).parse_args_and_config(argv)`` with its errors turned into one-line
+    :class:`ConfigError`\\ s (TRL reads the YAML with ``yaml.safe_load`` and rejects unknown keys with a
+    ``ValueError``; argparse exits on unknown flags and prints its own usage line)."""
+    import yaml
+    from trl import TrlParser
+
+    argv = list(argv) if argv is not None else None
+    config = _config_path(argv)
+    if config is not None and not os.path.isfile(config):
+        raise ConfigError(f"--config {config}: no such file. Give the path of a YAML run config (see configs/).")
+    try:
+        (args,) = TrlParser((config_class,)).parse_args_and_config(args=argv)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"--config {config}: not valid YAML{where} ({getattr(e, 'problem', e)}). "
+                          "Fix the syntax (a 'key: value' per line).") from None
+    except ConfigError:
+        raise
+    except ValueError as e:  # TRL's unknown keys, or a value a field's __post_init__ refused
+        raise ConfigError(f"{e} Valid keys are the fields of {config_class.__name__} "
+                          f"(`agentgym-r1 train ... --help` lists them).") from None
+    return args
+
+
+def _config_path(argv: list[str] | None) -> str | None:
+    import sys
+
+    argv = sys.argv[1:] if argv is None else argv
+    for i, a in enumerate(argv):
+        if a == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--config="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def main_for(config_class: type, trainer_class: type, argv: Sequence[str] | None) -> None:
+    """``python -m agentgym_r1.trainers.<algo>``: :func:`run_from_argv`, a named error printed as one line."""
+    import sys
+
+    from agentgym_r1.error import AgentGymError
+
+    try:
+        run_from_argv(config_class, trainer_class, argv)
+    except AgentGymError as e:
+        print(f"agentgym-r1: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def run_from_argv(config_class: type, trainer_class: type, argv: Sequence[str] | None) -> None:
+    """Parse, check (the model directory, the env: made and reset once), train, save: every trainer's ``main``."""
+    from agentgym_r1.trainers.common import build_model_and_tokenizer
+
+    args = parse_config(config_class, argv)
+    model, tokenizer = build_model_and_tokenizer(args)
+    trainer = trainer_class(model, args, tokenizer)  # checks the env before any rollout
+    trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
+    trainer.save_model(args.output_dir)

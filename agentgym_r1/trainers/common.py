@@ -1,0 +1,157 @@
+"""What GRPO and PPO share: the task dataset, one rollout engine per trainer, the failed-rows guard, the rollout
+metrics gathered over every process, model loading and the command-line entry.
+
+Both trainers train on the rows the engine returns (:class:`agentgym_r1.adapters.RolloutBatch`): the engine is given
+the completion budget (``max_completion_length``), so an episode that reaches it ends there with
+``end_reason="context_limit"`` and keeps only the reward it earned before; nothing is cut afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from agentgym_r1.adapters import (
+    ChatTokenizer,
+    Prompt,
+    RolloutBatch,
+    RolloutConfig,
+    RolloutEngine,
+    SamplingParams,
+)
+from agentgym_r1.adapters.backends.hf import HFBackend
+from agentgym_r1.error import AgentGymError, ConfigError
+
+
+class RolloutFailedError(AgentGymError, RuntimeError):
+    """Every row of ``max_failed_steps`` rollouts in a row failed (generation or env errors): training stopped
+    instead of training on nothing."""
+
+
+def task_dataset(num_tasks: int, seed: int = 0) -> Any:
+    """Training rows: each ``prompt`` is the JSON reset of one episode (the env draws the task from its seed)."""
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": json.dumps({"seed": seed * 1_000_003 + i})} for i in range(num_tasks)])
+
+
+class Rollouts:
+    """One :class:`RolloutEngine` for a trainer's whole life (its env pool is kept across steps).
+
+    ``make_env`` (a factory) replaces ``gym.make(args.env_id, **args.env_kwargs)``; ``backend`` (any token backend)
+    replaces generation by the policy, e.g. a replaying backend in tests. Each :meth:`play` is given the backend to
+    generate with (the policy, unwrapped for generation, or a vLLM engine).
+    """
+
+    def __init__(self, args: Any, tokenizer: Any, make_env: Any = None, backend: Any = None) -> None:
+        self.args, self.make_env, self.fixed_backend = args, make_env, backend
+        self.chat = ChatTokenizer(tokenizer)
+        self.config = RolloutConfig(
+            samples_per_prompt=1, max_context_tokens=args.max_prompt_tokens + args.max_completion_length,
+            max_completion_tokens=args.max_completion_length, max_turns=args.max_turns, seed=None,
+            layout=getattr(args, "layout", "concatenated"), context=getattr(args, "context", "full"),
+            sampling=SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                    top_p=getattr(args, "top_p", 1.0), top_k=getattr(args, "top_k", 0) or 0))
+        self.engine: RolloutEngine | None = None
+        self.failed_streak = 0
+
+    def prompts(self, resets: Sequence[dict[str, Any]]) -> list[Prompt]:
+        env = self.make_env or self.args.env_id
+        kwargs = {} if self.make_env else dict(self.args.env_kwargs)
+        return [Prompt(env, kwargs, r.get("seed"), r.get("options")) for r in resets]
+
+    def play(self, backend: Any, resets: Sequence[dict[str, Any]]) -> RolloutBatch:
+        """One episode per reset, in order (TRL repeats each prompt ``num_generations`` times, so the samples of a
+        group are consecutive and play the same task)."""
+        backend = self.fixed_backend or backend
+        if self.engine is None:
+            self.engine = RolloutEngine(backend, self.chat, self.config)
+        self.engine.backend = backend
+        return self.engine.rollout(self.prompts(resets))
+
+    @contextmanager
+    def policy_backend(self, model: Any, accelerator: Any, gather_deepspeed3_params: bool = True,
+                       select: Any = None) -> Any:
+        """A transformers backend on ``model`` unwrapped for generation with TRL's ``unwrap_model_for_generation``
+        (DDP unwrapped; ZeRO-3 parameters gathered; FSDP handled by accelerate), generating with a neutral
+        generation config so that the checkpoint's own processors (a repetition penalty, say) cannot change the
+        sampling distribution away from the one the loss recomputes. ``select`` picks the causal LM inside the
+        unwrapped model (PPO's policy beside its critic)."""
+        from trl.models import unwrap_model_for_generation
+
+        with unwrap_model_for_generation(model, accelerator, gather_deepspeed3_params=gather_deepspeed3_params) as m:
+            yield HFBackend(select(m) if select else m, self.chat, neutral=True)
+
+    def check_failures(self, failed: int, rows: int, errors: Sequence[str]) -> None:
+        """Count steps whose every row (over all processes) failed; stop after ``max_failed_steps`` in a row."""
+        self.failed_streak = self.failed_streak + 1 if rows and failed == rows else 0
+        if self.failed_streak >= self.args.max_failed_steps:
+            first = next((e for e in errors if e), "no error message")
+            raise RolloutFailedError(
+                f"every rollout row failed in {self.failed_streak} steps in a row (max_failed_steps="
+                f"{self.args.max_failed_steps}); the last error: {first}. Fix the generation backend or the env "
+                "(the error says which) instead of training on nothing.")
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+
+
+def gathered_rollout_metrics(env_id: str, batch: RolloutBatch, accelerator: Any) -> dict[str, float]:
+    """Rollout metrics over the episodes of every process (sums gathered, then divided): success over the played
+    episodes, turns, invalid-action rate, reward, failed rows, and ``completions/clipped_ratio`` (episodes that
+    reached the completion budget; TRL's own counts every row not ending in EOS, and turns end on ``</answer>``)."""
+    played = [e for e in batch.episodes if not e.failed]
+    turns = sum(len(e.turns) for e in played)
+    local = torch.tensor([len(played), sum(e.success for e in played), turns,
+                          sum(not t.valid for e in played for t in e.turns), sum(e.reward for e in played),
+                          len(batch.episodes) - len(played), sum(e.end_reason == "context_limit" for e in played),
+                          len(batch.episodes)], dtype=torch.float64, device=accelerator.device)
+    n, success, turns_, invalid, reward, failed, clipped, rows = accelerator.reduce(local, reduction="sum").tolist()
+    return {f"env/{env_id}/success": success / max(n, 1), "rollout/turns": turns_ / max(n, 1),
+            "rollout/invalid_rate": invalid / max(turns_, 1), "rollout/reward": reward / max(n, 1),
+            "rollout/failed_rows": failed, "completions/clipped_ratio": clipped / max(rows, 1)}
+
+
+def build_model_and_tokenizer(args: Any) -> tuple[Any, Any]:
+    """Load ``args.model_init`` (a local model directory with its tokenizer) in float32 unless
+    ``model_init_kwargs`` says otherwise, as TRL's ``create_model_from_path`` does: the trainer keeps fp32 master
+    weights and ``bf16: true`` trains under bf16 autocast (pure bf16 weights would round small AdamW steps away)."""
+    import os
+
+    from transformers import PreTrainedTokenizerFast
+    from trl.trainer.utils import create_model_from_path
+
+    path = args.model_init
+    if not path:
+        raise ConfigError("model_init is not set: give a local model directory (with its tokenizer), e.g. the SFT "
+                          "checkpoint written by benchmarks/train_gsm8k_proof.py")
+    if not os.path.isdir(path) or not os.path.isfile(os.path.join(path, "config.json")):
+        raise ConfigError(f"model_init={path!r} is not a local model directory (no config.json there). Give the "
+                          "directory a model was saved to with save_pretrained, tokenizer files beside it.")
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+    kwargs = dict(getattr(args, "model_init_kwargs", None) or {})
+    return create_model_from_path(path, **kwargs), tokenizer
+
+
+def check_env_builds(env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """Make the env and reset it once, so that an unknown id or a misspelt option fails at start with the env's own
+    error instead of a run that "trains" on env errors (every episode an ``env_error`` row with reward 0)."""
+    import gymnasium as gym
+
+    import agentgym_r1
+
+    try:
+        env = gym.make(env_id, **env_kwargs)
+    except gym.error.Error as e:
+        raise ConfigError(f"env_id={env_id!r}: {e}. Registered ids: {', '.join(agentgym_r1.env_ids())}.") from None
+    except TypeError as e:  # an option the env does not take (UnknownOptionError is a TypeError too)
+        raise ConfigError(f"env_kwargs={env_kwargs!r} for {env_id}: {e}") from None
+    try:
+        env.reset(seed=0)
+    finally:
+        env.close()

@@ -1,0 +1,82 @@
+"""The trainers' CUDA paths on a GPU: GRPO and PPO steps with bf16 autocast on fp32 master weights, generation with
+transformers on the GPU, and the rollout throughput there. Prints what it measured; exits non-zero when a check
+fails. (vLLM is not checked here: the GPU machine this project is lent has no vLLM and cannot fetch one.)
+
+    PYTHONPATH=. python benchmarks/cuda_check.py --steps 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+
+import torch
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--batch", type=int, default=32)
+    a = p.parse_args()
+    assert torch.cuda.is_available(), "no CUDA device"
+    from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
+    from agentgym_r1.adapters.backends.hf import HFBackend
+    from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, train_tokenizer
+    from agentgym_r1.trainers.configs import AgentGRPOConfig, AgentPPOConfig
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+    from agentgym_r1.trainers.ppo import AgentPPOTrainer
+
+    print(torch.cuda.get_device_name(0), "torch", torch.__version__)
+    # a fingerprint given, so datasets does not hash the table: its hashing fails on the GPU machine's Python 3.12
+    # build (PicklingError on pyarrow's MonthDayNano)
+    from datasets import Dataset
+    from datasets.table import InMemoryTable
+
+    tasks = Dataset(InMemoryTable.from_pylist([{"prompt": json.dumps({"seed": i})} for i in range(1000)]),
+                    fingerprint="cuda-check-tasks")
+    tok = train_tokenizer(gsm8k_corpus(60), vocab_size=512)
+    env = {"env_id": "AgentR1/GSM8K-v0", "env_kwargs": {"source": "synthetic"}}
+    common = dict(max_steps=a.steps, max_completion_length=256, max_new_tokens=48, max_turns=3, learning_rate=1e-4,
+                  logging_steps=1, report_to="none", save_strategy="no", bf16=True, seed=0, **env)
+    for name in ("grpo", "ppo"):
+        model = make_model(tok, hidden=128, layers=2, heads=2).train()
+        out = tempfile.mkdtemp()
+        if name == "grpo":
+            args = AgentGRPOConfig(output_dir=out, per_device_train_batch_size=a.batch, num_generations=4, beta=0.0,
+                                   **common)
+            trainer = AgentGRPOTrainer(model, args, tok, train_dataset=tasks)
+            params = model
+        else:
+            args = AgentPPOConfig(output_dir=out, rollout_batch_size=a.batch, mini_batch_size=a.batch // 2,
+                                  **common)
+            trainer = AgentPPOTrainer(model, args, tok, train_dataset=tasks)
+            params = trainer.model
+        before = [q.detach().clone() for q in params.parameters()]
+        t0 = time.perf_counter()
+        trainer.train()
+        wall = time.perf_counter() - t0
+        moved = any(not torch.equal(x, y.detach().to(x.device)) for x, y in zip(before, params.parameters(), strict=True))
+        fp32 = all(q.dtype == torch.float32 for q in params.parameters())
+        device = next(params.parameters()).device
+        loss = trainer.state.log_history[-1].get("loss")
+        print(f"{name}: {a.steps} steps bf16 autocast on {device}: {wall / a.steps:.2f} s/step, params moved={moved},"
+              f" master weights fp32={fp32}, last loss={loss}")
+        assert moved and fp32 and device.type == "cuda"
+    model = make_model(tok, hidden=128, layers=2, heads=2).cuda()
+    chat = ChatTokenizer(tok)
+    engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat,
+                           RolloutConfig(samples_per_prompt=4, sampling=SamplingParams(max_new_tokens=48)))
+    engine.rollout([Prompt("AgentR1/GSM8K-v0", {"source": "synthetic"}, seed=99)])
+    batch = engine.rollout([Prompt("AgentR1/GSM8K-v0", {"source": "synthetic"}, seed=i) for i in range(16)])
+    tokens = sum(e.num_agent_tokens for e in batch.episodes)
+    print(f"rollout on cuda (transformers): {len(batch.episodes)} episodes, {tokens / batch.timings['total']:.0f} "
+          f"agent tokens/s, {len(batch.episodes) / batch.timings['total']:.2f} episodes/s")
+
+
+if __name__ == "__main__":
+    main()

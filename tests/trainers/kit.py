@@ -1,0 +1,107 @@
+"""Shared pieces of the trainer tests: tiny envs with known rewards, a tiny tokenizer, configs, a one-step runner."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from agentgym_r1.adapters.tiny import make_model, train_tokenizer
+from agentgym_r1.core.env import Env, EnvMessage, Turn
+from agentgym_r1.trainers.configs import AgentGRPOConfig, AgentPPOConfig
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+class CountEnv(Env):
+    """Two turns; the reward is the length of the second action, so samples of one task differ."""
+
+    def _begin(self, options):
+        return [EnvMessage("system", "Write digits."), EnvMessage("user", "Go.")]
+
+    def _act(self, action):
+        if self.turn == 0:
+            return Turn({"kind": "command"}, [EnvMessage("user", "Again, more digits.")])
+        return Turn({"kind": "answer"}, outcome=len(action) / 10, terminated=True)
+
+
+class HalfConstantEnv(CountEnv):
+    """CountEnv, except that tasks with an even seed score 0.5 whatever the agent writes: all-equal groups."""
+
+    def reset(self, *, seed=None, options=None):
+        self.task_seed = seed
+        return super().reset(seed=seed, options=options)
+
+    def _act(self, action):
+        turn = super()._act(action)
+        if turn.terminated and self.task_seed % 2 == 0:
+            turn.outcome = 0.5
+        return turn
+
+
+class ProcessEnv(CountEnv):
+    """A constant outcome (1.0) and a process reward on the first turn that grows with its length."""
+
+    def _act(self, action):
+        if self.turn == 0:
+            return Turn({"kind": "command"}, [EnvMessage("user", "Again.")], process=len(action) / 10)
+        return Turn({"kind": "answer"}, outcome=1.0, terminated=True)
+
+
+def tiny_tokenizer() -> Any:
+    texts = ["<|im_start|>system\nWrite digits.<|im_end|>\n<|im_start|>user\nGo.<|im_end|>\n<|im_start|>assistant\n"
+             "12 ab 345 cd<|im_end|>\n<|im_start|>user\nAgain, more digits.<|im_end|>\n"] * 20
+    return train_tokenizer(texts, vocab_size=300, split_digits=True, cross_spaces=True)
+
+
+def tiny_model(tokenizer: Any, **kw: Any) -> Any:
+    return make_model(tokenizer, **{"hidden": 32, "layers": 1, "heads": 2, "mlp_ratio": 4, **kw}).train()
+
+
+def grpo_args(tmp_path, **kw) -> AgentGRPOConfig:
+    base = dict(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4, max_steps=1,
+                max_completion_length=64, max_new_tokens=8, max_turns=2, learning_rate=1e-2, beta=0.0,
+                logging_steps=1, report_to="none", save_strategy="no", use_cpu=True, num_tasks=16, seed=0)
+    return AgentGRPOConfig(**{**base, **kw})
+
+
+def ppo_args(tmp_path, **kw) -> AgentPPOConfig:
+    base = dict(output_dir=str(tmp_path), rollout_batch_size=8, mini_batch_size=4, max_steps=1,
+                max_completion_length=64, max_new_tokens=8, max_turns=2, learning_rate=1e-2, report_to="none",
+                save_strategy="no", use_cpu=True, num_tasks=16, logging_steps=1)
+    return AgentPPOConfig(**{**base, **kw})
+
+
+def run_one_step(model, args, tokenizer, make_env=CountEnv, **trainer_kw):
+    """One GRPO step; keeps the per-token log-probs of the loss (with their gradient) and the batch it saw."""
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+
+    captured: dict = {"logps": [], "inputs": []}
+    trainer = AgentGRPOTrainer(model, args, tokenizer, make_env=make_env, **trainer_kw)
+    score, logps_fn = trainer._generate_and_score_completions, trainer._get_per_token_logps_and_entropies
+    loss_fn = trainer._compute_loss
+
+    def spy_score(inputs):
+        captured["out"] = out = score(inputs)
+        return out
+
+    def spy_loss(model, inputs):  # the micro-batch the loss sees (TRL shuffles the generation batch first)
+        captured["inputs"].append(inputs)
+        return loss_fn(model, inputs)
+
+    def spy_logps(*a, **kw):
+        logps, entropies, aux = logps_fn(*a, **kw)
+        if logps.requires_grad:
+            logps.retain_grad()
+            captured["logps"].append(logps)
+        return logps, entropies, aux
+
+    trainer._generate_and_score_completions = spy_score
+    trainer._get_per_token_logps_and_entropies = spy_logps
+    trainer._compute_loss = spy_loss
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer.train()
+    captured["trainer"] = trainer
+    changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    return captured, changed
