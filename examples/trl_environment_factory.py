@@ -86,12 +86,11 @@ def tiny_model_and_tokenizer() -> tuple[Any, Any]:
     """A random tiny Qwen2-style model with a BPE tokenizer trained on GSM8K episodes, using TRL's Qwen3 template."""
     from trl.chat_template_utils import qwen3_chat_template
 
-    from agentgym_r1.adapters.tiny import gsm8k_corpus
-    from agentgym_r1.trainers.tiny import tiny_qwen2, train_tokenizer
+    from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, train_tokenizer
 
-    tokenizer = train_tokenizer(gsm8k_corpus(20), vocab_size=400)
+    tokenizer = train_tokenizer(gsm8k_corpus(20), vocab_size=400, split_digits=True, cross_spaces=True)
     tokenizer.chat_template = qwen3_chat_template
-    return tiny_qwen2(tokenizer, hidden_size=32, layers=1, heads=2), tokenizer
+    return make_model(tokenizer, hidden=32, layers=1, heads=2), tokenizer
 
 
 TAUGHT_CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2 + 3"}}\n</tool_call>'
