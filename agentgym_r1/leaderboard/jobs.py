@@ -13,6 +13,7 @@ import functools
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -148,7 +149,25 @@ def _finish(store: ResultsStore, meta: RunMeta, job: Job, status: str, message: 
     return JobOutcome(job, status, message, done, successes)
 
 
-def _run_group(jobs: Sequence[Job], store_path: str, progress: Callable[..., None] | None) -> list[JobOutcome]:
+def exit_with_parent(parent_pid: int, every: float = 0.5) -> threading.Thread:
+    """In a worker process: a daemon thread that ends the process when ``parent_pid`` is gone (the main process
+    was killed, even with SIGKILL, which runs no cleanup): the worker is re-parented, so ``os.getppid()`` changes.
+    Whatever episodes the worker finished are already stored; the one it was playing is played again on resume."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(every)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="agentgym-exit-with-parent", daemon=True)
+    thread.start()
+    return thread
+
+
+def _run_group(jobs: Sequence[Job], store_path: str, progress: Callable[..., None] | None,
+               parent_pid: int | None = None) -> list[JobOutcome]:
+    if parent_pid is not None:
+        exit_with_parent(parent_pid)
     store = ResultsStore(store_path)
     try:
         return [run_job(job, store, progress) for job in jobs]
@@ -168,7 +187,7 @@ def run_jobs(jobs: Sequence[Job], store_path: str | os.PathLike[str], workers: i
     if workers <= 1:
         return [o for g in groups.values() for o in _run_group(g, str(store_path), progress)]
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = [(g, pool.submit(_run_group, g, str(store_path), progress)) for g in groups.values()]
+        futures = [(g, pool.submit(_run_group, g, str(store_path), progress, os.getpid())) for g in groups.values()]
         return [o for g, f in futures for o in _outcomes(g, f)]
 
 

@@ -19,6 +19,15 @@ class Policy:
 
     name = "policy"
     is_oracle = False
+    rng: np.random.Generator | None = None  # a policy that draws at random sets it, and base_seed
+    base_seed: int = 0
+
+    def seed_episode(self, seed: int) -> None:
+        """Start the episode's randomness from the job's seed and the episode's ``seed``: episode ``i`` then plays the
+        same whether its run went straight through or was resumed after a kill (one generator for the whole run
+        would restart from the job seed on resume)."""
+        if self.rng is not None:
+            self.rng = np.random.default_rng([self.base_seed % 2**63, seed % 2**63])
 
     def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
         self.env = env
@@ -36,7 +45,7 @@ class RandomPolicy(Policy):
     name = "random"
 
     def __init__(self, seed: int = 0) -> None:
-        self.rng = np.random.default_rng(seed)
+        self.base_seed, self.rng = seed, np.random.default_rng(seed)
 
     def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
         super().reset(env, observation, info)

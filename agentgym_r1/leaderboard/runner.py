@@ -16,6 +16,7 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, idx: int = 0) -> Episod
     """Play episode ``idx`` of a run from ``seed``. A model that times out ends the episode unsolved, with the reason
     in ``error``."""
     obs, info = env.reset(seed=seed)
+    policy.seed_episode(seed)  # the episode's draws depend on its seed only, so a resumed run replays it exactly
     policy.reset(env, obs, info)
     total, turns, invalid = 0.0, 0, 0
     terminated = truncated = False

@@ -100,6 +100,8 @@ class ResultsStore:
             self.db = self._open_when_free()
         except sqlite3.DatabaseError as e:
             self.db = self._recover(e)
+        else:
+            self._rebuild_if_emptied()
 
     # -- opening and recovery ---------------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
@@ -146,6 +148,21 @@ class ResultsStore:
                          f"{episodes} episode(s) of {runs} run(s) from the journal {self.journal}"
                          + (f" ({bad} unreadable journal line(s) skipped)" if bad else ""))
         return db
+
+    def _rebuild_if_emptied(self) -> None:
+        """A database with no runs beside a journal that has some (the file was deleted or truncated to 0 bytes,
+        which SQLite opens as a fresh empty database): rebuild it from the journal, so ``show`` shows the results and
+        ``run`` does not play again (and journal again) what is already done. Replaying is idempotent, so two
+        processes doing it at once agree."""
+        if not self.journal.exists() or self.journal.stat().st_size == 0:
+            return
+        if self.db.execute("SELECT count(*) FROM runs").fetchone()[0]:
+            return
+        with self._retry():
+            runs, episodes, bad = self._replay(self.db)
+        self.recovery = (f"results file {self.path} was empty or missing; rebuilt {episodes} episode(s) of {runs} "
+                         f"run(s) from the journal {self.journal}"
+                         + (f" ({bad} unreadable journal line(s) skipped)" if bad else ""))
 
     def _replay(self, db: sqlite3.Connection) -> tuple[int, int, int]:
         if not self.journal.exists():

@@ -127,7 +127,9 @@ class BM25Retriever(Retriever):
         """The analyzed, de-duplicated query terms (at most ``MAX_QUERY_TERMS``) searched for ``query``."""
         if not isinstance(query, str):
             query = str(query)
-        tokens = self._analyzer.analyze(query[:MAX_QUERY_CHARS])
+        # tantivy takes UTF-8 only: a lone surrogate from a model ("a\ud800") would raise UnicodeEncodeError
+        query = query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
+        tokens = self._analyzer.analyze(query)
         return list(dict.fromkeys(tokens))[:MAX_QUERY_TERMS]
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
@@ -139,9 +141,23 @@ class BM25Retriever(Retriever):
         tv = self._tv
         clauses = [tv.Query.term_query(self._schema, "contents", t, index_option="freq") for t in terms]
         q = clauses[0] if len(clauses) == 1 else tv.Query.boolean_query([(tv.Occur.Should, c) for c in clauses])
-        result = self._searcher.search(q, limit=min(int(k), max(1, len(self))), count=False)
-        return [Hit(_unpack(self._searcher.doc(addr)["doc"][0]), float(score), rank)
-                for rank, (score, addr) in enumerate(result.hits)]
+        return self._ordered(q, min(int(k), max(1, len(self))))
+
+    def _ordered(self, query: Any, k: int) -> list[Hit]:
+        """The top ``k`` in a total order: score, then document id. tantivy breaks ties by segment and address, which
+        depend on how the indexing threads split the documents, so the same query could list tied documents in
+        another order in another process; fetching past the ``k``-th score makes the cut independent of that."""
+        limit, n = k, len(self)
+        while True:
+            hits = self._searcher.search(query, limit=limit, count=False).hits
+            if len(hits) < limit or limit >= n or hits[-1][0] < hits[k - 1][0]:
+                break
+            limit = min(n, limit * 2)
+        cut = hits[min(k, len(hits)) - 1][0] if hits else 0.0
+        docs = sorted(((float(score), _unpack(self._searcher.doc(addr)["doc"][0])) for score, addr in hits
+                       if score >= cut),
+                      key=lambda sd: (-sd[0], sd[1].id))[:k]
+        return [Hit(doc, score, rank) for rank, (score, doc) in enumerate(docs)]
 
     def batch_search(self, queries: Sequence[str], k: int = 5) -> list[list[Hit]]:
         return [self.search(q, k) for q in queries]

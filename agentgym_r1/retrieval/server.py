@@ -6,7 +6,9 @@
   ``{"results": [[{"id", "title", "text", "score", "rank"}, ...], ...]}``, one list per query, in order.
 - ``GET /health`` answers ``{"status": "ok", "backend": ..., "num_docs": ...}``.
 
-A search the backend cannot answer gives HTTP 503 with the reason; a malformed request gives 422.
+A search the backend cannot answer gives HTTP 503 with the reason; a malformed request gives 422 (also for
+``k`` NaN or out of range, which JSON readers accept); a body over ``MAX_BODY_BYTES`` gives 413 without being read
+on.
 """
 
 # No ``from __future__ import annotations`` here: FastAPI reads the request model from the live annotations of
@@ -17,10 +19,50 @@ from typing import Any
 from agentgym_r1.error import RetrievalError, require
 from agentgym_r1.retrieval.base import Hit, Retriever
 
-__all__ = ["MAX_BATCH", "MAX_K", "create_app", "hit_to_dict", "serve"]
+__all__ = ["MAX_BATCH", "MAX_BODY_BYTES", "MAX_K", "create_app", "hit_to_dict", "serve"]
 
 MAX_BATCH = 512
 MAX_K = 100
+MAX_BODY_BYTES = 8 * 2**20  # 512 queries of 16 KiB; a larger body is refused before it fills the server's memory
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def limit_body(app: Any, max_bytes: int = MAX_BODY_BYTES) -> Any:
+    """ASGI middleware: 413 for a declared ``Content-Length`` over ``max_bytes``; a streamed body is counted as it
+    arrives and the request fails once it passes ``max_bytes`` (Starlette reads the whole body into memory first)."""
+
+    async def too_large(send: Any) -> None:
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body",
+                    "body": b'{"detail": "request body over %d bytes; send fewer or shorter queries"}' % max_bytes})
+
+    async def limited(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+            return await too_large(send)
+        seen = 0
+
+        async def counted() -> Any:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > max_bytes:
+                raise _BodyTooLarge
+            return message
+
+        try:
+            await app(scope, counted, send)
+        except _BodyTooLarge:
+            await too_large(send)
+        return None
+
+    return limited
 
 
 def hit_to_dict(hit: Hit) -> dict[str, Any]:
@@ -38,6 +80,13 @@ def create_app(retriever: Retriever) -> Any:
 
     app = fastapi.FastAPI(title="agentgym-r1 retriever", version="1")
 
+    @app.exception_handler(fastapi.exceptions.RequestValidationError)
+    def invalid(request: Any, exc: Any) -> Any:
+        # the default handler echoes the input back, and a NaN or inf input (k=NaN, k=1e400) cannot be written as
+        # JSON, which made the answer a 500; say what is wrong without the input
+        errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()]
+        return fastapi.responses.JSONResponse({"detail": errors}, status_code=422)
+
     @app.get("/health")
     def health() -> dict[str, Any]:
         return {"status": "ok", "backend": retriever.backend, "num_docs": len(retriever)}
@@ -50,7 +99,7 @@ def create_app(retriever: Retriever) -> Any:
             raise fastapi.HTTPException(status_code=503, detail=str(e)) from e
         return {"results": [[hit_to_dict(h) for h in hits] for hits in results]}
 
-    return app
+    return limit_body(app)
 
 
 def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning",

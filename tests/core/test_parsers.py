@@ -1,6 +1,19 @@
-import pytest
+import time
 
-from agentgym_r1.core.parsers import CommandParser, HermesParser, TagParser, find_answer, make_parser
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentgym_r1.core.fuzz import worst_shapes
+from agentgym_r1.core.parsers import (
+    CommandParser,
+    CompositeParser,
+    HermesParser,
+    TagParser,
+    find_answer,
+    make_parser,
+)
+from agentgym_r1.envs.alfworld.commands import read_action
 from agentgym_r1.envs.gsm8k.calculator import Calculator
 from agentgym_r1.error import ConfigError
 
@@ -84,3 +97,77 @@ def test_command_parser():
 def test_make_parser_rejects_unknown_format():
     with pytest.raises(ConfigError, match="hermes"):
         make_parser("xml")
+
+
+# -- linear parsing: the worst shapes at the maximum action length, and hypothesis variants of them -------------------
+MAX_ACTION = 100_000
+PARSE_CPU_BOUND_S = 0.5  # generous: the quadratic parsers took 4 s to 100 s on these; the linear ones ~0.01-0.05 s
+ALL_FORMATS = ("tag", "hashes", "boxed")
+
+
+def _parsers():
+    return [HermesParser(ALL_FORMATS), TagParser(ALL_FORMATS), CommandParser(ALL_FORMATS),
+            CompositeParser([HermesParser(ALL_FORMATS), CommandParser(ALL_FORMATS)], "hint")]
+
+
+def _cpu(fn, *args):
+    start = time.thread_time()
+    out = fn(*args)
+    return time.thread_time() - start, out
+
+
+@pytest.mark.parametrize("action", worst_shapes(MAX_ACTION), ids=lambda a: repr(a[:16]))
+def test_worst_shapes_parse_in_bounded_time(action):
+    for parser in _parsers():
+        spent, parsed = _cpu(parser.parse, action, {**TOOLS, **SEARCH})
+        assert parsed.kind in ("tool_call", "answer", "command", "invalid")
+        assert spent < PARSE_CPU_BOUND_S, (parser.name, action[:30], spent)
+
+
+shapes = st.builds(
+    lambda opener, filler, reps, tail: (opener + filler * reps) * (MAX_ACTION // max(1, len(opener) + len(filler) * reps))
+    + tail,
+    st.sampled_from(["<tool_call>", "<answer>", "<think>", "\\boxed{", "<search>", "search[", "####", "{", "[", "a",
+                     "</answer><tool_call>", "<tool_call>{\"name\": \"calculator\", \"arguments\": {\"e\": "]),
+    st.sampled_from([" ", "\n", "1", "9", "{", "[", "]", " and then ", ", then ", ". a", "\t"]),
+    st.integers(0, 50),
+    st.sampled_from(["", "[x", "]", "</tool_call>", "</answer>", "}"]),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(action=shapes)
+def test_hypothesis_shapes_parse_in_bounded_time(action):
+    action = action[:MAX_ACTION]
+    for parser in _parsers():
+        spent, _ = _cpu(parser.parse, action, {**TOOLS, **SEARCH})
+        assert spent < PARSE_CPU_BOUND_S, (parser.name, action[:30], spent)
+    spent, _ = _cpu(read_action, action)
+    assert spent < PARSE_CPU_BOUND_S, ("alfworld", action[:30], spent)
+
+
+def test_a_huge_integer_in_a_tool_call_is_invalid_json_not_an_exception():
+    p = HermesParser().parse("<tool_call>" + "1" * 4301 + "</tool_call>", TOOLS)
+    assert p.kind == "invalid" and "not valid JSON" in p.error
+
+
+def test_commands_read_as_before():
+    p = CommandParser().parse("  Search  [ red shoes ] ", TOOLS)
+    assert (p.kind, p.verb, p.arg) == ("command", "search", "red shoes")
+    assert CommandParser().parse("click[a[b]]", TOOLS).arg == "a[b]"
+    assert CommandParser().parse("answer[42]", TOOLS).answer == "42"
+    assert CommandParser().parse("a" + " " * 1000 + "[x", TOOLS).kind == "invalid"
+    assert CommandParser().parse("1bad[x]", TOOLS).kind == "invalid"
+
+
+def test_composite_reads_each_format_once_and_ends_errors_with_its_own_hint():
+    both = CompositeParser([HermesParser(()), CommandParser((), answer_verb=None)], "Write click[button].")
+    assert both.parse('<tool_call>{"name": "click", "arguments": {"button": "x"}}</tool_call>', {}).kind == "tool_call"
+    assert both.parse("click[x]", {}).verb == "click"
+    bad = both.parse("<tool_call>{", {})
+    assert bad.kind == "invalid" and bad.error.endswith("Write click[button].") and "not closed" in bad.error
+    assert "answer[" not in both.parse("nothing", {}).error
+
+
+def test_boxed_takes_the_last_balanced_one():
+    assert find_answer(r"\boxed{1} then \boxed{{2}} \boxed{", ("boxed",)) == (15, "{2}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import time
 
 import gymnasium as gym
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentgym_r1.core.env import INFO_KEYS
+from agentgym_r1.core.fuzz import worst_shapes
 from agentgym_r1.error import ResetNeeded, UnknownOptionError
 from tests.conftest import ALL_ENV_IDS, make_env
 
@@ -176,3 +178,25 @@ def test_fuzz_actions(env_id):
 
     run()
     env.close()
+
+
+# -- a bound on the work of one step, for the worst shapes at the maximum action length --------------------------------
+STEP_CPU_BOUND_S = 2.0  # generous: these shapes took 4 s to 100 s of one step before parsing was linear; now ~0.05 s
+
+
+@pytest.mark.parametrize("env_id", ALL_ENV_IDS)
+def test_worst_shapes_at_max_action_length_step_in_bounded_time(env_id):
+    env = make_env(env_id)
+    env.reset(seed=0)
+    slow = {}
+    for action in worst_shapes(env.unwrapped.action_space.max_length):
+        start = time.thread_time()  # this thread's CPU time: unaffected by other load on the machine
+        _, reward, terminated, truncated, info = env.step(action)
+        spent = time.thread_time() - start
+        assert math.isfinite(reward) and (info["valid"] or info["error"])
+        if spent > STEP_CPU_BOUND_S:
+            slow[action[:30]] = spent
+        if terminated or truncated:
+            env.reset()
+    env.close()
+    assert not slow, f"steps over {STEP_CPU_BOUND_S} s of CPU: {slow}"

@@ -8,7 +8,7 @@ from agentgym_r1.envs.gsm8k.calculator import Calculator, CalculatorError, evalu
 from agentgym_r1.envs.gsm8k.data import gold_answer, load_source
 from agentgym_r1.envs.gsm8k.scripted import plan_expressions
 from agentgym_r1.envs.gsm8k.synthetic import generate_problem
-from agentgym_r1.error import DataFormatError, DataNotFoundError, DataSourceUnavailableError
+from agentgym_r1.error import ConfigError, DataFormatError, DataNotFoundError, DataSourceUnavailableError
 from agentgym_r1.leaderboard.baselines.gsm8k import CalculatorAgentPolicy, GSM8KOraclePolicy
 from agentgym_r1.leaderboard.runner import run_episode
 from tests.conftest import shared_data
@@ -161,3 +161,31 @@ def test_step_value_reward_credits_each_reference_step_once(source):
     default = gym.make("AgentR1/GSM8K-v0", **kwargs)
     default.reset(seed=3)
     assert default.step(_call(expert[0]))[4]["reward_parts"]["process"] == 0.0
+
+
+def test_a_file_that_is_not_utf8_and_min_steps_over_max_steps_are_named_errors(tmp_path):
+    latin = tmp_path / "latin1.jsonl"
+    latin.write_bytes(json.dumps({"question": "caf\u00e9?", "answer": "#### 1"}, ensure_ascii=False).encode("latin-1"))
+    with pytest.raises(DataFormatError, match="not UTF-8"):
+        gym.make("AgentR1/GSM8K-v0", source=str(latin))
+    with pytest.raises(ConfigError, match="min_steps"):
+        gym.make("AgentR1/GSM8K-v0", min_steps=5, max_steps=2)
+
+
+def test_the_calculator_cache_keeps_values_not_syntax_trees():
+    import gc
+    import tracemalloc
+
+    from agentgym_r1.envs.gsm8k import calculator
+
+    calculator._value.cache_clear()
+    gc.collect()
+    tracked = len(gc.get_objects())
+    tracemalloc.start()
+    for i in range(4096):  # distinct 480-character expressions: each tree is ~400 objects
+        evaluate("+".join(f"({i}*{j}-{j})" for j in range(36)))
+    size, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    gc.collect()
+    assert size < 30 * 2**20, f"{size / 2**20:.0f} MiB held for 4,096 cached expressions"
+    assert len(gc.get_objects()) - tracked < 50_000  # the trees were ~1.6M GC-tracked objects

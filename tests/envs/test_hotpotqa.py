@@ -267,14 +267,14 @@ def test_a_search_after_the_answer_is_not_run():
     env = _env()
     answer = env.unwrapped.task.answer
     obs, reward, term, _, info = env.step(f"<answer>{answer}</answer>" + hermes_call("search", query="more"))
-    assert term and reward == 1.0 and "search written after it was not run" in obs
+    assert term and reward == 1.0 and "written after it was not run" in obs
     assert info["env"]["searches"] == 0
 
 
 def test_an_answer_written_with_a_search_is_ignored_with_a_note():
     env = _env()
     obs, _, term, _, info = env.step(hermes_call("search", query="river") + "<answer>Paris</answer>")
-    assert not term and info["action"]["kind"] == "tool_call" and "answer written with this search was ignored" in obs
+    assert not term and info["action"]["kind"] == "tool_call" and "answer written with this tool call was ignored" in obs
 
 
 class _DownRetriever(Retriever):
@@ -418,3 +418,10 @@ def test_the_shared_questions_only_json_loads_without_a_corpus():
     assert len(data.tasks) == 7405 and data.documents is None
     assert data.tasks[0].prompt == "Were Scott Derrickson and Ed Wood of the same nationality?"
     assert data.tasks[0].answer == "yes" and data.tasks[0].meta["type"] == "comparison"
+
+
+def test_a_file_that_is_not_utf8_is_a_named_error(tmp_path):
+    latin = tmp_path / "latin1.json"
+    latin.write_bytes(b'[{"question": "caf\xe9?", "answer": "x"}]')
+    with pytest.raises(DataFormatError, match="not UTF-8"):
+        HotpotQAEnv(source=latin)

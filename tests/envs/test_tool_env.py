@@ -1,4 +1,5 @@
 import json
+import math
 
 import gymnasium as gym
 import pytest
@@ -114,3 +115,29 @@ def test_render_ansi_is_the_transcript():
     env.reset(seed=1)
     env.step("<answer>2</answer>")
     assert env.render() == env.unwrapped.transcript.text
+
+
+def test_non_finite_rewards_count_as_zero_and_nan_penalties_are_refused():
+    def nan_reward(prediction, task):
+        return Grade(float("nan"), False, {})
+
+    env = make(reward_fn=nan_reward)
+    env.reset(seed=0)
+    with pytest.warns(RuntimeWarning, match="outcome reward"):
+        _, reward, term, _, info = env.step("<answer>5</answer>")
+    assert term and reward == 0.0 and info["reward_parts"]["outcome"] == 0.0
+
+    class InfReward(BaseTool):
+        name, description, timeout = "inf", "inf reward", None
+        parameters = {"type": "object", "properties": {}}
+
+        def __call__(self):
+            return ToolResult(True, "x", float("inf"))
+
+    env = gym.make("AgentR1/ToolEnv-v0", tools=[InfReward()], tasks=TASKS)
+    env.reset(seed=0)
+    obs, reward, _, _, info = env.step(call("inf"))
+    assert reward == 0.0 and math.isfinite(info["reward_parts"]["process"]) and "not a finite number" in obs
+    for option in ("format_penalty", "valid_call_reward", "failed_call_penalty"):
+        with pytest.raises(ConfigError, match=option):
+            make(**{option: float("nan")})

@@ -46,3 +46,110 @@ def test_suites_name_all_five_envs_with_offline_sources():
             ("AgentR1/HotpotQA-v0", "synthetic"), ("AgentR1/ALFWorld-v0", "generated"),
             ("AgentR1/WebShop-v0", "generated")}
         assert all("random" in e.policies and "oracle" in e.policies for e in entries)
+
+
+# -- workers die with the main process; a resumed run equals an uninterrupted one --------------------------------------
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+_DRIVER = """
+import sys
+from agentgym_r1.leaderboard.jobs import Job, run_jobs
+envs = [("AgentR1/WebShop-v0", "generated", 3), ("AgentR1/WebShop-v0", "generated", 4)]
+if sys.argv[3] != "1":
+    envs = [("AgentR1/GSM8K-v0", "synthetic", 3), ("AgentR1/ToolEnv-v0", "lookup", 3)]
+jobs = [Job(env, src, "random", seed=seed, episodes=int(sys.argv[2])) for env, src, seed in envs]
+run_jobs(jobs, sys.argv[1], workers=int(sys.argv[3]))
+"""
+
+
+def _driver(store: Path, episodes: int, workers: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", _DRIVER, str(store), str(episodes), str(workers)], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+
+
+def _alive_children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's wait is missing
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc (Linux)")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_workers_die_with_the_main_process(tmp_path, sig):
+    main = _driver(tmp_path / "r.sqlite", 100_000, 2)
+    deadline, workers = time.monotonic() + 60, []
+    while time.monotonic() < deadline and len(workers) < 2:
+        workers = [p for p in _alive_children(main.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        time.sleep(0.2)
+    assert len(workers) == 2, "the workers did not start"
+    time.sleep(1.0)
+    os.kill(main.pid, sig)  # the main process only
+    main.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(map(_alive, workers)):
+        time.sleep(0.2)
+    left = [p for p in workers if _alive(p)]
+    for p in left:  # do not leave them behind if the test fails
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"workers {left} outlived the main process by 10 s"
+
+
+def _episodes(store_path: Path) -> dict:
+    store = ResultsStore(store_path)
+    try:
+        return {(r["env_id"], r["seed"], e.idx): (e.seed, e.task_id, e.success, e.reward, e.turns, e.invalid, e.truncated,
+                                      json.dumps(e.metrics, sort_keys=True), e.error)
+                for r in store.runs() for e in store.episodes(r["id"])}
+    finally:
+        store.close()
+
+
+def _webshop_jobs(episodes: int) -> list[Job]:  # a random policy whose clicks change the episodes
+    return [Job("AgentR1/WebShop-v0", "generated", "random", seed=seed, episodes=episodes) for seed in (3, 4)]
+
+
+def test_a_run_killed_at_a_random_point_and_resumed_equals_a_clean_run(tmp_path):
+    episodes = 12
+    clean = tmp_path / "clean.sqlite"
+    run_jobs(_webshop_jobs(episodes), clean, workers=1)
+    killed = tmp_path / "killed.sqlite"
+    stop_after = int(np.random.default_rng().integers(1, 2 * episodes - 1))  # a random point, inside the run
+    main = _driver(killed, episodes, 1)
+    journal = Path(f"{killed}.jsonl")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and main.poll() is None:
+        if journal.exists() and journal.read_text().count('"episode"') >= stop_after:
+            break
+        time.sleep(0.01)
+    main.kill()
+    main.wait()
+    partial = len(_episodes(killed))
+    run_jobs(_webshop_jobs(episodes), killed, workers=1)
+    resumed, expected = _episodes(killed), _episodes(clean)
+    assert len(expected) == 2 * episodes and 0 < partial < 2 * episodes, (stop_after, partial)
+    assert resumed == expected, f"killed after {partial} episodes (aimed at {stop_after})"

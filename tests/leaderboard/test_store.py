@@ -126,3 +126,25 @@ def test_a_file_locked_by_a_parallel_job_is_waited_for_not_recovered(tmp_path, m
     assert len(calls) == 3 and store.recovery is None
     assert list(tmp_path.glob("r.sqlite.corrupt-*")) == []
     store.close()
+
+
+def test_an_emptied_or_deleted_results_file_is_rebuilt_from_the_journal(tmp_path):
+    path = tmp_path / "r.sqlite"
+    jobs = [Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=4)]
+    run_jobs(jobs, path, workers=1)
+    journal_lines = Path(f"{path}.jsonl").read_text().count("\n")
+    for damage in ("truncate", "delete"):
+        for side in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+            side.unlink(missing_ok=True)
+        if damage == "truncate":
+            path.write_bytes(b"")
+        else:
+            path.unlink()
+        store = ResultsStore(path)
+        assert store.recovery and "rebuilt 4 episode(s) of 1 run(s)" in store.recovery
+        assert [len(store.episodes(r["id"])) for r in store.runs()] == [4]
+        store.close()
+        again = run_jobs(jobs, path, workers=1)  # nothing left to play: the journal gains only the run's status lines
+        assert again[0].episodes == 4
+        assert Path(f"{path}.jsonl").read_text().count('"episode"') == 4
+    assert Path(f"{path}.jsonl").read_text().count("\n") < journal_lines + 6

@@ -120,3 +120,15 @@ def test_huge_k_is_bounded_and_closed_retriever_raises_retrieval_error():
     retriever.close()
     with pytest.raises(RetrievalError, match="closed"):
         retriever.search("reef")
+
+
+def test_ties_are_ordered_by_id_whatever_the_index_order():
+    # ten identical documents indexed in a scrambled order: every score ties, so only the id can order them
+    ids = [f"d{i}" for i in (7, 2, 9, 0, 5, 3, 8, 1, 6, 4)]
+    retriever = BM25Retriever.build([Document(i, "Same", "a red shoe") for i in ids])
+    assert [h.doc.id for h in retriever.search("red shoe", k=3)] == ["d0", "d1", "d2"]
+    assert [h.doc.id for h in retriever.search("red shoe", k=10)] == sorted(ids)
+
+
+def test_a_lone_surrogate_in_a_query_is_searched_not_raised(bm25):
+    assert bm25.search("reef\ud800", k=1)[0].doc.id == bm25.search("reef", k=1)[0].doc.id

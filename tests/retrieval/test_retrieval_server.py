@@ -160,3 +160,30 @@ def test_failing_backend_answers_503():
         response = tc.post("/retrieve", json={"queries": ["x"], "k": 1})
         assert response.status_code == 503
         assert "index is gone" in response.json()["detail"]
+
+
+def test_non_finite_k_and_oversized_bodies_are_refused_not_500():
+    from fastapi.testclient import TestClient
+
+    from agentgym_r1.retrieval.server import MAX_BODY_BYTES, create_app
+
+    retriever = build_retriever("bm25", SMALL_DOCS, cache=False)
+    with TestClient(create_app(retriever), raise_server_exceptions=False) as tc:
+        for k in ("NaN", "Infinity", "1e400", "-1e400"):
+            response = tc.post("/retrieve", content='{"queries": ["reef"], "k": ' + k + '}',
+                               headers={"content-type": "application/json"})
+            assert response.status_code == 422, (k, response.text)
+        big = b'{"queries": ["' + b"a" * (MAX_BODY_BYTES + 1) + b'"]}'
+        assert tc.post("/retrieve", content=big, headers={"content-type": "application/json"}).status_code == 413
+
+        def streamed():  # no Content-Length: counted as it arrives
+            yield b'{"queries": ["'
+            for _ in range(MAX_BODY_BYTES // 2**20 + 2):
+                yield b"a" * 2**20
+            yield b'"]}'
+
+        assert tc.post("/retrieve", content=streamed(), headers={"content-type": "application/json"}).status_code in (
+            400, 413)
+        lone = tc.post("/retrieve", content='{"queries": ["reef\\ud800"], "k": 1}',
+                       headers={"content-type": "application/json"})
+        assert lone.status_code == 200 and lone.json()["results"][0]

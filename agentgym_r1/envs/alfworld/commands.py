@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agentgym_r1.core.parsers import HermesParser
+from agentgym_r1.core.parsers import HermesParser, strip_think
 
 NOTHING_HAPPENS = "Nothing happens."
 ACT_TOOL: dict[str, Any] = {
@@ -27,9 +27,8 @@ ACT_TOOL: dict[str, Any] = {
 }
 EXAMPLE = "Write one command such as 'go to desk 1' or 'take mug 1 from desk 1'"
 
-_THINK_TAGS = re.compile(r"<think>.*?(?:</think>|\Z)", re.S)
 _PREFIX = re.compile(r"^\s*(?:>\s*|action\s*:\s*)", re.I)
-_SEPARATORS = re.compile(r"\n|;|\s+and then\s+|,\s*then\s+|\.\s+(?=[a-z])", re.I)
+_SEPARATORS = re.compile(r";| and then |, ?then |\. (?=[a-z])", re.I)  # on text whose whitespace runs are one space
 _ALLOWED = re.compile(r"[a-z0-9 /\-']+")
 _PLACEHOLDER = re.compile(r"\[[^\]]*\]|\{[^}]*\}")
 _ROLE = {"r": "receptacle", "o": "object", "outerr": "receptacle", "outero": "object", "co": "object",
@@ -64,8 +63,7 @@ def _invalid(problem: str, via_tool: bool = False) -> ReadAction:
 
 def read_action(text: str) -> ReadAction:
     """One command from plain text or from one ``<tool_call>`` to ``act``; never raises."""
-    if "<think>" in text:
-        text = _THINK_TAGS.sub("", text)
+    text = strip_think(text)
     if "<tool_call>" in text:
         return _read_tool_call(text)
     return read_command(text)
@@ -74,7 +72,7 @@ def read_action(text: str) -> ReadAction:
 def _read_tool_call(text: str) -> ReadAction:
     parsed = HermesParser(answer_formats=()).parse(text, {})
     if parsed.kind == "invalid":
-        return _invalid((parsed.error or "").removeprefix("Invalid action: ").split(". Call a tool")[0], True)
+        return _invalid(parsed.problem or "the tool call cannot be read", True)
     if len(parsed.calls) != 1:
         return _invalid(f"{len(parsed.calls)} tool calls in one action; send one command per turn", True)
     call = parsed.calls[0]
@@ -93,18 +91,19 @@ def read_command(text: str) -> ReadAction:
     text = _PREFIX.sub("", text.strip(), count=1).strip()
     if text.lower().startswith("think:"):
         return ReadAction("think", command=text[6:].strip())
-    parts = [p.strip() for p in _SEPARATORS.split(text) if p and p.strip(" .")]
+    lines = (" ".join(line.split()) for line in text.split("\n"))  # linear; the separators then match fixed text
+    parts = [p.strip() for line in lines for p in _SEPARATORS.split(line) if p and p.strip(" .")]
     if not parts:
         return _invalid("the command is empty")
     if len(parts) > 1:
         shown = ", ".join(repr(p[:40]) for p in parts[:3])
         return _invalid(f"{len(parts)} commands in one action ({shown}); send one command per turn")
     command = " ".join(parts[0].lower().split()).rstrip(".!")
-    if any(ord(ch) > 127 for ch in command):
+    if not command.isascii():
         return _invalid(f"{command[:40]!r} is not an English command; commands use English words and ASCII "
                         "letters")
     if not _ALLOWED.fullmatch(command):
-        bad = sorted({ch for ch in command if not _ALLOWED.fullmatch(ch)})
+        bad = sorted(ch for ch in set(command) if not _ALLOWED.fullmatch(ch))
         return _invalid(f"{command[:40]!r} has characters no command uses ({''.join(bad)[:10]!r})")
     return ReadAction("command", command=command)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, init_options, reject_unknown
+from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, init_options, reject_unknown
 from agentgym_r1.core.parsers import HermesParser
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.alfworld.commands import ACT_TOOL, ReadAction, explain, read_action
@@ -74,8 +74,8 @@ class ALFWorldEnv(Env):
         import_textworld()
         super().__init__(render_mode=render_mode)
         self.games = load_source(source, split, task_types, seed, num_games, cache_dir)
-        self.step_penalty = float(step_penalty)
-        self.format_penalty = float(format_penalty)
+        self.step_penalty = finite_option("step_penalty", step_penalty)
+        self.format_penalty = finite_option("format_penalty", format_penalty)
         self.system_prompt = system_prompt
         self._engine: Engine | None = None
         self._state: Any = None

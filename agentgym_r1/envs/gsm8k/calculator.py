@@ -75,14 +75,28 @@ def format_number(value: float | int) -> str:
     return str(value)
 
 
-@functools.lru_cache(maxsize=4096)
 def _parse(text: str) -> ast.expr | None:
-    """Python's parser, cached: rollouts of one task (a GRPO group) send the same expressions again and again.
-    The tree is only walked, never changed, so sharing it is safe."""
     try:
         return ast.parse(text, mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _value(text: str) -> float | int | str:
+    """The value of a normalised expression, or the error message; cached because rollouts of one task (a GRPO
+    group) send the same expressions again and again. Only the value or message is kept, never the syntax tree: a
+    500-character expression's tree is thousands of objects, and 4,096 of them cost hundreds of MiB and long pauses
+    of every full garbage collection; a number or a string is one object the collector does not track."""
+    tree = _parse(text)
+    if tree is None:
+        return f"cannot parse {text[:80]!r} as arithmetic"
+    try:
+        return _eval(tree)
+    except RecursionError:
+        return "the expression is nested too deeply"
+    except CalculatorError as e:
+        return str(e)
 
 
 def evaluate(expression: str) -> float | int:
@@ -94,13 +108,10 @@ def evaluate(expression: str) -> float | int:
         raise CalculatorError("'^' is not an operator here; write powers as a ** b")
     if not text:
         raise CalculatorError("the expression is empty")
-    tree = _parse(text)
-    if tree is None:
-        raise CalculatorError(f"cannot parse {expression[:80]!r} as arithmetic")
-    try:
-        return _eval(tree)
-    except RecursionError:
-        raise CalculatorError("the expression is nested too deeply") from None
+    value = _value(text)
+    if isinstance(value, str):
+        raise CalculatorError(value)
+    return value
 
 
 class Calculator(BaseTool):

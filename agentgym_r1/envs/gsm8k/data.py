@@ -11,7 +11,7 @@ from typing import Any
 from agentgym_r1.core.hub import load_hf_dataset
 from agentgym_r1.core.tasks import GeneratedSource, ListSource, Task, TaskSource
 from agentgym_r1.envs.gsm8k.synthetic import generate_problem
-from agentgym_r1.error import DataFormatError, DataNotFoundError
+from agentgym_r1.error import ConfigError, DataFormatError, DataNotFoundError
 
 _ANNOTATION = re.compile(r"<<([^=<>]+)=([^<>]*)>>")
 ALTERNATIVES = ('source="synthetic" (generated, offline), or source="path/to/test.jsonl" in the official format '
@@ -40,15 +40,19 @@ def load_jsonl(path: str) -> ListSource:
     p = Path(path)
     if not p.is_file():
         raise DataNotFoundError(f"GSM8K source {path!r} is not a file. Use {ALTERNATIVES}.")
+    try:
+        lines = p.read_text(encoding="utf-8").split("\n")
+    except UnicodeDecodeError as e:
+        raise DataFormatError(f"GSM8K source {path!r} is not UTF-8 text ({e.reason} at byte {e.start}); the official "
+                              f"files are UTF-8 JSONL. Re-encode it (e.g. iconv -t UTF-8) or use {ALTERNATIVES}.") from e
     tasks = []
-    with p.open(encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            if line.strip():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise DataFormatError(f"{path}:{i + 1} is not a JSON line ({e.msg})") from e
-                tasks.append(task_from_record(record, f"{p.stem}-{i}"))
+    for i, line in enumerate(lines):
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataFormatError(f"{path}:{i + 1} is not a JSON line ({e.msg})") from e
+            tasks.append(task_from_record(record, f"{p.stem}-{i}"))
     return ListSource(tasks)
 
 
@@ -60,6 +64,11 @@ def load_hf(split: str, dataset: str = "openai/gsm8k") -> ListSource:
 
 @functools.lru_cache(maxsize=16)
 def synthetic_source(seed: int = 0, min_steps: int = 2, max_steps: int = 4) -> GeneratedSource:
+    for name, value in (("min_steps", min_steps), ("max_steps", max_steps)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{name} must be a positive int, got {value!r}")
+    if min_steps > max_steps:
+        raise ConfigError(f"min_steps ({min_steps}) is more than max_steps ({max_steps}); give min_steps <= max_steps")
     def make(index: int) -> Task:
         p = generate_problem(seed, index, min_steps, max_steps)
         return Task(f"synthetic-{seed}-{index}", p.question, p.answer, {"expert": p.expressions, "steps": len(p.expressions)})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgym_r1.core.env import EnvMessage, Grade, init_options, reject_unknown
+from agentgym_r1.core.env import EnvMessage, Grade, finite_option, init_options, reject_unknown
 from agentgym_r1.core.parsers import ActionParser, ToolCall
 from agentgym_r1.core.rewards import numeric_equal
 from agentgym_r1.core.tasks import Task
@@ -74,7 +74,7 @@ class GSM8KEnv(ToolEnv):
     ) -> None:
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
         self.source = source
-        self.step_value_reward = float(step_value_reward)
+        self.step_value_reward = finite_option("step_value_reward", step_value_reward)
         self._unreached: list[str] = []
         super().__init__(
             [Calculator()], load_source(source, split, seed, min_steps, max_steps), numeric_reward, parser=parser,

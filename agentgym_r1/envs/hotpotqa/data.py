@@ -76,6 +76,14 @@ def build(records: Sequence[Mapping[str, Any]], where: str, key: str) -> HotpotD
 
 
 def _read_records(path: Path) -> list[Any]:
+    try:
+        return _read_utf8_records(path)
+    except UnicodeDecodeError as e:
+        raise DataFormatError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); HotpotQA files are UTF-8 "
+                              f"JSON. Re-encode it (e.g. iconv -t UTF-8) or use {ALTERNATIVES}.") from e
+
+
+def _read_utf8_records(path: Path) -> list[Any]:
     with path.open(encoding="utf-8") as f:
         head = f.read(1)
         while head.isspace():

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from agentgym_r1.core.env import EnvMessage, Grade, Turn, init_options, reject_unknown
+from agentgym_r1.core.env import EnvMessage, Grade, init_options, reject_unknown
 from agentgym_r1.core.parsers import ActionParser
 from agentgym_r1.core.rewards import qa_scores
 from agentgym_r1.core.tasks import Task
@@ -23,8 +22,6 @@ SYSTEM_PROMPT = (
     "questions need two searches: find the first entity, then the one its passage leads to, or look up both entities "
     "being compared. Give the final answer as a short span (a name, a date, a number, yes or no), without explanation."
 )
-_CALL_AFTER_ANSWER = re.compile(r"</answer>.*?(<tool_call>|<search>|search\[)", re.S)
-_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S)
 
 
 def qa_reward(metric: str = "em") -> RewardFn:
@@ -167,20 +164,6 @@ class HotpotQAEnv(ToolEnv):
         self.search_tool.seen_titles.clear()
         self.search_tool.searches = 0
         return super()._begin(options)
-
-    def _act(self, action: str) -> Turn:
-        turn = super()._act(action)
-        text = _THINK.sub("", action) if "<think>" in action else action
-        kind = turn.action.get("kind")
-        note = None
-        if kind == "answer" and _CALL_AFTER_ANSWER.search(text):
-            note = "The answer ends the episode; the search written after it was not run."
-        elif kind == "tool_call" and "<answer>" in text:
-            note = ("Note: the answer written with this search was ignored. Read the results, then answer in a "
-                    "separate action.")
-        if note:
-            turn.messages.extend([EnvMessage(None, "\n"), EnvMessage("user", note)])
-        return turn
 
     def env_info(self) -> dict[str, Any]:
         gold = list(self.task.meta.get("supporting_titles", [])) if self.task is not None else []

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, init_options, reject_unknown
-from agentgym_r1.core.parsers import CommandParser, HermesParser
+from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, init_options, reject_unknown
+from agentgym_r1.core.parsers import CommandParser, CompositeParser, HermesParser
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.webshop.catalogue import SEARCH_RETURN_N, Catalogue
 from agentgym_r1.envs.webshop.data import load_catalogue
@@ -26,6 +26,8 @@ from agentgym_r1.envs.webshop.reward import METRIC_KEYS, get_reward
 from agentgym_r1.error import RetrievalError
 
 MAX_QUERY_CHARS = 500
+ACTION_HINT = ('Write one command such as search[query] or click[button], or call one tool as <tool_call>{"name": '
+               '"click", "arguments": {"button": "..."}}</tool_call>.')
 TOOLS = (
     {"type": "function", "function": {
         "name": "search", "description": "Search the shop (only on the search page).",
@@ -98,9 +100,10 @@ class WebShopEnv(Env):
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
         super().__init__(render_mode=render_mode)
         self.catalogue: Catalogue = load_catalogue(source, goals=goals, seed=seed, num_products=num_products)
-        self.format_penalty = float(format_penalty)
+        self.format_penalty = finite_option("format_penalty", format_penalty)
         self.system_prompt = SYSTEM_PROMPT if system_prompt is None else system_prompt
-        self._command, self._hermes = CommandParser(answer_formats=(), answer_verb=None), HermesParser(())
+        self._hermes = HermesParser(())
+        self.parser = CompositeParser([self._hermes, CommandParser(answer_formats=(), answer_verb=None)], ACTION_HINT)
         self.task: Task | None = None
         self.session = Session()
         self._clickables: list[str] = []
@@ -151,10 +154,10 @@ class WebShopEnv(Env):
 
     def _parse(self, action: str) -> tuple[str | None, str, dict[str, Any]]:
         """``(verb, argument, info["action"])``; ``verb`` None means invalid, with the message as argument."""
-        if "<tool_call>" in action:
-            parsed = self._hermes.parse(action, {})
-            if parsed.kind != "tool_call":
-                return None, parsed.error or "Invalid action.", parsed.to_info()
+        parsed = self.parser.parse(action, {})  # one linear read: Hermes when it holds <tool_call>, else a command
+        if parsed.kind == "invalid":
+            return None, parsed.error or "Invalid action.", parsed.to_info()
+        if parsed.kind == "tool_call":
             if len(parsed.calls) != 1:
                 return None, "Invalid action: one tool call per turn.", parsed.to_info()
             call = parsed.calls[0]
@@ -164,10 +167,6 @@ class WebShopEnv(Env):
                 return (None, f"Invalid action: the tools are search(query: string) and click(button: string); "
                               f"got {call.name!r} with arguments {json.dumps(call.arguments)[:200]}.", parsed.to_info())
             return call.name, value.strip(), parsed.to_info()
-        parsed = self._command.parse(action, {})
-        if parsed.kind != "command":
-            problem = (parsed.error or "Invalid action.").replace(", or answer[...] to finish", " or click[button]")
-            return None, problem, parsed.to_info()
         if parsed.verb not in ("search", "click"):
             return (None, f"Invalid action: unknown command {parsed.verb!r}; write search[query] or click[button].",
                     parsed.to_info())

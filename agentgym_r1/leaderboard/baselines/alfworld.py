@@ -74,7 +74,7 @@ class RandomAdmissiblePolicy(Policy):
     name = "random"
 
     def __init__(self, seed: int = 0) -> None:
-        self.rng = np.random.default_rng(seed)
+        self.base_seed, self.rng = seed, np.random.default_rng(seed)
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         commands = [c for c in admissible(info) if c not in ("inventory", "help")]

@@ -74,7 +74,7 @@ class RandomClickPolicy(_Shopper):
     name = "random"
 
     def __init__(self, seed: int = 0) -> None:
-        self.rng = np.random.default_rng(seed)
+        self.base_seed, self.rng = seed, np.random.default_rng(seed)
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         can_search, clicks = available(info)
