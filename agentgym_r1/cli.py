@@ -21,6 +21,15 @@ def _serve_retriever(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_env(args: argparse.Namespace) -> int:
+    from agentgym_r1.serve.openenv_server import parse_env_kwargs, serve
+
+    serve(args.env_id, parse_env_kwargs(args.env_kwargs), host=args.host, port=args.port,
+          max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout or None,
+          single_thread=True if args.single_thread else None, log_level=args.log_level)
+    return 0
+
+
 def _train(args: argparse.Namespace) -> int:
     """Hand the rest of the command line (``--config run.yaml`` and flags) to the trainer's TrlParser."""
     from agentgym_r1.error import require
@@ -67,6 +76,20 @@ def build_parser() -> argparse.ArgumentParser:
     sr.add_argument("--model", default=None, help="embedding model directory (dense/hybrid; default: the saved one)")
     sr.add_argument("--log-level", default="warning")
     sr.set_defaults(func=_serve_retriever)
+    se = serve.add_parser("env", help="serve a registered env with openenv-core's server (/reset, /step, /state, "
+                                      "/schema, /health, the /ws sessions)")
+    se.add_argument("env_id", help="a registered env id, e.g. AgentR1/GSM8K-v0")
+    se.add_argument("env_kwargs", nargs="*", metavar="KEY=VALUE",
+                    help="the env's constructor options, values read as JSON where they parse (source=synthetic)")
+    se.add_argument("--host", default="127.0.0.1")
+    se.add_argument("--port", type=int, default=8000)
+    se.add_argument("--max-sessions", type=int, default=16, help="the most /ws sessions open at once")
+    se.add_argument("--idle-timeout", type=float, default=300.0,
+                    help="seconds without a message after which a session is closed (0: never)")
+    se.add_argument("--single-thread", action="store_true",
+                    help="run every session's env calls on one thread (always so for envs that are not thread-safe)")
+    se.add_argument("--log-level", default="warning")
+    se.set_defaults(func=_serve_env)
     tr = sub.add_parser("train", help="train a policy with GRPO or PPO (needs the 'train' extra)",
                         description="Options after the algorithm go to the trainer: --config run.yaml, or any field "
                                     "of AgentGRPOConfig / AgentPPOConfig as --field value.")

@@ -89,3 +89,12 @@ def require(module: str, extra: str, feature: str):
             f"{feature} needs the Python package {module!r}, which is not installed. "
             f'Install it with: pip install "agentgym-r1[{extra}]"'
         ) from e
+
+
+class RemoteEnvError(AgentGymError, RuntimeError):
+    """A served env (``AgentR1/Remote-v0``) that cannot go on: the server is unreachable or did not answer in time,
+    closed the session (idle timeout), or its env raised. The message has the server's reason."""
+
+
+class SessionLimitError(RemoteEnvError):
+    """The env server is at its session cap (``agentgym-r1 serve env --max-sessions``)."""

