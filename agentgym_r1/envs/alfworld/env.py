@@ -1,4 +1,4 @@
-"""``AgentR1/ALFWorld-v0``: ALFWorld's household games on the real TextWorld engine."""
+"""``AgentR1/ALFWorld-v1`` (and ``-v0``): ALFWorld's household games on the real TextWorld engine."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ INSTRUCTIONS = (
     "You are in a household. Reach the goal in the task with text commands, one per turn: look, inventory, "
     "go to (receptacle), open/close (receptacle), take (object) from (receptacle), put or move (object) in/on/to "
     "(receptacle), examine (something), use (object), heat/cool/clean (object) with (receptacle). Write the "
-    "command as plain text, or call the tool act with {\"command\": ...}."
+    "command as plain text (go to desk 1), or call the tool act as "
+    '<tool_call>{"name": "act", "arguments": {"command": "go to desk 1"}}</tool_call>.'
 )
 
 
@@ -27,9 +28,9 @@ class ALFWorldEnv(Env):
     in light, clean, heat or cool an object and place it, pick two objects and place them. The agent moves between
     receptacles, opens them, takes, puts, heats, cools, cleans and uses objects with text commands.
 
-    **Observation.** At reset: ALFWorld's intro (the room and "Your task is to: ..."), after ``system_prompt`` when
-    one is given. After a command: the engine's feedback ("You arrive at ...", "Nothing happens."), wrapped in
-    ``<tool_response>`` when the command came as a tool call. After an invalid action: what was wrong.
+    **Observation.** At reset: ``system_prompt`` (default :data:`INSTRUCTIONS`: the commands and the ``act`` tool;
+    ``""`` for none), then ALFWorld's intro (the room and "Your task is to: ..."). After a command: the engine's
+    feedback ("You arrive at ...", "Nothing happens."), wrapped in ``<tool_response>`` when the command came as a tool call. After an invalid action: what was wrong.
 
     **Action.** One ALFWorld command as plain text (``go to desk 1``; case and spaces are normalised, a leading
     ``>`` or ``Action:`` is dropped), or one Hermes tool call ``<tool_call>{"name": "act", "arguments":
@@ -50,7 +51,8 @@ class ALFWorldEnv(Env):
     (``alfworld-download``), or a path to a directory in that layout; ``split`` is one of ``train``,
     ``valid_seen``, ``valid_unseen``. ``task_types`` filters both (names or ALFWorld's ids 1-6).
 
-    **Version history.** v0: first release.
+    **Version history.** v1: the first observation opens with :data:`INSTRUCTIONS` (``system_prompt`` defaults to
+    them). v0: first release; the first observation is the game's intro alone (``system_prompt=""``).
     """
 
     reset_options = frozenset({"task_id", "index", "game_file"})
@@ -76,7 +78,7 @@ class ALFWorldEnv(Env):
         self.games = load_source(source, split, task_types, seed, num_games, cache_dir)
         self.step_penalty = finite_option("step_penalty", step_penalty)
         self.format_penalty = finite_option("format_penalty", format_penalty)
-        self.system_prompt = system_prompt
+        self.system_prompt = INSTRUCTIONS if system_prompt is None else system_prompt
         self._engine: Engine | None = None
         self._state: Any = None
         self._played: list[str] = []  # the commands the engine applied this episode
