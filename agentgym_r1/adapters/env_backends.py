@@ -357,19 +357,38 @@ def connect_ray(ray: Any, address: str | None) -> None:
     when the address cannot be reached (checked with one TCP connection first: Ray itself retries for a minute)."""
     if ray.is_initialized():
         return
-    if address and address not in ("auto", "local"):
-        host, _, port = address.removeprefix("ray://").rpartition(":")
-        try:
-            socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
-        except (OSError, ValueError) as e:
-            raise EnvBackendError(f"Ray address {address!r} cannot be reached ({type(e).__name__}: {e}); start a "
-                                  "cluster there (`ray start --head`), give its address as host:port or "
-                                  "ray://host:port, or leave ray_address unset for a local Ray instance") from e
+    check_ray_address(address)
     try:
         ray.init(address=address, include_dashboard=False, logging_level="WARNING")
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise EnvBackendError(f"cannot connect to Ray at {address or 'a new local instance'!r}: "
                               f"{type(e).__name__}: {e}") from e
+
+
+def check_ray_address(address: str | None) -> None:
+    """:class:`EnvBackendError` with the fix when ``address`` (``host:port`` or ``ray://host:port``) takes no TCP
+    connection; None, ``auto`` and ``local`` pass."""
+    if not address or address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except (OSError, ValueError) as e:
+        raise EnvBackendError(f"Ray address {address!r} cannot be reached ({type(e).__name__}: {e}); start a "
+                              "cluster there (`ray start --head`), give its address as host:port or "
+                              "ray://host:port, or leave ray_address unset for a local Ray instance") from e
+
+
+def check_env_backend(name: str, workers: int = 0, ray_address: str | None = None) -> None:
+    """The errors :func:`make_env_backend` would raise, without starting anything: an unknown name, a negative
+    worker count, a missing ``ray`` extra, a Ray address that cannot be reached."""
+    if name not in ENV_BACKENDS:
+        raise ConfigError(f"unknown env_backend {name!r}; choose one of {list(ENV_BACKENDS)}")
+    if workers < 0:
+        raise ConfigError(f"env_workers must be >= 0, got {workers}")
+    if name == "ray":
+        require("ray", "ray", "env_backend='ray'")
+        check_ray_address(ray_address)
 
 
 def make_env_backend(name: str, workers: int = 0, ray_address: str | None = None

@@ -29,10 +29,10 @@ import gymnasium as gym
 from agentgym_r1.adapters.backends.base import ChatBackend, SamplingParams, TokenBackend
 from agentgym_r1.adapters.context import ContextPolicy, Summariser, make_context
 from agentgym_r1.adapters.env_backends import (
-    ENV_BACKENDS,
     EnvBackendName,
     EnvCall,
     EnvReply,
+    check_env_backend,
     make_env_backend,
 )
 from agentgym_r1.adapters.records import EndReason, Episode, Layout, RolloutBatch, TurnRecord
@@ -82,10 +82,7 @@ class RolloutConfig:
             raise ConfigError(f"max_completion_tokens must be >= 1 or None, got {self.max_completion_tokens}")
         if self.max_context_tokens < 2:
             raise ConfigError(f"max_context_tokens must be >= 2, got {self.max_context_tokens}")
-        if self.env_backend not in ENV_BACKENDS:
-            raise ConfigError(f"unknown env_backend {self.env_backend!r}; choose one of {list(ENV_BACKENDS)}")
-        if self.env_workers < 0:
-            raise ConfigError(f"env_workers must be >= 0, got {self.env_workers}")
+        check_env_backend(self.env_backend, self.env_workers, self.ray_address)
 
 
 @dataclass(slots=True)

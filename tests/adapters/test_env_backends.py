@@ -36,9 +36,11 @@ def test_an_unreachable_ray_address_is_a_named_error_at_construction(chat):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    config = RolloutConfig(env_backend="ray", ray_address=f"127.0.0.1:{port}")
     with pytest.raises(EnvBackendError, match=f"127.0.0.1:{port}.*cannot be reached.*ray start --head"):
-        RolloutEngine(ScriptedBackend(chat, None), chat, config)
+        RolloutConfig(env_backend="ray", ray_address=f"127.0.0.1:{port}")
+    with pytest.raises(EnvBackendError, match="cannot be reached"):
+        make_env_backend("ray", 1, f"ray://127.0.0.1:{port}")
+    assert not ray.is_initialized()
 
 
 def backends(request):
