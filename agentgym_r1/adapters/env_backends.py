@@ -200,6 +200,8 @@ class WorkerPool:
                               f"defined at module level, or use env_backend='thread'") from e
 
     def run(self, calls: Sequence[EnvCall]) -> list[EnvReply]:
+        if not self.workers:  # closed: a later rollout starts new workers, as a closed thread backend makes new envs
+            self.workers = [self._spawn() for _ in range(self.size)]
         replies: list[EnvReply | None] = [None] * len(calls)
         batches: dict[int, list[int]] = {}
         for i, c in enumerate(calls):

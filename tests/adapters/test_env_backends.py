@@ -121,6 +121,9 @@ def test_a_worker_that_dies_ends_only_its_episodes_and_is_replaced(request, chat
         assert len(new) == 2 and new[0] != engine.killed and new[1] != engine.killed
         again = engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K, seed=s) for s in range(4)])
         assert [e.end_reason for e in again.episodes] == ["max_turns"] * 4
+        engine.close()  # a closed engine starts new workers for its next rollout
+        (last,) = engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K, seed=0)]).episodes
+        assert last.error is None and last.end_reason in ("max_turns", "terminated")
     finally:
         engine.close()
 
