@@ -23,6 +23,7 @@ import gymnasium as gym
 
 from agentgym_r1.adapters.backends.base import ChatBackend, SamplingParams, TokenBackend
 from agentgym_r1.adapters.context import ContextPolicy, Summariser, make_context
+from agentgym_r1.adapters.native import resolve_env_kwargs
 from agentgym_r1.adapters.records import EndReason, Episode, Layout, RolloutBatch, TurnRecord
 from agentgym_r1.adapters.tokenize import ChatTokenizer
 from agentgym_r1.error import ConfigError
@@ -211,7 +212,7 @@ class RolloutEngine:
             return spec.env(), None
         key = (spec.env, repr(sorted(spec.env_kwargs.items())))
         pool = self._pool.setdefault(key, [])
-        return (pool.pop() if pool else gym.make(spec.env, **spec.env_kwargs)), key
+        return (pool.pop() if pool else gym.make(spec.env, **resolve_env_kwargs(spec.env_kwargs, self.chat))), key
 
     def _map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         if self.config.env_workers > 1 and len(items) > 1:
@@ -237,9 +238,12 @@ def _messages(env: gym.Env, obs: str, previous: list[dict[str, Any]]) -> list[di
     """The chat form of the episode so far: the env's transcript when it keeps one, else the observations as
     user messages after the previous ones."""
     transcript = getattr(env.unwrapped, "transcript", None)
-    if transcript is not None and hasattr(transcript, "messages"):
-        return [dict(m) for m in transcript.messages()]
-    return [*previous, {"role": "user", "content": obs}]
+    if transcript is None or not hasattr(transcript, "messages"):
+        return [*previous, {"role": "user", "content": obs}]
+    messages = [dict(m) for m in transcript.messages()]
+    if messages and getattr(getattr(env.unwrapped, "parser", None), "lists_tools", False):
+        messages[0]["tools"] = env.unwrapped.tool_schemas()  # the chat template lists them (parser="auto")
+    return messages
 
 
 # -- one round: a turn for every live episode, then the env steps (module functions on the engine's live episodes)

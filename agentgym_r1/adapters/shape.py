@@ -111,6 +111,8 @@ def probe(render: Render, family: str) -> TemplateShape:
         raise unsupported("it cannot render one user message", why or why2)
     common = next((i for i, (a, b) in enumerate(zip(plain, with_prompt, strict=False)) if a != b),
                   min(len(plain), len(with_prompt)))
+    if with_prompt.rfind("<", 0, common) > with_prompt.rfind(">", 0, common):  # not inside a special token
+        common = with_prompt.rfind("<", 0, common)
     if with_prompt == plain or _U not in with_prompt[:common]:
         raise unsupported("add_generation_prompt=True adds no assistant header after the user message",
                           f"rendered {with_prompt[-40:]!r}")

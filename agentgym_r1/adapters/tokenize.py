@@ -71,11 +71,21 @@ class ChatTokenizer:
         self.pad_token_id: int = pad if pad is not None else min(self.stop_token_ids)
         self.response_template = response_template(tokenizer, template_text)
         self.shape = probe(lambda m, g: self._apply(m, g, self.tools), describe(template_text))
+        self.lists_tools = self._lists_tools()
         if self.shape.tool_role == "call" and self.response_template is None:
             raise TemplateUnsupportedError(
                 f"the chat template of family {self.shape.family} renders a tool result only after an assistant "
                 "message with structured tool_calls, and the tokenizer has no response_template to parse them from the "
                 "model's text; set tokenizer.response_template (see transformers' response parsing docs)")
+
+    def _lists_tools(self) -> bool:
+        """Whether the template writes the tools given as ``tools=`` (the probe tool's name shows in the prompt)."""
+        schema = {"type": "function", "function": {"name": "agentgymprobetool", "description": "probe",
+                                                   "parameters": {"type": "object", "properties": {}}}}
+        try:
+            return "agentgymprobetool" in self._apply([{"role": "user", "content": "q"}], True, [schema])
+        except Exception:  # a template that refuses tools= cannot list them
+            return False
 
     def _apply(self, messages: list[Message], add_generation_prompt: bool, tools: list[dict[str, Any]] | None) -> str:
         kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": add_generation_prompt}
@@ -87,21 +97,41 @@ class ChatTokenizer:
 
     def render(self, messages: Sequence[Message], add_generation_prompt: bool,
                tools: list[dict[str, Any]] | None = None) -> str:
-        """``messages`` rendered through the template, rewritten first to the shape it accepts."""
-        return self._apply(self.prepare(messages), add_generation_prompt, tools or self.tools)
+        """``messages`` rendered through the template, rewritten first to the shape it accepts. The tools go to the
+        template from ``tools``, else :attr:`tools`, else the first message's ``"tools"`` (an env whose parser leaves
+        listing the tools to the template puts them there)."""
+        listed = messages[0].get("tools") if messages else None
+        return self._apply(self.prepare(messages), add_generation_prompt, tools or self.tools or listed)
 
     def prepare(self, messages: Sequence[Message]) -> list[Message]:
         """The messages as the template is given them (:meth:`TemplateShape.prepare`)."""
-        return self.shape.prepare(messages, self.structure if self.response_template is not None else None)
+        bare = [{k: v for k, v in m.items() if k != "tools"} for m in messages]
+        return self.shape.prepare(bare, self.structure if self.response_template is not None else None)
+
+    def parse_response(self, text: str) -> Message:
+        """The model's text parsed by the family's response template (transformers' ``parse_response``, the
+        generation prompt as its prefix). The text the env gets lacks the turn's final end-of-turn token, which
+        some templates close a call with (Llama's ``}<|eot_id|>``): when the text alone does not parse, each of the
+        family's end-of-turn tokens is tried after it. Raises ``ValueError`` for
+        a call the template cannot read, ``ConfigError`` when the family has no response template."""
+        if self.response_template is None:
+            raise ConfigError(f"the tokenizer of family {self.family.name} has no response_template to parse with")
+        first: ValueError | None = None
+        for closing in ("", *self.family.end_of_turn):
+            try:
+                return dict(self.tokenizer.parse_response(text + closing, self.response_template,
+                                                          prefix=self.shape.generation_prompt))
+            except (ValueError, TypeError, AttributeError, KeyError) as e:
+                first = first or (e if isinstance(e, ValueError) else ValueError(f"{type(e).__name__}: {e}"))
+        assert first is not None
+        raise first
 
     def structure(self, text: str) -> Message:
-        """An assistant message rebuilt from the model's text by the family's response parser (transformers'
-        ``parse_response``; its content normalised and a failed parse kept as text, as TRL's
-        ``chat_template_utils.parse_response`` does)."""
+        """An assistant message rebuilt from the model's text by :meth:`parse_response` (content normalised and a
+        failed parse kept as text, as TRL's ``chat_template_utils.parse_response`` does)."""
         try:
-            parsed = dict(self.tokenizer.parse_response(text, self.response_template,
-                                                        prefix=self.shape.generation_prompt))
-        except (ValueError, TypeError, AttributeError):
+            parsed = self.parse_response(text)
+        except ValueError:
             parsed = {}
         parsed["role"] = "assistant"
         calls = [c for c in parsed.get("tool_calls") or [] if isinstance(c, dict)

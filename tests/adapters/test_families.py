@@ -228,3 +228,59 @@ def test_concatenated_rows_keep_the_reasoning_the_model_saw_where_qwen3_strips_i
                                            + episode.turns[1].completion_ids + episode.turns[1].env_ids)
     assert "plan" in seen_at_turn_3 and "plan" in chat.tokenizer.decode(row.completion_ids)
     assert "plan" not in chat.render(episode.messages, add_generation_prompt=False)  # the template's re-rendering
+
+
+NATIVE_CALLS = {  # each family's own tool call, as its model writes it after the generation prompt (Qwen3.6 and
+    # Nemotron prompts open a <think> block, so their models write the reasoning's end first)
+    "qwen2_5": '<tool_call>\n{"name": "_echo", "arguments": {"text": "abc"}}\n</tool_call><|im_end|>',
+    "qwen3_6": "Echo it.\n</think>\n\n<tool_call>\n<function=_echo>\n<parameter=text>\nabc\n</parameter>\n</function>\n</tool_call><|im_end|>",
+    "nemotron_3_nano": "Echo it.\n</think>\n<tool_call>\n<function=_echo>\n<parameter=text>\nabc\n</parameter>\n</function>\n</tool_call>"
+                       "<|im_end|>",
+    "llama3_1": '{"name": "_echo", "parameters": {"text": "abc"}}<|eot_id|>',
+    "gptoss": '<|channel|>analysis<|message|>Echo it.<|end|><|start|>assistant to=functions._echo<|channel|>commentary '
+              'json<|message|>{"text": "abc"}<|call|>',
+    "glm4moe": "<tool_call>_echo\n<arg_key>text</arg_key>\n<arg_value>abc</arg_value>\n</tool_call><|observation|>",
+    "lfm2_2_5": "<|tool_call_start|>[_echo(text='abc')]<|tool_call_end|><|im_end|>",
+    "gemma4": '<|tool_call>call:_echo{text:<|"|>abc<|"|>}<tool_call|><turn|>',
+    "deepseekv3": "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>_echo\n```json\n{\"text\": \"abc\"}\n```"
+                  "<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
+}
+
+
+# A malformed call: broken JSON is an invalid action (error observation, format penalty); the XML-style parsers of
+# transformers read any text as a call, so a call without its argument is a failed call (the tool's error).
+BROKEN = {name: (call.replace('"abc"', '"abc').replace("<|\"|>abc<|\"|>", "<|\"|>abc"), "format")
+          for name, call in NATIVE_CALLS.items()}
+BROKEN |= {
+    "qwen3_6": ("Echo it.\n</think>\n\n<tool_call>\n<function=_echo>\n</function>\n</tool_call><|im_end|>", "call"),
+    "nemotron_3_nano": ("Echo it.\n</think>\n<tool_call>\n<function=_echo>\n</function>\n</tool_call><|im_end|>", "call"),
+    "glm4moe": ("<tool_call>_echo\n</tool_call><|observation|>", "call"),
+    "lfm2_2_5": ("<|tool_call_start|>[_echo()]<|tool_call_end|><|im_end|>", "call"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NATIVE_CALLS))
+def test_parser_auto_reads_the_family_s_own_tool_calls(tokenizer, name):
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
+    kwargs = {**ENV_KWARGS, "parser": "auto", "tasks": [{"prompt": "Echo abc.", "answer": "abc"}]}
+    broken, kind = BROKEN[name]
+    script = [(NATIVE_CALLS[name], False), (broken, False), ("<answer>abc</answer>", True)]
+    backend = ScriptedBackend(chat, lambda ctx, turn: script[turn], end_id=_end_id(chat))
+    engine = RolloutEngine(backend, chat, RolloutConfig(sampling=SamplingParams(max_new_tokens=10_000)))
+    batch = engine.rollout([Prompt("AgentR1/ToolEnv-v0", kwargs, seed=0)])
+    (episode,), (row,) = batch.episodes, batch.samples
+    call, bad, answer = episode.turns
+    assert call.valid, call.error
+    assert "abc" in chat.tokenizer.decode(call.env_ids)  # the tool ran and its result came back
+    assert not bad.valid and (bad.reward_parts["format"] < 0) == (kind == "format"), bad.error
+    assert ("Invalid action" if kind == "format" else "invalid arguments") in chat.tokenizer.decode(bad.env_ids)
+    assert episode.success and episode.end_reason == "terminated"
+    masked = [i for i, m in zip(row.completion_ids, row.env_mask, strict=True) if m]
+    assert masked == call.completion_ids + bad.completion_ids + answer.completion_ids
+    prompt = chat.tokenizer.decode(row.prompt_ids)
+    if chat.lists_tools:  # the template lists the tools (tools=), the system prompt no longer does
+        assert "_echo" in prompt and "<tools>" not in episode.messages[0]["content"]
+    else:
+        assert "_echo" in episode.messages[0]["content"]
