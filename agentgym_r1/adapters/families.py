@@ -27,6 +27,9 @@ class Family:
     end_of_turn: tuple[str, ...]
     bos: str | None = None
     eos: str | None = None
+    stands_for: tuple[tuple[str, str], ...] = ()
+    """``(emitted, closing)``: an end token the model emits that stands for another closing the template writes in
+    history (gpt-oss ends a final answer with ``<|return|>``, which history writes ``<|end|>``)."""
 
     @property
     def eos_token(self) -> str:
@@ -35,7 +38,7 @@ class Family:
 
 # Order matters: the first family whose marker the template writes wins (gpt-oss before Phi-3: both write <|end|>).
 FAMILIES: tuple[Family, ...] = (
-    Family("gpt-oss", "<|channel|>", ("<|return|>", "<|call|>")),
+    Family("gpt-oss", "<|channel|>", ("<|return|>", "<|call|>"), stands_for=(("<|return|>", "<|end|>"),)),
     Family("muse-glimmer", "<|eot|>", ("<|eot|>", "<|eom|>"), bos="<|begin_of_text|>"),
     Family("llama3", "<|start_header_id|>", ("<|eot_id|>", "<|eom_id|>"), bos="<|begin_of_text|>"),
     Family("gemma4", "<|turn>", ("<turn|>",), bos="<bos>"),

@@ -328,3 +328,16 @@ def test_native_calls_keep_masks_exact(tokenizer, name, data):
                                                turn.completion_ids[-1])
         if turn.action[:12] == NATIVE_CALLS[name][:12]:  # a native call: the env ran it and answered as the tool
             assert turn.valid and episode.messages[at + 1]["role"] == "tool", turn.error
+
+
+def test_gpt_oss_return_stands_for_the_end_history_writes(tokenizer):
+    """gpt-oss ends a final answer with <|return|>, which the template writes as <|end|> once the turn is history:
+    the sampled <|return|> stands for it, so no <|end|> is added after it."""
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["gptoss"]))
+    history = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "<|channel|>final<|message|>no"}]
+    reply = [{"role": "user", "content": "Invalid"}]
+    returned = chat.suffix_text(history, reply, chat.tokenizer.convert_tokens_to_ids("<|return|>"))
+    assert returned == "<|start|>user<|message|>Invalid<|end|><|start|>assistant"
+    assert chat.suffix_text(history, reply, None) == "<|end|>" + returned  # stopped on a stop string: scaffolding
