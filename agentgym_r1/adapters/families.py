@@ -41,7 +41,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("gpt-oss", "<|channel|>", ("<|return|>", "<|call|>"), stands_for=(("<|return|>", "<|end|>"),)),
     Family("muse-glimmer", "<|eot|>", ("<|eot|>", "<|eom|>"), bos="<|begin_of_text|>"),
     Family("llama3", "<|start_header_id|>", ("<|eot_id|>", "<|eom_id|>"), bos="<|begin_of_text|>"),
-    Family("gemma4", "<|turn>", ("<turn|>",), bos="<bos>"),
+    # Gemma 4 writes a call, then <|tool_response> and waits: the response comes inside the same model turn
+    Family("gemma4", "<|turn>", ("<turn|>", "<|tool_response>"), bos="<bos>"),
     Family("gemma", "<start_of_turn>", ("<end_of_turn>",), bos="<bos>", eos="<eos>"),
     Family("cohere", "<|START_OF_TURN_TOKEN|>", ("<|END_OF_TURN_TOKEN|>",), bos="<BOS_TOKEN>"),
     Family("deepseek", "<｜Assistant｜>", ("<｜end▁of▁sentence｜>",), bos="<｜begin▁of▁sentence｜>"),

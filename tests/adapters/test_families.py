@@ -241,7 +241,7 @@ NATIVE_CALLS = {  # each family's own tool call, as its model writes it after th
               'json<|message|>{"text": "abc"}<|call|>',
     "glm4moe": "<tool_call>_echo\n<arg_key>text</arg_key>\n<arg_value>abc</arg_value>\n</tool_call><|observation|>",
     "lfm2_2_5": "<|tool_call_start|>[_echo(text='abc')]<|tool_call_end|><|im_end|>",
-    "gemma4": '<|tool_call>call:_echo{text:<|"|>abc<|"|>}<tool_call|><turn|>',
+    "gemma4": '<|tool_call>call:_echo{text:<|"|>abc<|"|>}<tool_call|><|tool_response>',
     "deepseekv3": "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>_echo\n```json\n{\"text\": \"abc\"}\n```"
                   "<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
 }
@@ -328,6 +328,20 @@ def test_native_calls_keep_masks_exact(tokenizer, name, data):
                                                turn.completion_ids[-1])
         if turn.action[:12] == NATIVE_CALLS[name][:12]:  # a native call: the env ran it and answered as the tool
             assert turn.valid and episode.messages[at + 1]["role"] == "tool", turn.error
+
+
+def test_gemma4_tool_responses_come_inside_the_model_turn(tokenizer):
+    """Gemma 4 renders the tool response right after the call, in the same model turn: the model stops on
+    <|tool_response>, and the suffix is the response alone (no new turn, nothing the model did not see)."""
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["gemma4"]))
+    stop = chat.tokenizer.convert_tokens_to_ids("<|tool_response>")
+    assert stop in chat.stop_token_ids
+    history = [{"role": "user", "content": "Q"},
+               {"role": "assistant", "content": '<|tool_call>call:_echo{text:<|"|>x<|"|>}<tool_call|>'}]
+    assert chat.suffix_text(history, [{"role": "tool", "content": "R"}], stop) == (
+        'response:_echo{value:<|"|>R<|"|>}<tool_response|>')
 
 
 def test_gpt_oss_return_stands_for_the_end_history_writes(tokenizer):
