@@ -376,8 +376,7 @@ def _after_step(engine: RolloutEngine, x: _Live, turn: TurnRecord, result: tuple
 def _append_suffix(engine: RolloutEngine, x: _Live, turn: TurnRecord, history: list[dict[str, Any]],
                    new: list[dict[str, Any]]) -> None:
     assert engine.chat is not None
-    last = turn.completion_ids[-1] if turn.completion_ids else None
-    suffix = engine.chat.suffix_ids(history, new, last)
+    suffix = engine.chat.suffix_ids(history, new, turn.completion_ids)
     limit, name = _token_limit(engine, x)
     if len(x.ids) + len(suffix) + 1 > limit:
         engine._end(x, "context_limit", f"the env reply after turn {x.turn - 1} ({len(suffix)} tokens) does not fit "

@@ -165,16 +165,36 @@ class ChatTokenizer:
             ids = ids[:-1]
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
+    def written_closings(self, sampled: int | Sequence[int] | None) -> list[str]:
+        """Text the model itself wrote to close its turn, longest first: the run of special tokens that ends the
+        turn, when its last is an end-of-turn token (Cohere 2 closes with ``<|END_RESPONSE|><|END_OF_TURN_TOKEN|>``),
+        and the same with the last token read as the closing it stands for (:attr:`Family.stands_for`)."""
+        ids = [] if sampled is None else [sampled] if isinstance(sampled, int) else list(sampled)
+        if not ids or ids[-1] not in self.stop_token_ids:
+            return []
+        special = self.stop_token_ids | set(getattr(self.tokenizer, "all_special_ids", ()))
+        start = len(ids) - 1
+        while start > 0 and ids[start - 1] in special:
+            start -= 1
+        last = self._stop_text[ids[-1]]
+        alias = dict(self.family.stands_for).get(last)
+        out = []
+        for k in range(start, len(ids)):
+            tail = self.tokenizer.decode(ids[k:], skip_special_tokens=False)
+            out.extend([tail] if alias is None else [tail, tail[: len(tail) - len(last)] + alias])
+        return [t for t in out if t]
+
     def suffix_text(self, history: Sequence[Message], new_messages: Sequence[Message],
-                    last_sampled: int | None, tools: list[dict[str, Any]] | None = None) -> str:
+                    last_sampled: int | Sequence[int] | None, tools: list[dict[str, Any]] | None = None) -> str:
         """The template text after the agent turn that ends ``history`` (an assistant message), up to the next
-        assistant turn's generation prompt, minus the text of the end-of-turn token the model already emitted.
+        assistant turn's generation prompt, minus the closing the model already wrote (:meth:`written_closings` of
+        ``last_sampled``: the turn's sampled ids, or its last id).
 
         A turn the template renders from its parsed ``tool_calls`` (gpt-oss) is not rendered as given, so its end is
         found by rendering the history alone and then with the env messages: the second must extend the first."""
         if not history or history[-1].get("role") != "assistant":
             raise ConfigError("suffix_text needs a history that ends with the assistant message of the turn")
-        emitted = self._stop_text.get(last_sampled) if last_sampled is not None else None
+        written = self.written_closings(last_sampled)
         if self.shape.tool_role == "call" and self.structure(str(history[-1].get("content") or "")).get("tool_calls"):
             before = self.render(history, add_generation_prompt=False, tools=tools)
             after = self.render([*history, *new_messages], add_generation_prompt=True, tools=tools)
@@ -182,7 +202,7 @@ class ChatTokenizer:
                 raise ConfigError(f"the chat template of family {self.shape.family} renders a tool-call turn "
                                   "differently once the env's reply follows; the rollout engine needs it unchanged")
             text = after[len(before):]
-            if not (emitted and before.endswith(emitted)):  # the model did not write the closing: scaffolding
+            if not any(before.endswith(w) for w in written):  # the model did not write the closing: scaffolding
                 text = next((t for t in self._stop_text.values() if t and before.endswith(t)), "") + text
             return text
         rendered = self.render([*history[:-1], {"role": "assistant", "content": _SENTINEL}, *new_messages],
@@ -192,14 +212,10 @@ class ChatTokenizer:
             raise ConfigError("the chat template dropped or rewrote the assistant message; the rollout engine needs a "
                               "template that renders assistant content as given")
         text = rendered[cut + len(_SENTINEL):]
-        closing = dict(self.family.stands_for).get(emitted or "", emitted)
-        for written in (emitted, closing):
-            if written and text.startswith(written):
-                return text[len(written):]
-        return text
+        return next((text[len(w):] for w in written if text.startswith(w)), text)
 
     def suffix_ids(self, history: Sequence[Message], new_messages: Sequence[Message],
-                   last_sampled: int | None, tools: list[dict[str, Any]] | None = None) -> list[int]:
+                   last_sampled: int | Sequence[int] | None, tools: list[dict[str, Any]] | None = None) -> list[int]:
         """:meth:`suffix_text`, tokenized once."""
         return self.encode(self.suffix_text(history, new_messages, last_sampled, tools))
 

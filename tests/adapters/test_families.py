@@ -78,7 +78,7 @@ def _play(chat: ChatTokenizer, script):
 
 def _rendered_with_turns(chat: ChatTokenizer, episode) -> str:
     """The template's rendering of the whole episode, each assistant turn replaced by its sampled text; where the
-    turn's last token is an end-of-turn token whose text starts the template's closing, it stands for that text."""
+    turn ends with end-of-turn tokens whose text starts the template's closing, they stand for that text."""
     decode = chat.tokenizer.decode
     messages, k = [], 0
     for m in episode.messages:
@@ -96,10 +96,7 @@ def _rendered_with_turns(chat: ChatTokenizer, episode) -> str:
         out.append(text[pos:at])
         pos = at + len(mark)
         out.append(decode(turn.completion_ids))
-        emitted = decode(turn.completion_ids[-1:]) if turn.completion_ids[-1:] and \
-            turn.completion_ids[-1] in chat.stop_token_ids else ""
-        if emitted and text.startswith(emitted, pos):
-            pos += len(emitted)
+        pos += next((len(w) for w in chat.written_closings(turn.completion_ids) if text.startswith(w, pos)), 0)
     return "".join(out)
 
 
@@ -342,6 +339,18 @@ def test_gemma4_tool_responses_come_inside_the_model_turn(tokenizer):
                {"role": "assistant", "content": '<|tool_call>call:_echo{text:<|"|>x<|"|>}<tool_call|>'}]
     assert chat.suffix_text(history, [{"role": "tool", "content": "R"}], stop) == (
         'response:_echo{value:<|"|>R<|"|>}<tool_response|>')
+
+
+def test_cohere2_closing_written_by_the_model_is_not_rendered_again(tokenizer):
+    """Command R7B closes a turn with <|END_RESPONSE|><|END_OF_TURN_TOKEN|>; both stand for the template's closing."""
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["cohere2"]))
+    ids = chat.encode("A<|END_RESPONSE|><|END_OF_TURN_TOKEN|>")
+    history = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": chat.decode_action(ids)}]
+    suffix = chat.suffix_text(history, [{"role": "user", "content": "U"}], ids)
+    assert suffix.startswith("<|START_OF_TURN_TOKEN|><|USER_TOKEN|>U")
+    assert chat.suffix_text(history, [{"role": "user", "content": "U"}], ids[-1]).startswith("<|END_RESPONSE|>")
 
 
 def test_gpt_oss_return_stands_for_the_end_history_writes(tokenizer):
