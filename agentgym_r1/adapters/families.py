@@ -39,8 +39,10 @@ class Family:
 # Order matters: the first family whose marker the template writes wins (gpt-oss before Phi-3: both write <|end|>).
 FAMILIES: tuple[Family, ...] = (
     Family("gpt-oss", "<|channel|>", ("<|return|>", "<|call|>"), stands_for=(("<|return|>", "<|end|>"),)),
-    Family("muse-glimmer", "<|eot|>", ("<|eot|>", "<|eom|>"), bos="<|begin_of_text|>"),
-    Family("llama3", "<|start_header_id|>", ("<|eot_id|>", "<|eom_id|>"), bos="<|begin_of_text|>"),
+    Family("muse-glimmer", "<|eot|>", ("<|eot|>", "<|eom|>"), bos="<|begin_of_text|>",
+           stands_for=(("<|eom|>", "<|eot|>"),)),
+    Family("llama3", "<|start_header_id|>", ("<|eot_id|>", "<|eom_id|>"), bos="<|begin_of_text|>",
+           stands_for=(("<|eom_id|>", "<|eot_id|>"),)),  # a call ends with <|eom_id|>; history writes <|eot_id|>
     # Gemma 4 writes a call, then <|tool_response> and waits: the response comes inside the same model turn
     Family("gemma4", "<|turn>", ("<turn|>", "<|tool_response>"), bos="<bos>"),
     Family("gemma", "<start_of_turn>", ("<end_of_turn>",), bos="<bos>", eos="<eos>"),

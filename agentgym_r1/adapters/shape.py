@@ -113,7 +113,9 @@ def probe(render: Render, family: str) -> TemplateShape:
                   min(len(plain), len(with_prompt)))
     if with_prompt.rfind("<", 0, common) > with_prompt.rfind(">", 0, common):  # not inside a special token
         common = with_prompt.rfind("<", 0, common)
-    if with_prompt == plain or _U not in with_prompt[:common]:
+    answered = _try(render, [*user, {"role": "assistant", "content": _A}], False, _A)[0] or ""
+    headless = with_prompt == plain and answered.startswith(plain + _A)  # Mistral: the reply follows [/INST]
+    if not headless and (with_prompt == plain or _U not in with_prompt[:common]):
         raise unsupported("add_generation_prompt=True adds no assistant header after the user message",
                           f"rendered {with_prompt[-40:]!r}")
     fold = _try(render, [{"role": "system", "content": _S}, *user], True, _S, _U)[0] is None

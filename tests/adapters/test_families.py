@@ -364,3 +364,37 @@ def test_gpt_oss_return_stands_for_the_end_history_writes(tokenizer):
     returned = chat.suffix_text(history, reply, chat.tokenizer.convert_tokens_to_ids("<|return|>"))
     assert returned == "<|start|>user<|message|>Invalid<|end|><|start|>assistant"
     assert chat.suffix_text(history, reply, None) == "<|end|>" + returned  # stopped on a stop string: scaffolding
+
+
+MISTRAL = (  # a Mistral v3-style template (TRL 1.16 ships none): [INST] turns, [TOOL_CALLS] and [TOOL_RESULTS]
+    "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}[SYSTEM_PROMPT]{{ m['content'] }}"
+    "[/SYSTEM_PROMPT]{% elif m['role'] == 'user' %}[INST]{{ m['content'] }}[/INST]{% elif m['role'] == 'tool' %}"
+    "[TOOL_RESULTS]{{ m['content'] }}[/TOOL_RESULTS]{% else %}{{ m['content'] }}{{ eos_token }}{% endif %}"
+    "{% endfor %}"
+)
+
+
+def test_mistral_tool_calls_are_read_without_a_response_template(tokenizer):
+    from agentgym_r1.adapters.native import native_parser
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, MISTRAL))
+    assert chat.family.name == "mistral" and chat.response_template is None
+    assert "[TOOL_CALLS]" in native_parser(chat).hint({})
+    call = '[TOOL_CALLS][{"name": "_echo", "arguments": {"text": "abc"}}]</s>'
+    kwargs = {**ENV_KWARGS, "parser": "auto", "tasks": [{"prompt": "Echo abc.", "answer": "abc"}]}
+    script = [(call, False), ("<answer>abc</answer>", True)]
+    backend = ScriptedBackend(chat, lambda ctx, turn: script[turn])
+    batch = RolloutEngine(backend, chat).rollout([Prompt("AgentR1/ToolEnv-v0", kwargs, seed=0)])
+    (episode,) = batch.episodes
+    assert episode.turns[0].valid and episode.success
+    assert chat.tokenizer.decode(episode.turns[0].env_ids) == "[TOOL_RESULTS]abc[/TOOL_RESULTS]"
+
+
+def test_llama_eom_stands_for_the_eot_history_writes(tokenizer):
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["llama3_1"]))
+    eom = chat.tokenizer.convert_tokens_to_ids("<|eom_id|>")
+    history = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": '{"name": "f", "parameters": {}}'}]
+    assert chat.suffix_text(history, [{"role": "tool", "content": "R"}], eom).startswith("<|start_header_id|>ipython")
