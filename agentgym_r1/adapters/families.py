@@ -91,10 +91,12 @@ def describe(template: str) -> str:
     return f"{family} (TRL's {name}.jinja)" if name else family
 
 
-MULTIMODAL_TEMPLATES = frozenset({"idefics3", "llava_next", "lfm2_2_5_vl", "qwen2_5_vl", "qwen3_vl", "smolvlm"})
+MULTIMODAL_TEMPLATES = frozenset({"idefics3", "llava_next", "smolvlm"})
+"""TRL's templates that read message content only as a list of image/text blocks: they cannot render a text episode."""
 
 
 def trl_text_templates() -> dict[str, str]:
-    """TRL's stored templates for text models (originals and training patches), multimodal-only ones left out."""
+    """TRL's stored templates that render text conversations (originals and training patches): all but the
+    multimodal-only ones."""
     return {name: text for name, text in _trl_templates().items()
             if name.removesuffix("_training") not in MULTIMODAL_TEMPLATES}

@@ -108,7 +108,8 @@ def probe(render: Render, family: str) -> TemplateShape:
     plain, why = _try(render, user, False, _U)
     with_prompt, why2 = _try(render, user, True, _U)
     if plain is None or with_prompt is None:
-        raise unsupported("it cannot render one user message", why or why2)
+        raise unsupported("it cannot render one user message with text content (a multimodal-only template reads "
+                          "content as a list of image/text blocks)", why or why2)
     common = next((i for i, (a, b) in enumerate(zip(plain, with_prompt, strict=False)) if a != b),
                   min(len(plain), len(with_prompt)))
     if with_prompt.rfind("<", 0, common) > with_prompt.rfind(">", 0, common):  # not inside a special token

@@ -147,16 +147,17 @@ def test_every_family_plays_episodes_with_exact_masks(family_chat, data):
         assert decode(row.prompt_ids + row.completion_ids) == _rendered_with_turns(chat, episode)
 
 
-def test_the_families_covered_and_left_out():
-    """The README lists what this module covers; the multimodal-only templates are the ones left out."""
-    import trl
+def test_the_families_covered_and_left_out(tokenizer):
+    """The README lists what this module covers; the multimodal-only templates, left out, are refused when the
+    ChatTokenizer is built, with the family and what is missing."""
+    from agentgym_r1.adapters.families import trl_template
+    from agentgym_r1.adapters.tiny import family_tokenizer
 
-    from agentgym_r1.adapters.families import _trl_templates
-
-    every = {n.removesuffix("_training") for n in _trl_templates()}
-    assert every >= MULTIMODAL_TEMPLATES, f"TRL {trl.__version__} renamed a multimodal template"
+    for name in sorted(MULTIMODAL_TEMPLATES):
+        with pytest.raises(TemplateUnsupportedError, match=rf"TRL's {name}.jinja.*text content.*multimodal-only"):
+            ChatTokenizer(family_tokenizer(tokenizer, trl_template(name)))
     originals = sorted(n for n in TEMPLATES if not n.endswith("_training"))
-    assert len(originals) == 35, originals
+    assert len(originals) == 38, originals
     assert {detect_family(TEMPLATES[n]).name for n in originals} >= {
         "gpt-oss", "llama3", "gemma", "gemma4", "cohere", "deepseek", "glm4", "phi3", "chatml"}
 
