@@ -28,7 +28,7 @@ def _entries(scale: int) -> tuple[SuiteEntry, ...]:
         SuiteEntry("AgentR1/GSM8K-v0", "synthetic", 50 * scale, ("random", "scripted", "oracle")),
         SuiteEntry("AgentR1/ToolEnv-v0", "lookup", 20 * scale, ("random", "scripted", "oracle")),
         SuiteEntry("AgentR1/HotpotQA-v0", "synthetic", 30 * scale, ("random", "rag", "react", "oracle")),
-        SuiteEntry("AgentR1/ALFWorld-v0", "generated", 6 * scale, ("random", "react", "oracle")),
+        SuiteEntry("AgentR1/ALFWorld-v1", "generated", 6 * scale, ("random", "react", "oracle")),
         SuiteEntry("AgentR1/WebShop-v0", "generated", 30 * scale, ("random", "rule", "oracle")),
     )
 
