@@ -137,3 +137,22 @@ def test_a_grammar_the_fast_engine_cannot_evaluate_names_the_feature(tmp_path):
         FastEngine().compile(str(path))
     assert str(path) in str(e.value)
     Engine().compile(str(path))  # the stock engine loads it
+
+
+def test_steps_parse_nothing_after_compile(engines, monkeypatch):
+    """TextWorld's tatsu parsers are shared objects: after compile, a fast step never calls them."""
+    from textworld.envs.pddl.textgen import ContextSensitiveGrammar
+    from textworld.logic import Rule
+
+    _, fast = engines
+    game = fast.compile(_real(13))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("parsed at step time")
+
+    monkeypatch.setattr(Rule, "parse_conjunctive_query", refuse)
+    monkeypatch.setattr(ContextSensitiveGrammar, "parse", refuse)
+    state, rng = fast.reset(game), np.random.default_rng(1)
+    for _ in range(30):
+        commands = state["admissible_commands"]
+        state = fast.step(commands[rng.integers(len(commands))])

@@ -29,6 +29,7 @@ FEATURE = "AgentR1/ALFWorld-v0"
 ENGINES = ("fast", "textworld")  # agentgym_r1.envs.alfworld.fast.FastEngine, and Engine below (stock PddlEnv)
 COMPILED_CACHE_SIZE = 32  # about 3 MiB each for a real ALFWorld room
 _LOCK = threading.RLock()
+COMPILE_LOCK = _LOCK  # held while TextWorld parses (tatsu parsers are shared objects) or translates a game
 
 
 def import_textworld() -> Any:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgym_r1.envs.alfworld.engine import (
+    COMPILE_LOCK,
     CompiledGame,
     cached_game,
     compile_game,
@@ -77,12 +78,13 @@ class FastGame:
         self._check()
 
     def _check(self) -> None:
-        """Parse every rule, template and feedback now, so an unsupported game fails before its first step."""
+        """Parse every rule, query, template and feedback now: an unsupported game fails before its first step, and
+        no step parses (TextWorld's tatsu parsers are shared, not thread-safe)."""
         self.grammar.check()
         for action in self.game.logic.actions.values():
-            self.grammar.parse(action.template)
-            self.grammar.parse(action.feedback_rule)
-        self.grammar.parse("#intro#")
+            self.grammar.prepare(action.template)
+            self.grammar.prepare(action.feedback_rule)
+        self.grammar.prepare("#intro#")
         for op in self.task.operators:
             name = op.name.split(" ", 1)[0]
             if name not in self.schemas or name not in self.game.logic.actions:
@@ -131,10 +133,12 @@ def machine(game: CompiledGame) -> FastGame:
     """The game's :class:`FastGame`, compiled on first use and kept on the compiled game; a game it cannot play
     raises :class:`UnsupportedGameError` naming the file and the feature."""
     if game.machine is None:
-        try:
-            game.machine = FastGame(game)  # two threads may both build it; either result is the same
-        except UnsupportedGameError as e:
-            raise UnsupportedGameError(e.feature, game.path) from e
+        with COMPILE_LOCK:
+            try:
+                if game.machine is None:
+                    game.machine = FastGame(game)
+            except UnsupportedGameError as e:
+                raise UnsupportedGameError(e.feature, game.path) from e
     return game.machine
 
 

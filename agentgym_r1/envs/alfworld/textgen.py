@@ -56,12 +56,14 @@ class Grammar:
     def __init__(self, logic: Any, entity_infos: dict[str, Any], dynamic: frozenset[str]) -> None:
         self.entity_infos = entity_infos
         self.dynamic = dynamic
+        self.types = logic.types  # the TypeHierarchy PddlState filled from the translated task
         # textgen keeps the rules in ContextSensitiveGrammar._rules (name -> [ProductionRule]) with no public accessor
         self._production = logic.grammar._rules
         self._rules: dict[str, list[tuple[Any, tuple[Node, ...]]]] = {}
         self._parsed: dict[str, tuple[Node, ...]] = {}
         self._queries: dict[str, Any] = {}
         self._static: dict[str, bool] = {}
+        self._bound: dict[int, list[tuple[str, tuple[Any, ...], frozenset[tuple[str, ...]]]]] = {}
 
     # -- parsing, once per string --------------------------------------------------------------------------------
     def parse(self, text: str) -> tuple[Node, ...]:
@@ -107,9 +109,25 @@ class Grammar:
         return found
 
     def check(self) -> None:
-        """Parse every rule now: an expression the fast engine cannot evaluate raises :class:`UnsupportedGameError`."""
+        """Parse every rule and query now: an expression the fast engine cannot evaluate raises
+        :class:`UnsupportedGameError`."""
         for name in list(self._production):
-            self.rules(name)
+            for _, rhs in self.rules(name):
+                self._parse_queries(rhs)
+
+    def prepare(self, text: str) -> None:
+        """Parse ``text`` and its queries now (and tell whether it is static)."""
+        self._parse_queries(self.parse(text))
+        self.is_static(text)
+
+    def _parse_queries(self, nodes: tuple[Node, ...]) -> None:
+        for node in nodes:
+            if node[0] == "c":
+                if node[2]:
+                    self.query(node[2])
+                self._parse_queries((node[1],))
+            elif node[0] == "l":
+                self._parse_queries((node[1],))
 
     # -- static analysis -----------------------------------------------------------------------------------------
     def is_static(self, text: str) -> bool:
@@ -168,7 +186,7 @@ class Grammar:
 
             raise CSGUnknownSymbolError(NonterminalSymbol(name))
         for condition, rhs in rules:
-            if condition is None or _any(state.all_assignments(condition, mapping)):
+            if condition is None or _any(self._assignments(condition, state, mapping)):
                 return rhs
         raise IndexError(f"no rule of #{name}# applies (TextWorld fails the same way: list index out of range)")
 
@@ -178,13 +196,49 @@ class Grammar:
             return [(variables, mapping)]
         out = []
         infos = self.entity_infos
-        for found in state.all_assignments(self.query(node[2]), mapping):  # one dict, mutated as it goes: read now
+        for found in self._assignments(self.query(node[2]), state, mapping):  # one dict, mutated as it goes: read now
             var = dict(variables)
             var.update({ph.name: infos[v.name] for ph, v in found.items()})
             mp = dict(mapping)
             mp.update(found)
             out.append((var, mp))
         return out
+
+
+    def _assignments(self, rule: Any, state: Any, mapping: dict[Any, Any]) -> Iterator[dict[Any, Any]]:
+        """``state.all_assignments(rule, mapping)``; when the mapping binds every placeholder of the query, its one
+        possible answer without sorting the facts of each predicate.
+
+        ``State._all_applicable_assignments`` (``textworld/logic/__init__.py``) walks the preconditions, and for each
+        of the signatures ``multi_subtypes`` allows, the sorted facts that agree with the mapping. With every
+        placeholder bound, at most one fact agrees per precondition (the one with the mapped variables, under its
+        own signature), so there is one assignment, a copy of the mapping, exactly when each of those facts holds
+        and has an allowed signature."""
+        plan = self._bound_plan(rule, mapping)
+        if plan is None:
+            yield from state.all_assignments(rule, mapping)
+            return
+        from textworld.logic import Proposition, Signature
+
+        for name, params, allowed in plan:
+            args = [mapping[ph] for ph in params]
+            types = tuple(v.type for v in args)
+            if types not in allowed or Proposition(name, args) not in state.facts_with_signature(Signature(name, types)):
+                return
+        yield dict(mapping)
+
+    def _bound_plan(self, rule: Any, mapping: dict[Any, Any]) -> list[tuple[str, tuple[Any, ...],
+                                                                            frozenset[tuple[str, ...]]]] | None:
+        if any(ph not in mapping for pred in rule.preconditions for ph in pred.parameters):
+            return None
+        plan = self._bound.get(id(rule))
+        if plan is None:
+            plan = self._bound[id(rule)] = [
+                (pred.name, tuple(pred.parameters),
+                 frozenset(tuple(t.name for t in combo)
+                           for combo in self.types.multi_subtypes([self.types.get(t) for t in pred.signature.types])))
+                for pred in rule.preconditions]
+        return plan
 
 
 def _any(assignments: Iterator[Any]) -> bool:
