@@ -12,7 +12,7 @@ from agentgym_r1.core.parsers import HermesParser
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.alfworld.commands import ACT_TOOL, ReadAction, explain, read_action
 from agentgym_r1.envs.alfworld.data import load_source, task_type_of_game
-from agentgym_r1.envs.alfworld.engine import Engine, import_textworld
+from agentgym_r1.envs.alfworld.engine import check_engine, import_textworld, make_engine
 from agentgym_r1.envs.alfworld.expert import plan_for
 
 INSTRUCTIONS = (
@@ -74,6 +74,10 @@ class ALFWorldEnv(Env):
     (``alfworld-download``), or a path to a directory in that layout; ``split`` is one of ``train``,
     ``valid_seen``, ``valid_unseen``. ``task_types`` filters both (names or ALFWorld's ids 1-6).
 
+    **Engine.** ``engine="fast"`` (default): :mod:`~agentgym_r1.envs.alfworld.fast`, a state machine compiled per
+    game that writes TextWorld's text step for step (tested against it); ``engine="textworld"``: TextWorld's own
+    ``PddlEnv`` on fast-downward, for parity runs.
+
     **Version history.** v1: the first observation opens with :data:`INSTRUCTIONS` (``system_prompt`` defaults to
     them). v0: first release; the first observation is the game's intro alone (``system_prompt=""``).
     """
@@ -93,9 +97,11 @@ class ALFWorldEnv(Env):
         format_penalty: float = -0.1,
         system_prompt: str | None = None,
         render_mode: str | None = None,
+        engine: str = "fast",
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
+        self.engine_name = check_engine(engine)
         import_textworld()
         super().__init__(render_mode=render_mode)
         with TEXTWORLD_LOCK:
@@ -103,7 +109,7 @@ class ALFWorldEnv(Env):
         self.step_penalty = finite_option("step_penalty", step_penalty)
         self.format_penalty = finite_option("format_penalty", format_penalty)
         self.system_prompt = INSTRUCTIONS if system_prompt is None else system_prompt
-        self._engine: Engine | None = None
+        self._engine: Any = None
         self._state: Any = None
         self._played: list[str] = []  # the commands the engine applied this episode
         self._initial_plan: list[str] | None = None
@@ -170,11 +176,12 @@ class ALFWorldEnv(Env):
 
     # -- helpers ----------------------------------------------------------------------------------------------------
     @property
-    def engine(self) -> Engine:
-        """The TextWorld engine, started on first use (and again after :meth:`close`)."""
+    def engine(self) -> Any:
+        """The engine (``engine=``: ``"fast"`` or ``"textworld"``), started on first use (and again after
+        :meth:`close`)."""
         if self._engine is None:
             with TEXTWORLD_LOCK:
-                self._engine = Engine()
+                self._engine = make_engine(self.engine_name)
         return self._engine
 
     @_serial
