@@ -63,3 +63,9 @@ def check_rate(source: str, name: str, value: Any) -> None:
     """:class:`ConfigError` unless ``value`` is a probability."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
         raise ConfigError(f"{source} difficulty knob {name} must be a number in [0, 1], got {value!r}")
+
+
+def check_order(low_name: str, low: int, high_name: str, high: int) -> None:
+    """:class:`ConfigError` when a knob's lower bound is above its upper bound."""
+    if low > high:
+        raise ConfigError(f"{low_name} ({low}) is more than {high_name} ({high}); give {low_name} <= {high_name}")

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agentgym_r1.core.difficulty import check_int, check_rate
-from agentgym_r1.error import ConfigError
+from agentgym_r1.core.difficulty import check_int, check_order, check_rate
 
 NAMES = ("Ava", "Ben", "Chloe", "Dev", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jamal", "Kira", "Liam", "Maya",
          "Noah", "Olga", "Pablo", "Quinn", "Rosa", "Sami", "Tara", "Uma", "Victor", "Wen", "Yusuf", "Zoe")
@@ -46,9 +45,7 @@ class Knobs:
     def __post_init__(self) -> None:
         for name in ("min_steps", "max_steps"):
             check_int("GSM8K synthetic", name, getattr(self, name), 1, MAX_STEPS)
-        if self.min_steps > self.max_steps:
-            raise ConfigError(f"min_steps ({self.min_steps}) is more than max_steps ({self.max_steps}); give "
-                              f"min_steps <= max_steps")
+        check_order("min_steps", self.min_steps, "max_steps", self.max_steps)
         check_int("GSM8K synthetic", "distractors", self.distractors, 0, 4)
         check_rate("GSM8K synthetic", "units", self.units)
         check_int("GSM8K synthetic", "scale", self.scale, 1, 100)
