@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -89,6 +90,9 @@ def calibrate(plan: EnvPlan, kwargs: dict[str, Any], tasks: int, policies: list[
         for i in range(n):
             for name, policy in played.items():
                 wins[name] += play(env, policy, i)
+            if (i + 1) % 25 == 0:  # progress on stderr: long ALFWorld runs can be read as they go
+                print(f"  {plan.env_id} {kwargs.get('difficulty', 'real')}: {i + 1}/{n} "
+                      + " ".join(f"{p} {wins[p]}" for p in policies), file=sys.stderr, flush=True)
     finally:
         env.close()
     return {"tasks": n, "seconds": time.perf_counter() - start,
