@@ -131,7 +131,10 @@ class EnvHost:
 def _transcript(env: gym.Env) -> list[dict[str, Any]] | None:
     transcript = getattr(env.unwrapped, "transcript", None)
     if transcript is not None and hasattr(transcript, "messages"):
-        return [dict(m) for m in transcript.messages()]
+        messages = [dict(m) for m in transcript.messages()]
+        if messages and getattr(getattr(env.unwrapped, "parser", None), "lists_tools", False):
+            messages[0]["tools"] = env.unwrapped.tool_schemas()  # the chat template lists them (parser="auto")
+        return messages
     return None
 
 

@@ -35,6 +35,7 @@ from agentgym_r1.adapters.env_backends import (
     check_env_backend,
     make_env_backend,
 )
+from agentgym_r1.adapters.native import resolve_env_kwargs
 from agentgym_r1.adapters.records import EndReason, Episode, Layout, RolloutBatch, TurnRecord
 from agentgym_r1.adapters.tokenize import ChatTokenizer
 from agentgym_r1.error import ConfigError
@@ -167,7 +168,8 @@ class RolloutEngine:
             env_name = spec.env if isinstance(spec.env, str) else getattr(spec.env, "__name__", "factory")
             episode = Episode(f"r{self._rollouts}-g{group}-s{sample}", group, sample, env_name, [], seed=spec.seed)
             lives.append(_Live(episode, next(self._slots), [], []))
-            calls.append(EnvCall(lives[-1].slot, None, spec.env, spec.env_kwargs, spec.seed, spec.options))
+            calls.append(EnvCall(lives[-1].slot, None, spec.env, resolve_env_kwargs(spec.env_kwargs, self.chat),
+                                 spec.seed, spec.options))
         t0 = time.perf_counter()
         replies = self.envs.run(calls)
         self._timings["env"] += time.perf_counter() - t0  # wall time, also when resets run in threads or workers
