@@ -127,6 +127,7 @@ class RolloutEngine:
         self._slots = itertools.count()
         self._timings: dict[str, float] = {}
         self._rollouts = 0
+        self._checked: set[tuple[str, str]] = set()  # (env, options) the env backend has accepted
 
     # -- public API -------------------------------------------------------------------------------------------------
     def rollout(self, prompts: Sequence[Prompt | Mapping[str, Any]], samples_per_prompt: int | None = None,
@@ -138,7 +139,10 @@ class RolloutEngine:
             raise ConfigError(f"samples_per_prompt must be >= 1, got {g}")
         specs = _group_seeds([p if isinstance(p, Prompt) else Prompt(**p) for p in prompts], cfg.seed)
         for spec in specs:
-            self.envs.check(spec.env)
+            key = (repr(spec.env), repr(sorted(spec.env_kwargs.items())))
+            if key not in self._checked:  # once per env and options: pickling a tokenizer-backed parser is not free
+                self.envs.check(spec.env, resolve_env_kwargs(spec.env_kwargs, self.chat))
+                self._checked.add(key)
         self._timings = {"generate": 0.0, "env": 0.0, "tokenize": 0.0}
         self._rollouts += 1
         start = time.perf_counter()
