@@ -304,7 +304,12 @@ def _host_call(method: str, *args: Any) -> Any:
 
 
 class ProcessBackend(WorkerPool):
-    """Envs in ``workers`` spawned processes (``ProcessPoolExecutor(1)`` each, so every env stays in one process)."""
+    """Envs in ``workers`` spawned processes (``ProcessPoolExecutor(1)`` each, so every env stays in one process).
+
+    A worker that dies (killed, out of memory) breaks its executor: the pending call and every later ``submit``
+    raise ``BrokenProcessPool`` (``concurrent/futures/process.py``, ``_ExecutorManagerThread.terminate_broken`` and
+    ``ProcessPoolExecutor.submit``), which is how the pool knows to start a new one.
+    """
 
     name = "process"
 
@@ -328,7 +333,13 @@ class ProcessBackend(WorkerPool):
 # -- Ray actors ---------------------------------------------------------------------------------------------------
 class RayBackend(WorkerPool):
     """Envs in ``workers`` Ray actors (one CPU each) on the cluster at ``address``, the one this process is connected
-    to, or a new local instance."""
+    to, or a new local instance.
+
+    The actors import this package as the cluster's nodes have it: on this machine Ray puts the driver's current
+    directory on its workers' ``sys.path`` (``ray/_private/worker.py``, ``connect``: ``_py_driver_sys_path``); on
+    other nodes install ``agentgym-r1`` or ship it with a ``runtime_env``. A killed actor answers
+    ``ray.exceptions.RayActorError`` (``max_restarts=0``: Ray does not restart it; this pool starts a new one).
+    """
 
     name = "ray"
 
