@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import gymnasium as gym
@@ -83,12 +84,14 @@ def engines_side_by_side(games: list[str], walk_steps: int) -> None:
 
 
 def memory_per_env(games: list[str], extra: int) -> None:
+    """RSS (everything, fast-downward's library copies included) and Python heap (tracemalloc) per extra env."""
     for name in ("fast", "textworld"):
         first = gym.make("AgentR1/ALFWorld-v0", source="generated", num_games=1, engine=name)
         for path in games:  # compiles the game set once (shared by every env of the process)
             first.reset(options={"game_file": path})
         gc.collect()
         before = rss_mib()
+        tracemalloc.start()
         envs = []
         for _ in range(extra):
             env = gym.make("AgentR1/ALFWorld-v0", source="generated", num_games=1, engine=name)
@@ -97,8 +100,11 @@ def memory_per_env(games: list[str], extra: int) -> None:
                 env.step("look")
             envs.append(env)
         gc.collect()
+        heap = tracemalloc.get_traced_memory()[0] / 2**20 / extra
+        tracemalloc.stop()
         per = (rss_mib() - before) / extra
-        print(f"  engine={name!r:12s} RSS per extra env over {len(games)} games: {per:7.2f} MiB ({extra} extra envs)")
+        print(f"  engine={name!r:12s} per extra env over {len(games)} games: RSS {per:6.2f} MiB, Python heap "
+              f"{heap:6.2f} MiB ({extra} extra envs, each reset on every game)")
         for env in [first, *envs]:
             env.close()
 

@@ -156,3 +156,50 @@ def test_steps_parse_nothing_after_compile(engines, monkeypatch):
     for _ in range(30):
         commands = state["admissible_commands"]
         state = fast.step(commands[rng.integers(len(commands))])
+
+
+LAMPS_DOMAIN = """(define (domain lamps)
+  (:requirements :typing :conditional-effects :derived-predicates :negative-preconditions)
+  (:types lamp room)
+  (:predicates (on ?l - lamp) (in ?l - lamp ?r - room) (lit ?r - room) (here ?r - room) (broken ?l - lamp)
+               (door ?a - room ?b - room))
+  (:derived (lit ?r - room) (exists (?l - lamp) (and (in ?l ?r) (on ?l))))
+  (:action toggle :parameters (?l - lamp ?r - room)
+     :precondition (and (here ?r) (in ?l ?r) (not (broken ?l)))
+     :effect (and (when (on ?l) (not (on ?l))) (when (not (on ?l)) (on ?l))))
+  (:action move :parameters (?a - room ?b - room) :precondition (and (here ?a) (door ?a ?b))
+     :effect (and (not (here ?a)) (here ?b)))
+  (:action smash :parameters (?l - lamp ?r - room) :precondition (and (here ?r) (in ?l ?r) (lit ?r))
+     :effect (and (broken ?l) (when (on ?l) (not (on ?l))))))"""
+LAMPS_PROBLEM = """(define (problem p) (:domain lamps)
+  (:objects l1 l2 l3 - lamp r1 r2 - room)
+  (:init (here r1) (in l1 r1) (in l2 r1) (in l3 r2) (door r1 r2) (door r2 r1))
+  (:goal (and (lit r2) (broken l1))))"""
+
+
+def test_conditional_effects_and_axioms_match_fast_downward(engines, monkeypatch):
+    """ALFWorld's rooms have neither; the state machine still applies them as fast-downward does."""
+    import sys
+
+    import fast_downward
+
+    from agentgym_r1.envs.alfworld.sas import SasTask
+
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the translator overwrites sys.argv
+    _, sas = fast_downward.pddl2sas(LAMPS_DOMAIN, LAMPS_PROBLEM)
+    task = SasTask.parse(sas)
+    assert task.axioms and any(conditions for op in task.operators for _, _, conditions in op.effects)
+    lib, goals = engines[0].lib, 0
+    for walk in range(20):
+        lib.load_sas(sas.encode("utf-8"))
+        state, rng = task.initial.copy(), np.random.default_rng(walk)
+        for _ in range(20):
+            ops = (fast_downward.Operator * lib.get_applicable_operators_count())()
+            lib.get_applicable_operators(ops)
+            assert [op.id for op in ops] == state.applicable()
+            assert bool(lib.check_goal()) == state.goal()
+            goals += state.goal()
+            chosen = ops[rng.integers(len(ops))].id
+            lib.apply_operator(chosen, None)
+            state.apply(chosen)
+    assert goals > 0

@@ -10,7 +10,8 @@ by every env of the process:
   operators kept incrementally and listed in fast-downward's order, effects and axioms as fast-downward applies them;
 * the grammar with every string parsed once (:class:`~agentgym_r1.envs.alfworld.textgen.Grammar`), deriving over a
   copy of the same ``PddlState`` facts, updated as ``PddlState.apply`` updates them;
-* an operator's command text (and feedback) kept once derived when its derivation reads only static facts.
+* every operator's command text derived at compile time when its derivation reads only static facts, and an
+  operator's feedback kept once derived when it does.
 
 An env's own state is the facts, the SAS values and the applicable set: no copy of fast-downward's 34 MB library
 per env (the stock engine loads one each). The library is borrowed from a pool only to compile a game and for the
@@ -58,7 +59,6 @@ class OperatorText:
     template: str
     feedback_rule: str
     changes: tuple[tuple[Any, Any], ...]  # (negation, fact) per effect atom, as PddlState.apply updates its facts
-    command: str | None = None
     feedback: str | None = None
 
 
@@ -76,6 +76,7 @@ class FastGame:
         self._ops: list[OperatorText | None] = [None] * len(self.task.operators)
         self.initial: tuple[Any, dict[str, int]] | None = None
         self._check()
+        self.commands = self._static_commands()
 
     def _check(self) -> None:
         """Parse every rule, query, template and feedback now: an unsupported game fails before its first step, and
@@ -90,18 +91,36 @@ class FastGame:
             if name not in self.schemas or name not in self.game.logic.actions:
                 raise UnsupportedGameError(f"operator {op.name!r}, whose action {name!r} the grammar lacks")
 
+    def _bind(self, i: int) -> tuple[str, dict[Any, Any], dict[str, Any]]:
+        """The operator's action name, mapping and variables, as ``PddlState.all_applicable_actions`` and
+        ``_gather_infos`` build them: placeholders from the schema's parameters, variables from the operator's name."""
+        from textworld.logic import Placeholder, Variable
+
+        name, *args = self.task.operators[i].name.split()
+        params = self.schemas[name].parameters
+        mapping = {Placeholder(p.name.strip("?"), p.type_name): Variable(arg, p.type_name)
+                   for p, arg in zip(params, args, strict=False)}
+        return name, mapping, {ph.name: self.game.entity_infos[var.name] for ph, var in mapping.items()}
+
+    def _static_commands(self) -> list[str | None]:
+        """Every operator's command text whose derivation reads only static facts, derived now on the initial facts
+        (a first step in a new place then derives nothing)."""
+        texts: list[str | None] = []
+        for i, op in enumerate(self.task.operators):
+            template = self.game.logic.actions[op.name.split(" ", 1)[0]].template
+            if self.grammar.is_static(template):
+                _, mapping, variables = self._bind(i)
+                text = self.grammar.derive(template, self.game.pristine, variables, mapping).format(**self.names)
+                texts.append(text)
+            else:
+                texts.append(None)
+        return texts
+
     def operator(self, i: int) -> OperatorText:
         found = self._ops[i]
         if found is None:
-            from textworld.logic import Placeholder, Variable
-
             op = self.task.operators[i]
-            name, *args = op.name.split()
-            params = self.schemas[name].parameters
-            # PddlState.all_applicable_actions: placeholders from the schema's parameters, variables from the name
-            mapping = {Placeholder(p.name.strip("?"), p.type_name): Variable(arg, p.type_name)
-                       for p, arg in zip(params, args, strict=False)}
-            variables = {ph.name: self.game.entity_infos[var.name] for ph, var in mapping.items()}
+            name, mapping, variables = self._bind(i)
             action = self.game.logic.actions[name]
             facts = [atom_fact(self.task.value_names[var][value], self.game.pristine.name2type)
                      for var, value, _ in op.effects]
@@ -111,12 +130,10 @@ class FastGame:
 
     def command(self, i: int, facts: Any) -> str:
         """``_gather_infos``: the operator's template derived with its mapping, then formatted with entity names."""
-        op = self.operator(i)
-        if op.command is not None:
-            return op.command
-        text = self.grammar.derive(op.template, facts, op.variables, op.mapping).format(**self.names)
-        if self.grammar.is_static(op.template):
-            op.command = text
+        text = self.commands[i]
+        if text is None:
+            op = self.operator(i)
+            text = self.grammar.derive(op.template, facts, op.variables, op.mapping).format(**self.names)
         return text
 
     def feedback(self, i: int, facts: Any) -> str:
