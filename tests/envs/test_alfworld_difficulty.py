@@ -25,9 +25,8 @@ PINNED = {
     "easy": ("put some book on shelf", "examine the pot with the desklamp", "put a clean spoon in drawer",
              "put a hot tomato in fridge", "put a cool potato in garbagecan",
              "find two candle and put them in coffeetable"),
-    "hard": ("put some mug on microwave", "look at kettle under the desklamp", "put a clean spoon in drawer",
-             "heat some plate and put it in fridge", "put a cool winebottle in shelf",
-             "find two remotecontrol and put them in coffeetable"),
+    "hard": ("put a spraybottle in garbagecan", "look at mug under the desklamp", "put a clean plate in cabinet",
+             "heat some bread and put it in countertop", "put a cool tomato in microwave", "put two cloth in dresser"),
 }
 
 

@@ -11,7 +11,7 @@ from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, in
 from agentgym_r1.core.parsers import HermesParser
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.alfworld.commands import ACT_TOOL, ReadAction, explain, read_action
-from agentgym_r1.envs.alfworld.data import difficulty_of, load_source, task_type_of_game
+from agentgym_r1.envs.alfworld.data import GeneratedGames, difficulty_of, load_source, task_type_of_game
 from agentgym_r1.envs.alfworld.engine import check_engine, import_textworld, make_engine
 from agentgym_r1.envs.alfworld.expert import plan_for
 
@@ -63,7 +63,8 @@ class ALFWorldEnv(Env):
 
     **Reward.** ``outcome`` 1 when the game is won. ``process``: ``step_penalty`` on every step (default 0).
     ``format``: ``format_penalty`` for an unreadable action (default -0.1). ``metrics``: ``won``.
-    ``info["env"]``: ``admissible_commands``, ``task_type``, ``game_file``, ``task_id``, ``won``, ``difficulty``.
+    ``info["env"]``: ``admissible_commands``, ``task_type``, ``game_file``, ``task_id``, ``won``, and ``difficulty``
+    on generated games.
 
     **Episode end.** Terminated when won; truncated at the turn limit (50).
 
@@ -177,7 +178,7 @@ class ALFWorldEnv(Env):
             "game_file": task.meta.get("game_file") if task is not None else None,
             "task_id": task.id if task is not None else None,
             "won": bool(state["won"]) if state is not None else False,
-            "difficulty": self.difficulty,
+            **({"difficulty": self.difficulty} if isinstance(self.games, GeneratedGames) else {}),
         }
 
     # -- helpers ----------------------------------------------------------------------------------------------------

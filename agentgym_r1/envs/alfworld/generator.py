@@ -104,7 +104,7 @@ class Knobs:
 MAX_RECEPTACLES, MAX_DISTRACTORS = 60, 80
 LEVELS = {"easy": Knobs(),
           "medium": Knobs(min_receptacles=28, closed=0.0, spare_goal_objects=0, min_distractors=10, max_distractors=25),
-          "hard": Knobs(min_receptacles=45, closed=0.0, spare_goal_objects=0, min_distractors=20, max_distractors=40)}
+          "hard": Knobs(min_receptacles=55, closed=0.0, spare_goal_objects=0, min_distractors=20, max_distractors=40)}
 
 
 class GenerationError(AgentGymError, RuntimeError):

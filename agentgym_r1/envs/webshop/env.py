@@ -103,6 +103,7 @@ class WebShopEnv(Env):
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
         super().__init__(render_mode=render_mode)
         self.difficulty, knobs = difficulty_of(source, difficulty)
+        self.generated = str(source) == "generated"
         self.catalogue: Catalogue = load_catalogue(source, goals=goals, seed=seed, num_products=num_products,
                                                    knobs=knobs)
         self.format_penalty = finite_option("format_penalty", format_penalty)
@@ -129,7 +130,7 @@ class WebShopEnv(Env):
         return {"page": s.page, "task_id": self.task.id if self.task else None, "query": s.query,
                 "page_no": s.page_no, "asin": s.asin, "options": dict(s.options),
                 "available_actions": {"has_search_bar": s.page == "search", "clickables": list(self._clickables)},
-                "difficulty": self.difficulty}
+                **({"difficulty": self.difficulty} if self.generated else {})}
 
     # -- episode ----------------------------------------------------------------------------------------------------
     def _begin(self, options: dict[str, Any]) -> list[EnvMessage]:
