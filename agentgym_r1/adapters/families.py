@@ -27,6 +27,9 @@ class Family:
     end_of_turn: tuple[str, ...]
     bos: str | None = None
     eos: str | None = None
+    stands_for: tuple[tuple[str, str], ...] = ()
+    """``(emitted, closing)``: an end token the model emits that stands for another closing the template writes in
+    history (gpt-oss ends a final answer with ``<|return|>``, which history writes ``<|end|>``)."""
 
     @property
     def eos_token(self) -> str:
@@ -35,10 +38,11 @@ class Family:
 
 # Order matters: the first family whose marker the template writes wins (gpt-oss before Phi-3: both write <|end|>).
 FAMILIES: tuple[Family, ...] = (
-    Family("gpt-oss", "<|channel|>", ("<|return|>", "<|call|>")),
+    Family("gpt-oss", "<|channel|>", ("<|return|>", "<|call|>"), stands_for=(("<|return|>", "<|end|>"),)),
     Family("muse-glimmer", "<|eot|>", ("<|eot|>", "<|eom|>"), bos="<|begin_of_text|>"),
     Family("llama3", "<|start_header_id|>", ("<|eot_id|>", "<|eom_id|>"), bos="<|begin_of_text|>"),
-    Family("gemma4", "<|turn>", ("<turn|>",), bos="<bos>"),
+    # Gemma 4 writes a call, then <|tool_response> and waits: the response comes inside the same model turn
+    Family("gemma4", "<|turn>", ("<turn|>", "<|tool_response>"), bos="<bos>"),
     Family("gemma", "<start_of_turn>", ("<end_of_turn>",), bos="<bos>", eos="<eos>"),
     Family("cohere", "<|START_OF_TURN_TOKEN|>", ("<|END_OF_TURN_TOKEN|>",), bos="<BOS_TOKEN>"),
     Family("deepseek", "<｜Assistant｜>", ("<｜end▁of▁sentence｜>",), bos="<｜begin▁of▁sentence｜>"),

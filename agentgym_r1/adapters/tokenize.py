@@ -192,8 +192,10 @@ class ChatTokenizer:
             raise ConfigError("the chat template dropped or rewrote the assistant message; the rollout engine needs a "
                               "template that renders assistant content as given")
         text = rendered[cut + len(_SENTINEL):]
-        if emitted and text.startswith(emitted):
-            text = text[len(emitted):]
+        closing = dict(self.family.stands_for).get(emitted or "", emitted)
+        for written in (emitted, closing):
+            if written and text.startswith(written):
+                return text[len(written):]
         return text
 
     def suffix_ids(self, history: Sequence[Message], new_messages: Sequence[Message],

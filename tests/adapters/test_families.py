@@ -241,7 +241,7 @@ NATIVE_CALLS = {  # each family's own tool call, as its model writes it after th
               'json<|message|>{"text": "abc"}<|call|>',
     "glm4moe": "<tool_call>_echo\n<arg_key>text</arg_key>\n<arg_value>abc</arg_value>\n</tool_call><|observation|>",
     "lfm2_2_5": "<|tool_call_start|>[_echo(text='abc')]<|tool_call_end|><|im_end|>",
-    "gemma4": '<|tool_call>call:_echo{text:<|"|>abc<|"|>}<tool_call|><turn|>',
+    "gemma4": '<|tool_call>call:_echo{text:<|"|>abc<|"|>}<tool_call|><|tool_response>',
     "deepseekv3": "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>_echo\n```json\n{\"text\": \"abc\"}\n```"
                   "<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
 }
@@ -307,3 +307,74 @@ def test_parser_auto_plays_the_same_in_worker_processes(tokenizer, name):
         assert episode.turns[0].valid and episode.success, (env_backend, episode.turns[0].error, episode.end_reason)
         rows[env_backend] = (row.prompt_ids, row.completion_ids, row.env_mask)
     assert rows["process"] == rows["thread"]
+
+
+def _native_actions(name: str) -> st.SearchStrategy[str]:
+    """The family's own call with drawn argument text (JSON-escaped where the format is JSON), or other text."""
+    call = NATIVE_CALLS[name]
+    words = st.text(st.characters(codec="utf-8", categories=("L", "N", "Zs")), min_size=1, max_size=12)
+    as_json = '"abc"' in call
+    native = words.map(lambda t: call.replace('"abc"', json.dumps(t)) if as_json else call.replace("abc", t.strip()
+                                                                                                    or "x"))
+    return st.one_of(native, st.builds(lambda t: f"<answer>{t}</answer>", words), words)
+
+
+@pytest.mark.parametrize("name", sorted(NATIVE_CALLS))
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          phases=NO_SHRINK)
+@given(data=st.data())
+def test_native_calls_keep_masks_exact(tokenizer, name, data):
+    """parser="auto" episodes of native calls (gpt-oss's rendered from their parsed tool_calls): the masked tokens
+    are the sampled ids, and the sequence is the prompt, each turn and the env's suffix."""
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    if name not in _CHATS:
+        _CHATS[name] = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
+    chat = _CHATS[name]
+    script = [(a, False) for a in data.draw(st.lists(_native_actions(name), min_size=1, max_size=4))]
+    kwargs = {**ENV_KWARGS, "parser": "auto"}
+    backend = ScriptedBackend(chat, lambda ctx, turn: script[min(turn, len(script) - 1)])
+    engine = RolloutEngine(backend, chat, RolloutConfig(max_context_tokens=100_000,
+                                                        sampling=SamplingParams(max_new_tokens=100_000)))
+    batch = engine.rollout([Prompt("AgentR1/ToolEnv-v0", kwargs, seed=0)])
+    (episode,), (row,) = batch.episodes, batch.samples
+    assert episode.end_reason in ("terminated", "turn_limit"), episode.error
+    assert [t.completion_ids for t in episode.turns] == backend.sent
+    masked = [i for i, m in zip(row.completion_ids, row.env_mask, strict=True) if m]
+    assert masked == [i for t in episode.turns for i in t.completion_ids]
+    assert row.prompt_ids + row.completion_ids == row.prompt_ids + [
+        i for t in episode.turns for i in t.completion_ids + (t.env_ids or [])]
+    starts = [i for i, m in enumerate(episode.messages) if m["role"] == "assistant"] + [len(episode.messages)]
+    for k, turn in enumerate(episode.turns[:-1]):  # each suffix is the template's text after that turn
+        at, nxt = starts[k], starts[k + 1]
+        assert turn.env_ids == chat.suffix_ids(episode.messages[: at + 1], episode.messages[at + 1: nxt],
+                                               turn.completion_ids[-1])
+        if turn.action[:12] == NATIVE_CALLS[name][:12]:  # a native call: the env ran it and answered as the tool
+            assert turn.valid and episode.messages[at + 1]["role"] == "tool", turn.error
+
+
+def test_gemma4_tool_responses_come_inside_the_model_turn(tokenizer):
+    """Gemma 4 renders the tool response right after the call, in the same model turn: the model stops on
+    <|tool_response>, and the suffix is the response alone (no new turn, nothing the model did not see)."""
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["gemma4"]))
+    stop = chat.tokenizer.convert_tokens_to_ids("<|tool_response>")
+    assert stop in chat.stop_token_ids
+    history = [{"role": "user", "content": "Q"},
+               {"role": "assistant", "content": '<|tool_call>call:_echo{text:<|"|>x<|"|>}<tool_call|>'}]
+    assert chat.suffix_text(history, [{"role": "tool", "content": "R"}], stop) == (
+        'response:_echo{value:<|"|>R<|"|>}<tool_response|>')
+
+
+def test_gpt_oss_return_stands_for_the_end_history_writes(tokenizer):
+    """gpt-oss ends a final answer with <|return|>, which the template writes as <|end|> once the turn is history:
+    the sampled <|return|> stands for it, so no <|end|> is added after it."""
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["gptoss"]))
+    history = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "<|channel|>final<|message|>no"}]
+    reply = [{"role": "user", "content": "Invalid"}]
+    returned = chat.suffix_text(history, reply, chat.tokenizer.convert_tokens_to_ids("<|return|>"))
+    assert returned == "<|start|>user<|message|>Invalid<|end|><|start|>assistant"
+    assert chat.suffix_text(history, reply, None) == "<|end|>" + returned  # stopped on a stop string: scaffolding
