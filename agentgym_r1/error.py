@@ -102,3 +102,7 @@ class RemoteEnvError(AgentGymError, RuntimeError):
 
 class SessionLimitError(RemoteEnvError):
     """The env server is at its session cap (``agentgym-r1 serve env --max-sessions``)."""
+
+
+class EnvBackendError(AgentGymError, ConnectionError):
+    """An env backend that cannot start: a Ray cluster address that cannot be reached."""

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentgym_r1.adapters.tokenize import ChatTokenizer
-from agentgym_r1.core.native import FAMILY_READERS, READERS, NativeParser, Reader, read_hermes
+from agentgym_r1.core.native import FAMILY_READERS, READERS, NativeParser, read_hermes
 from agentgym_r1.core.parsers import AnswerFormat, ToolCall
 
 EXAMPLES = {
@@ -33,7 +33,7 @@ def native_parser(chat: ChatTokenizer, answer_formats: Sequence[AnswerFormat] = 
     family = chat.family.name
     fields = (chat.response_template or {}).get("fields", {})
     if "tool_calls" in fields:
-        reader, example = template_reader(chat), ""
+        reader, example = TemplateReader(chat), ""
     else:
         kind = FAMILY_READERS.get(family, "hermes")
         reader, example = READERS[kind][1] if kind != "hermes" else read_hermes, EXAMPLES[kind]
@@ -41,11 +41,16 @@ def native_parser(chat: ChatTokenizer, answer_formats: Sequence[AnswerFormat] = 
                         answer_formats=answer_formats)
 
 
-def template_reader(chat: ChatTokenizer) -> Reader:
-    """A reader that parses with the family's response template (:meth:`ChatTokenizer.parse_response`)."""
-    def read(text: str) -> tuple[list[ToolCall], str | None]:
+class TemplateReader:
+    """A reader that parses with the family's response template (:meth:`ChatTokenizer.parse_response`). A class,
+    not a closure, so that an env holding it pickles into worker processes (``env_backend="process"``)."""
+
+    def __init__(self, chat: ChatTokenizer) -> None:
+        self.chat = chat
+
+    def __call__(self, text: str) -> tuple[list[ToolCall], str | None]:
         try:
-            parsed = chat.parse_response(text)
+            parsed = self.chat.parse_response(text)
         except ValueError as e:
             return [], f"the tool call could not be parsed ({str(e).splitlines()[0]})"
         calls = []
@@ -61,8 +66,6 @@ def template_reader(chat: ChatTokenizer) -> Reader:
                 return [], "a tool call must have a function name and a JSON object of arguments"
             calls.append(ToolCall(name, args))
         return calls, None
-
-    return read
 
 
 def resolve_env_kwargs(env_kwargs: Mapping[str, Any], chat: ChatTokenizer | None) -> dict[str, Any]:

@@ -284,6 +284,29 @@ def test_parser_auto_reads_the_family_s_own_tool_calls(tokenizer, name):
         assert "_echo" in episode.messages[0]["content"]
 
 
+@pytest.mark.parametrize("name", ["qwen2_5", "llama3_1"])  # a response-template reader, a documented-format reader
+def test_parser_auto_plays_the_same_in_worker_processes(tokenizer, name):
+    """The family's parser goes into the env's worker process with the env (it pickles) and reads the same calls."""
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
+    kwargs = {**ENV_KWARGS, "parser": "auto", "tasks": [{"prompt": "Echo abc.", "answer": "abc"}]}
+    script = [(NATIVE_CALLS[name], False), ("<answer>abc</answer>", True)]
+    rows = {}
+    for env_backend in ("thread", "process"):
+        backend = ScriptedBackend(chat, lambda ctx, turn: script[turn], end_id=_end_id(chat))
+        engine = RolloutEngine(backend, chat, RolloutConfig(sampling=SamplingParams(max_new_tokens=10_000),
+                                                            env_backend=env_backend, env_workers=1))
+        try:
+            batch = engine.rollout([Prompt("AgentR1/ToolEnv-v0", kwargs, seed=0)])
+        finally:
+            engine.close()
+        (episode,), (row,) = batch.episodes, batch.samples
+        assert episode.turns[0].valid and episode.success, (env_backend, episode.turns[0].error, episode.end_reason)
+        rows[env_backend] = (row.prompt_ids, row.completion_ids, row.env_mask)
+    assert rows["process"] == rows["thread"]
+
+
 def _native_actions(name: str) -> st.SearchStrategy[str]:
     """The family's own call with drawn argument text (JSON-escaped where the format is JSON), or other text."""
     call = NATIVE_CALLS[name]
