@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentgym_r1.adapters.tokenize import ChatTokenizer
+from agentgym_r1.adapters.tokenize import ChatTokenizer, parse_with_template
 from agentgym_r1.core.native import FAMILY_READERS, READERS, NativeParser, read_hermes
 from agentgym_r1.core.parsers import AnswerFormat, ToolCall
 
@@ -33,7 +33,7 @@ def native_parser(chat: ChatTokenizer, answer_formats: Sequence[AnswerFormat] = 
     family = chat.family.name
     fields = (chat.response_template or {}).get("fields", {})
     if "tool_calls" in fields:
-        reader, example = TemplateReader(chat), ""
+        reader, example = TemplateReader.of(chat), ""
     else:
         kind = FAMILY_READERS.get(family, "hermes")
         reader, example = READERS[kind][1] if kind != "hermes" else read_hermes, EXAMPLES[kind]
@@ -42,15 +42,25 @@ def native_parser(chat: ChatTokenizer, answer_formats: Sequence[AnswerFormat] = 
 
 
 class TemplateReader:
-    """A reader that parses with the family's response template (:meth:`ChatTokenizer.parse_response`). A class,
-    not a closure, so that an env holding it pickles into worker processes (``env_backend="process"``)."""
+    """A reader that parses with a family's response template (:func:`parse_with_template`). A class holding plain
+    data (not a closure, not the tokenizer), so an env given it pickles cheaply into worker processes
+    (``env_backend="process"``) and Ray actors; its ``repr`` names the template, so the engine's env pools key envs
+    made with equal readers alike."""
 
-    def __init__(self, chat: ChatTokenizer) -> None:
-        self.chat = chat
+    def __init__(self, name: str, template: dict[str, Any], prefix: str, closings: Sequence[str]) -> None:
+        self.name, self.template, self.prefix, self.closings = name, template, prefix, tuple(closings)
+
+    @classmethod
+    def of(cls, chat: ChatTokenizer) -> TemplateReader:
+        assert chat.response_template is not None
+        return cls(chat.shape.family, chat.response_template, chat.shape.generation_prompt, chat.family.end_of_turn)
+
+    def __repr__(self) -> str:
+        return f"TemplateReader({self.name!r})"
 
     def __call__(self, text: str) -> tuple[list[ToolCall], str | None]:
         try:
-            parsed = self.chat.parse_response(text)
+            parsed = parse_with_template(text, self.template, self.prefix, self.closings)
         except ValueError as e:
             return [], f"the tool call could not be parsed ({str(e).splitlines()[0]})"
         calls = []
@@ -72,5 +82,5 @@ def resolve_env_kwargs(env_kwargs: Mapping[str, Any], chat: ChatTokenizer | None
     """``env_kwargs`` with ``parser="auto"`` replaced by the family's :func:`native_parser` (when ``chat`` is given)."""
     kwargs = dict(env_kwargs)
     if chat is not None and kwargs.get("parser") == "auto":
-        kwargs["parser"] = native_parser(chat, kwargs.get("answer_formats", ("tag",)))
+        kwargs["parser"] = native_parser(chat, tuple(kwargs.get("answer_formats", ("tag",))))
     return kwargs

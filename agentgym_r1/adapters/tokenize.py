@@ -116,15 +116,8 @@ class ChatTokenizer:
         a call the template cannot read, ``ConfigError`` when the family has no response template."""
         if self.response_template is None:
             raise ConfigError(f"the tokenizer of family {self.family.name} has no response_template to parse with")
-        first: ValueError | None = None
-        for closing in ("", *self.family.end_of_turn):
-            try:
-                return dict(self.tokenizer.parse_response(text + closing, self.response_template,
-                                                          prefix=self.shape.generation_prompt))
-            except (ValueError, TypeError, AttributeError, KeyError) as e:
-                first = first or (e if isinstance(e, ValueError) else ValueError(f"{type(e).__name__}: {e}"))
-        assert first is not None
-        raise first
+        return parse_with_template(text, self.response_template, self.shape.generation_prompt,
+                                   self.family.end_of_turn)
 
     def structure(self, text: str) -> Message:
         """An assistant message rebuilt from the model's text by :meth:`parse_response` (content normalised and a
@@ -218,6 +211,22 @@ class ChatTokenizer:
                    last_sampled: int | Sequence[int] | None, tools: list[dict[str, Any]] | None = None) -> list[int]:
         """:meth:`suffix_text`, tokenized once."""
         return self.encode(self.suffix_text(history, new_messages, last_sampled, tools))
+
+
+def parse_with_template(text: str, template: dict[str, Any], prefix: str, closings: Sequence[str] = ()) -> Message:
+    """``text`` parsed by a response template (``transformers.utils.chat_parsing.parse_response``, what
+    ``tokenizer.parse_response`` calls), retried with each of ``closings`` after it when it does not parse alone.
+    Raises ``ValueError`` (the first failure) when none parses."""
+    from transformers.utils.chat_parsing import parse_response
+
+    first: ValueError | None = None
+    for closing in ("", *closings):
+        try:
+            return dict(parse_response(text + closing, template, prefix=prefix))
+        except (ValueError, TypeError, AttributeError, KeyError) as e:
+            first = first or (e if isinstance(e, ValueError) else ValueError(f"{type(e).__name__}: {e}"))
+    assert first is not None
+    raise first
 
 
 def default_stop_ids(tokenizer: Any, family: Family = UNKNOWN) -> list[int]:

@@ -156,6 +156,11 @@ class NativeParser(ActionParser):
         super().__init__(answer_formats)
         self.family, self.reader, self.example, self.lists_tools = family, reader, example, lists_tools
 
+    def __repr__(self) -> str:  # stable: the engine's env pools key envs by their kwargs' repr
+        reader = getattr(self.reader, "__name__", None) or repr(self.reader)
+        return (f"NativeParser({self.family!r}, {reader}, lists_tools={self.lists_tools}, "
+                f"answer_formats={self.answer_formats})")
+
     def parse(self, text: str, tools: Mapping[str, Any]) -> ParsedAction:
         calls, problem = self.reader(text)
         if problem is not None:

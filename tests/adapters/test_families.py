@@ -422,3 +422,21 @@ def test_llama_eom_stands_for_the_eot_history_writes(tokenizer):
     eom = chat.tokenizer.convert_tokens_to_ids("<|eom_id|>")
     history = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": '{"name": "f", "parameters": {}}'}]
     assert chat.suffix_text(history, [{"role": "tool", "content": "R"}], eom).startswith("<|start_header_id|>ipython")
+
+
+def test_parser_auto_gives_equal_envs_one_pool_key_and_pickles(tokenizer):
+    """Regression: every resolve made a new NativeParser whose repr held its address, so the engine's env pools
+    (keyed by the kwargs' repr) never reused an env made with parser="auto" and grew at every rollout."""
+    import pickle
+
+    from agentgym_r1.adapters.native import resolve_env_kwargs
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["llama3_1"]))
+    kwargs = {"source": "synthetic", "parser": "auto"}
+    first, second = resolve_env_kwargs(kwargs, chat), resolve_env_kwargs(kwargs, chat)
+    assert repr(sorted(first.items())) == repr(sorted(second.items()))
+    assert "0x" not in repr(first["parser"])
+    parser = pickle.loads(pickle.dumps(first["parser"]))
+    assert parser.parse('{"name": "calculator", "parameters": {"expression": "1+2"}}', {}).calls[0].arguments == {
+        "expression": "1+2"}
