@@ -243,11 +243,14 @@ def _fresh(args: argparse.Namespace) -> tuple[Any, Row]:
 
     if args.model is None:
         raise ConfigError("give a saved batch, or --model (a directory, or 'tiny') for a fresh rollout")
-    tokenizer, model = _tiny(args.template) if args.model == "tiny" else _local(args)
     try:
-        env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else _default_kwargs(args.env)
+        given = json.loads(args.env_kwargs) if args.env_kwargs else {}
     except ValueError as e:
-        raise ConfigError(f"--env-kwargs must be a JSON object: {e}") from e
+        raise ConfigError(f"--env-kwargs must be a JSON object such as '{{\"parser\": \"auto\"}}': {e}") from e
+    if not isinstance(given, dict):
+        raise ConfigError(f"--env-kwargs must be a JSON object such as '{{\"parser\": \"auto\"}}', got {given!r}")
+    env_kwargs = {**_default_kwargs(args.env), **given}
+    tokenizer, model = _tiny(args.template) if args.model == "tiny" else _local(args)
     chat = ChatTokenizer(tokenizer)
     engine = RolloutEngine(HFBackend(model, chat), chat, RolloutConfig(
         max_turns=args.max_turns, seed=args.seed, sampling=SamplingParams(max_new_tokens=args.max_new_tokens)))

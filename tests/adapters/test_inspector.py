@@ -65,6 +65,8 @@ def test_inspect_refuses_what_is_not_a_batch(tmp_path, capsys):
         load_rows(bad)
     assert main(["inspect", str(bad), "--tokenizer", str(tmp_path)]) == 2
     assert main(["inspect"]) == 2 and "--model" in capsys.readouterr().err
+    assert main(["inspect", "--model", "tiny", "--env-kwargs", "[1]"]) == 2
+    assert "must be a JSON object" in capsys.readouterr().err
 
 
 def test_inspect_plays_a_fresh_rollout_with_a_trl_template(capsys):
