@@ -18,6 +18,10 @@ class ConfigError(AgentGymError, ValueError):
     """An option, argument or config value that is not valid."""
 
 
+class TemplateUnsupportedError(ConfigError):
+    """A chat template the rollout engine cannot serve (it names the family and what is missing)."""
+
+
 class UnknownOptionError(ConfigError, TypeError):
     """An env constructor or ``reset`` was given an option it does not know."""
 

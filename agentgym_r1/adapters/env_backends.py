@@ -21,7 +21,7 @@ import pickle
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -131,7 +131,10 @@ class EnvHost:
 def _transcript(env: gym.Env) -> list[dict[str, Any]] | None:
     transcript = getattr(env.unwrapped, "transcript", None)
     if transcript is not None and hasattr(transcript, "messages"):
-        return [dict(m) for m in transcript.messages()]
+        messages = [dict(m) for m in transcript.messages()]
+        if messages and getattr(getattr(env.unwrapped, "parser", None), "lists_tools", False):
+            messages[0]["tools"] = env.unwrapped.tool_schemas()  # the chat template lists them (parser="auto")
+        return messages
     return None
 
 
@@ -144,8 +147,8 @@ class ThreadBackend:
         self.workers = workers
         self.host = EnvHost()
 
-    def check(self, env: str | Callable[[], gym.Env]) -> None:
-        """Any factory works in this process."""
+    def check(self, env: str | Callable[[], gym.Env], kwargs: Mapping[str, Any] | None = None) -> None:
+        """Any factory and any options work in this process."""
 
     def run(self, calls: Sequence[EnvCall]) -> list[EnvReply]:
         if self.workers > 1 and len(calls) > 1:
@@ -188,16 +191,16 @@ class WorkerPool:
         raise NotImplementedError
 
     # -- the backend ------------------------------------------------------------------------------------------------
-    def check(self, env: str | Callable[[], gym.Env]) -> None:
-        """A factory must reach the workers: a :class:`ConfigError` before any work when it cannot be pickled."""
-        if isinstance(env, str):
-            return
+    def check(self, env: str | Callable[[], gym.Env], kwargs: Mapping[str, Any] | None = None) -> None:
+        """A factory and the env's options must reach the workers: a :class:`ConfigError` before any work when they
+        cannot be pickled."""
+        what, value = ("factory", env) if not isinstance(env, str) else ("env_kwargs", dict(kwargs or {}))
         try:
-            pickle.dumps(env)
+            pickle.dumps(value)
         except Exception as e:
-            raise ConfigError(f"env_backend={self.name!r} sends env factories to worker processes, and {env!r} "
-                              f"cannot be pickled ({type(e).__name__}: {e}); give an env id, or a function "
-                              f"defined at module level, or use env_backend='thread'") from e
+            raise ConfigError(f"env_backend={self.name!r} sends envs' {what} to worker processes, and {value!r} "
+                              f"cannot be pickled ({type(e).__name__}: {e}); use functions and objects defined at "
+                              f"module level, or env_backend='thread'") from e
 
     def run(self, calls: Sequence[EnvCall]) -> list[EnvReply]:
         if not self.workers:  # closed: a later rollout starts new workers, as a closed thread backend makes new envs

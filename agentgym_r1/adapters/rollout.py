@@ -35,6 +35,7 @@ from agentgym_r1.adapters.env_backends import (
     check_env_backend,
     make_env_backend,
 )
+from agentgym_r1.adapters.native import resolve_env_kwargs
 from agentgym_r1.adapters.records import EndReason, Episode, Layout, RolloutBatch, TurnRecord
 from agentgym_r1.adapters.tokenize import ChatTokenizer
 from agentgym_r1.error import ConfigError
@@ -126,6 +127,7 @@ class RolloutEngine:
         self._slots = itertools.count()
         self._timings: dict[str, float] = {}
         self._rollouts = 0
+        self._checked: set[tuple[str, str]] = set()  # (env, options) the env backend has accepted
 
     # -- public API -------------------------------------------------------------------------------------------------
     def rollout(self, prompts: Sequence[Prompt | Mapping[str, Any]], samples_per_prompt: int | None = None,
@@ -137,7 +139,10 @@ class RolloutEngine:
             raise ConfigError(f"samples_per_prompt must be >= 1, got {g}")
         specs = _group_seeds([p if isinstance(p, Prompt) else Prompt(**p) for p in prompts], cfg.seed)
         for spec in specs:
-            self.envs.check(spec.env)
+            key = (repr(spec.env), repr(sorted(spec.env_kwargs.items())))
+            if key not in self._checked:  # once per env and options: pickling a tokenizer-backed parser is not free
+                self.envs.check(spec.env, resolve_env_kwargs(spec.env_kwargs, self.chat))
+                self._checked.add(key)
         self._timings = {"generate": 0.0, "env": 0.0, "tokenize": 0.0}
         self._rollouts += 1
         start = time.perf_counter()
@@ -167,7 +172,8 @@ class RolloutEngine:
             env_name = spec.env if isinstance(spec.env, str) else getattr(spec.env, "__name__", "factory")
             episode = Episode(f"r{self._rollouts}-g{group}-s{sample}", group, sample, env_name, [], seed=spec.seed)
             lives.append(_Live(episode, next(self._slots), [], []))
-            calls.append(EnvCall(lives[-1].slot, None, spec.env, spec.env_kwargs, spec.seed, spec.options))
+            calls.append(EnvCall(lives[-1].slot, None, spec.env, resolve_env_kwargs(spec.env_kwargs, self.chat),
+                                 spec.seed, spec.options))
         t0 = time.perf_counter()
         replies = self.envs.run(calls)
         self._timings["env"] += time.perf_counter() - t0  # wall time, also when resets run in threads or workers
@@ -362,8 +368,7 @@ def _after_step(engine: RolloutEngine, x: _Live, turn: TurnRecord, reply: EnvRep
 def _append_suffix(engine: RolloutEngine, x: _Live, turn: TurnRecord, history: list[dict[str, Any]],
                    new: list[dict[str, Any]]) -> None:
     assert engine.chat is not None
-    last = turn.completion_ids[-1] if turn.completion_ids else None
-    suffix = engine.chat.suffix_ids(history, new, last)
+    suffix = engine.chat.suffix_ids(history, new, turn.completion_ids)
     limit, name = _token_limit(engine, x)
     if len(x.ids) + len(suffix) + 1 > limit:
         engine._end(x, "context_limit", f"the env reply after turn {x.turn - 1} ({len(suffix)} tokens) does not fit "

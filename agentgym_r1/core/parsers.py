@@ -209,7 +209,7 @@ class HermesParser(ActionParser):
             return self.invalid("a <tool_call> tag is not closed by </tool_call>", tools)
         calls = []
         for _, body in spans:
-            call = _json_call(body)
+            call = json_call(body)
             if isinstance(call, str):
                 return self.invalid(call, tools)
             calls.append(call)
@@ -235,7 +235,7 @@ class HermesParser(ActionParser):
         )
 
 
-def _json_call(body: str) -> ToolCall | str:
+def json_call(body: str) -> ToolCall | str:
     try:
         obj = json.loads(body)
     except (ValueError, RecursionError) as e:
@@ -402,8 +402,16 @@ PARSERS: dict[str, type[ActionParser]] = {"hermes": HermesParser, "tag": TagPars
 
 
 def make_parser(parser: str | ActionParser, answer_formats: Sequence[AnswerFormat] = ("tag",)) -> ActionParser:
+    """A parser by name, or ``parser`` itself. ``"auto"``: the model family's own tool-call format; the rollout engine
+    puts the family's parser in (:func:`agentgym_r1.adapters.native.native_parser`), and outside it the documented
+    formats are read by their markers (:class:`agentgym_r1.core.native.NativeParser`)."""
     if isinstance(parser, ActionParser):
         return parser
+    if parser == "auto":
+        from agentgym_r1.core.native import NativeParser
+
+        return NativeParser(answer_formats=answer_formats)
     if parser not in PARSERS:
-        raise ConfigError(f"unknown action format {parser!r}; choose one of {sorted(PARSERS)} or pass an ActionParser")
+        raise ConfigError(f"unknown action format {parser!r}; choose one of {[*sorted(PARSERS), 'auto']} or pass "
+                          "an ActionParser")
     return PARSERS[parser](answer_formats=answer_formats)

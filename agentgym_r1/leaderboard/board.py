@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from agentgym_r1.leaderboard.policies import env_family
 from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore
+from agentgym_r1.leaderboard.suites import options_label
 
 # Per env family: (metric key in info["metrics"], column label, in percent). "success" is the episode's success flag.
 METRICS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -75,6 +76,7 @@ class Row:
     message: str | None = None
     seed: int | None = None
     meta: dict[str, str] = field(default_factory=dict)
+    options: str = ""  # the run's env options beyond its source (``difficulty=hard``), as the board shows them
 
     @property
     def reported(self) -> bool:
@@ -159,7 +161,8 @@ def build_rows(store: ResultsStore) -> list[Row]:
         episodes = store.episodes(run["id"])
         row = Row(run["env_id"], run["source"] or "", run["policy"], run["policy_kind"] or "", len(episodes),
                   run["episodes"] or 0, status=run["status"] or "", message=run["message"], seed=run["seed"],
-                  meta={k: str(run[k]) for k in ("env_version", "package_version", "git_commit", "updated_at")})
+                  meta={k: str(run[k]) for k in ("env_version", "package_version", "git_commit", "updated_at")},
+                  options=options_label(run["env_kwargs"] or ""))
         fill(row, episodes)
         rows.append(row)
     return rows
@@ -189,6 +192,12 @@ def reference_rows(env_ids: list[str]) -> list[Row]:
     return out
 
 
+def _level(options: str) -> int:
+    """Runs of one env ordered by difficulty: the default (easy) first, then medium, hard, then any other options."""
+    order = {"": 0, "difficulty=easy": 0, "difficulty=medium": 1, "difficulty=hard": 2}
+    return order.get(options, 3)
+
+
 def board(store: ResultsStore, references: bool = True) -> dict[str, list[Row]]:
     """Rows grouped by env id, runs first (best primary metric first), then the reported rows."""
     grouped: dict[str, list[Row]] = {}
@@ -196,7 +205,8 @@ def board(store: ResultsStore, references: bool = True) -> dict[str, list[Row]]:
         grouped.setdefault(row.env_id, []).append(row)
     for env_id, rows in grouped.items():
         key = metric_columns(env_id)[0][0]
-        rows.sort(key=lambda r: (r.kind == "oracle", -(r.metrics[key].value if key in r.metrics else -1.0)))
+        rows.sort(key=lambda r: (_level(r.options), r.options, r.kind == "oracle",
+                                 -(r.metrics[key].value if key in r.metrics else -1.0)))
         if references:
             rows.extend(reference_rows([env_id]))
     return dict(sorted(grouped.items()))

@@ -53,6 +53,10 @@ def add_play_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env-workers", type=int, default=0, help="threads, processes or Ray actors for the envs")
     p.add_argument("--ray-address", default=None,
                    help="Ray cluster for --env-backend ray (default: a local instance)")
+    p.add_argument("--env-kwargs", default=None, metavar="JSON",
+                   help="the env's options as a JSON object, e.g. '{\"difficulty\": \"hard\"}'; recorded with the "
+                        "results and shown on the board (leaderboard run: given to every env of the suite, over the "
+                        "suite's own; an env that does not take an option is skipped, saying so)")
 
 
 def check_play_options(args: argparse.Namespace, env_ids: list[str]) -> None:
@@ -88,8 +92,8 @@ def _open_store(path: str):
 
 def _jobs(args: argparse.Namespace) -> list:
     from agentgym_r1.error import ConfigError
-    from agentgym_r1.leaderboard.jobs import Job
-    from agentgym_r1.leaderboard.suites import suite
+    from agentgym_r1.leaderboard.jobs import Job, canonical
+    from agentgym_r1.leaderboard.suites import parse_env_kwargs, suite
 
     entries = suite(args.suite)
     missing = sorted(set(args.env) - {e.env_id for e in entries})
@@ -97,16 +101,18 @@ def _jobs(args: argparse.Namespace) -> list:
         raise ConfigError(f"{missing} not in suite {args.suite!r}; its envs are {[e.env_id for e in entries]} "
                           f"(evaluate any other env id with `agentgym-r1 eval`)")
     check_play_options(args, [e.env_id for e in entries])
+    extra = parse_env_kwargs(args.env_kwargs)
     jobs = []
     for entry in entries:
         if args.env and entry.env_id not in args.env:
             continue
+        options = canonical({**dict(entry.env_kwargs), **extra})
         policies = [*([] if args.only else entry.policies), *args.policy]
         for policy in dict.fromkeys(policies):
             jobs.append(Job(entry.env_id, entry.source, policy, args.seed, args.episodes or entry.episodes,
-                            args.suite, args.timeout, args.samples, args.concurrency, args.env_backend,
-                            args.env_workers, args.ray_address))
-    return jobs
+                            args.suite, args.timeout, args.samples, args.concurrency, env_backend=args.env_backend,
+                            env_workers=args.env_workers, ray_address=args.ray_address, env_kwargs=options))
+    return list(dict.fromkeys(jobs))  # --env-kwargs over a suite's levels can make two entries one
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -182,16 +188,18 @@ def run_eval(args: argparse.Namespace) -> int:
     import tempfile
 
     from agentgym_r1.leaderboard.board import Row, fill
-    from agentgym_r1.leaderboard.jobs import Job, Progress, run_jobs
+    from agentgym_r1.leaderboard.jobs import Job, Progress, canonical, run_jobs
     from agentgym_r1.leaderboard.runner import summarise
-    from agentgym_r1.leaderboard.suites import make_env
+    from agentgym_r1.leaderboard.suites import make_env, options_label, parse_env_kwargs
 
-    make_env(args.env, args.source).close()  # an unknown env id is a usage error here, not a skipped job
+    extra = parse_env_kwargs(args.env_kwargs)
+    make_env(args.env, args.source, extra).close()  # an unknown env id or option is a usage error here
     check_play_options(args, [args.env])
     results = args.results or str(Path(tempfile.mkdtemp(prefix="agentgym-r1-eval-")) / "eval.sqlite")
     _open_store(results).close()
     job = Job(args.env, args.source, args.policy, args.seed, args.episodes, "eval", args.timeout, args.samples,
-              args.concurrency, args.env_backend, args.env_workers, args.ray_address)
+              args.concurrency, env_backend=args.env_backend, env_workers=args.env_workers,
+              ray_address=args.ray_address, env_kwargs=canonical(extra))
     (outcome,) = run_jobs([job], results, workers=1, progress=Progress())
     store = _open_store(results)
     try:
@@ -202,7 +210,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from agentgym_r1.leaderboard.policies import policy_kind
 
     row = fill(Row(args.env, run["source"], args.policy, policy_kind(args.policy, args.env), status=outcome.status,
-                   message=outcome.message, planned=run["episodes"]), episodes)
+                   message=outcome.message, planned=run["episodes"], options=options_label(job.env_kwargs)), episodes)
     _print_eval(args, row, episodes)
     print(f"results in {results} (run the same command with --results {results} to resume)")
     if args.json:
@@ -225,7 +233,8 @@ def _print_eval(args: argparse.Namespace, row, episodes: list) -> None:
             print(f"episode {e.idx:4d} task={e.task_id} success={e.success} reward={e.reward:.2f} turns={e.turns}"
                   + (f" error={e.error}" if e.error else ""))
     rate = wilson(sum(e.success for e in episodes), len(episodes))
-    print(f"{args.env} policy={args.policy} source={args.source or 'default'} episodes={row.episodes} "
+    print(f"{args.env} policy={args.policy} source={args.source or 'default'}"
+          + (f" {row.options}" if row.options else "") + f" episodes={row.episodes} "
           f"success {rate.value:.3f} (95% CI {rate.low:.3f}-{rate.high:.3f}) status={row.status}"
           + (f": {row.message}" if row.message else ""))
     print(render.terminal({args.env: [row]}))

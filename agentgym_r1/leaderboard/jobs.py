@@ -14,6 +14,7 @@ with ``samples`` K > 1 plays each task (reset seed) K times, for pass@k on the b
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -26,12 +27,18 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentgym_r1.error import AgentGymError, DependencyNotInstalled, PolicyError
+from agentgym_r1.error import AgentGymError, DependencyNotInstalled, PolicyError, UnknownOptionError
 from agentgym_r1.leaderboard.batched import EnginePlayer, is_engine_spec, play_concurrent
 from agentgym_r1.leaderboard.policies import make_policy, policy_kind
 from agentgym_r1.leaderboard.runner import run_episode
 from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore, RunMeta
-from agentgym_r1.leaderboard.suites import env_kwargs, is_registered, make_env, not_registered_message
+from agentgym_r1.leaderboard.suites import (
+    env_kwargs,
+    is_registered,
+    make_env,
+    not_registered_message,
+    options_label,
+)
 
 MAX_FAILURES_IN_A_ROW = 3
 
@@ -50,10 +57,20 @@ class Job:
     env_backend: str = "thread"  # where the rollout engine's envs run (hf:, vllm:): thread, process or ray
     env_workers: int = 0
     ray_address: str | None = None
+    env_kwargs: str = ""  # the env's options beyond the source, as canonical JSON (see :func:`canonical`)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return json.loads(self.env_kwargs) if self.env_kwargs else {}
 
     def items(self) -> list[tuple[int, int]]:
         """Every episode of the job as (index, reset seed): the ``samples`` plays of a task share its seed."""
         return [(i, self.seed + i // self.samples) for i in range(self.episodes * self.samples)]
+
+
+def canonical(env_kwargs: dict[str, Any] | None) -> str:
+    """Env options as the canonical JSON a job and the store keep ("" for none)."""
+    return json.dumps(env_kwargs, sort_keys=True, separators=(",", ":")) if env_kwargs else ""
 
 
 @dataclass
@@ -77,17 +94,18 @@ class Progress:
         from tqdm import tqdm
 
         stream = self.stream or sys.stderr
-        key = (job.env_id, job.policy, job.seed, job.samples)
+        key = (job.env_id, job.policy, job.seed, job.samples, job.env_kwargs)
         total = job.episodes * job.samples
         bar = self.bars.get(key)
+        label = " ".join(filter(None, (job.env_id, options_label(job.env_kwargs), job.policy)))
         if bar is None:
-            bar = self.bars[key] = tqdm(total=total, initial=max(0, done - 1), desc=f"{job.env_id} {job.policy}",
+            bar = self.bars[key] = tqdm(total=total, initial=max(0, done - 1), desc=label,
                                         file=stream, disable=None, dynamic_ncols=True, unit="ep", leave=True)
         bar.update(done - bar.n)
         bar.set_postfix(success=f"{successes / done:.2f}" if done else "-", refresh=False)
         if note and note.split(":")[0] in ("FAILED", "SKIPPED"):
             bar.close()
-            tqdm.write(f"[{job.env_id} {job.policy}] {done}/{total} success "
+            tqdm.write(f"[{label}] {done}/{total} success "
                        f"{successes / done if done else 0.0:.2f}  {note}", file=stream)
         elif done >= total:
             bar.close()
@@ -110,7 +128,7 @@ def job_meta(job: Job) -> RunMeta:
 
     return RunMeta(job.env_id, job.source or "default", job.policy, job.seed, job.episodes * job.samples, job.suite,
                    policy_kind(job.policy, job.env_id), package_version=__version__, git_commit=git_commit(),
-                   samples=job.samples)
+                   samples=job.samples, env_kwargs=job.env_kwargs)
 
 
 def run_job(job: Job, store: ResultsStore, progress: Callable[..., None] | None = None) -> JobOutcome:
@@ -121,9 +139,15 @@ def run_job(job: Job, store: ResultsStore, progress: Callable[..., None] | None 
     if is_engine_spec(job.policy):
         return _play_engine(job, meta, store, progress)
     try:
-        env = make_env(job.env_id, job.source)
+        env = make_env(job.env_id, job.source, job.options)
     except DependencyNotInstalled as e:  # an extra this checkout lacks: like an env that is not here
         return _finish(store, meta, job, "skipped", f"{job.env_id} needs an extra: {e}", progress)
+    except UnknownOptionError as e:
+        if not job.env_kwargs:
+            raise
+        # --env-kwargs for a whole suite: an env that does not take an option is left out, saying which
+        return _finish(store, meta, job, "skipped", f"{job.env_id} does not take --env-kwargs {job.env_kwargs}: {e}",
+                       progress)
     except Exception as e:  # an env that cannot be built is this job's failure, not the suite's
         return _finish(store, meta, job, "failed", f"cannot make {job.env_id} on source {job.source!r}: {e}", progress)
     try:
@@ -165,7 +189,7 @@ def _play_concurrent(job: Job, meta: RunMeta, env, store: ResultsStore, progress
     client = make_client(parse_openai_spec(job.policy)[0], job.timeout)
     try:
         return _episodes(job, meta, store, progress, lambda todo: play_concurrent(
-            lambda: make_env(job.env_id, job.source),
+            lambda: make_env(job.env_id, job.source, job.options),
             lambda: make_policy(job.policy, job.env_id, seed=job.seed, timeout=job.timeout, client=client),
             todo, job.concurrency))
     finally:
@@ -181,7 +205,7 @@ def _play_engine(job: Job, meta: RunMeta, store: ResultsStore, progress) -> JobO
     except AgentGymError as e:
         return _finish(store, meta, job, "failed", str(e), progress)
     try:
-        kwargs = env_kwargs(job.env_id, job.source)
+        kwargs = env_kwargs(job.env_id, job.source, job.options)
         return _episodes(job, meta, store, progress,
                          lambda todo: player.play(job.env_id, kwargs, todo, job.concurrency))
     finally:

@@ -51,8 +51,11 @@ def table(env_id: str, rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     cols = metric_columns(env_id)
     ks = sorted({r.passk[0] for r in rows if r.passk})
     passk = ["pass@1 %", f"pass@{'/'.join(map(str, ks))} %"] if ks else []
-    header = ["policy", "kind", "n", *[f"{label} %" for _, label in cols], *passk, "turns", "invalid %", "status"]
-    cells = [[r.policy, KIND_LABEL.get(r.kind, r.kind), str(r.episodes) if not r.reported else "-",
+    options = ["env options"] if any(r.options for r in rows) else []  # e.g. difficulty=hard
+    header = ["policy", *options, "kind", "n", *[f"{label} %" for _, label in cols], *passk, "turns", "invalid %",
+              "status"]
+    cells = [[r.policy, *([r.options or "-"] if options else []), KIND_LABEL.get(r.kind, r.kind),
+              str(r.episodes) if not r.reported else "-",
               *[pct(r.metrics.get(k)) for k, _ in cols], *(_passk(r) if ks else []), num(r.turns), pct(r.invalid),
               _status(r)] for r in rows]
     return header, cells
@@ -96,14 +99,15 @@ def to_csv(boards: dict[str, list[Row]]) -> str:
     w.writerow(["env_id", "source", "policy", "kind", "seed", "episodes", "planned",
                 *[f"{m}{s}" for m in ALL_METRICS for s in ("", "_low", "_high")],
                 "turns", "turns_low", "turns_high", "invalid", "invalid_low", "invalid_high", "errors", "status",
-                "message", "env_version", "package_version", "git_commit", "updated_at"])
+                "message", "env_version", "package_version", "git_commit", "updated_at", "env_options"])
     for rows in boards.values():
         for r in rows:
             stats = [*[r.metrics.get(m) for m in ALL_METRICS], r.turns, r.invalid]
             values = [_f(v) for s in stats for v in ((s.value, s.low, s.high) if s else (None, None, None))]
             w.writerow([r.env_id, r.source, r.policy, r.kind, r.seed, r.episodes, r.planned, *values, r.errors,
                         r.status, r.message or "", *(r.meta.get(k, "") for k in
-                                                    ("env_version", "package_version", "git_commit", "updated_at"))])
+                                                    ("env_version", "package_version", "git_commit", "updated_at")),
+                        r.options])
     return buf.getvalue()
 
 

@@ -27,7 +27,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, suite TEXT, env_id TEXT NOT NULL, env_version TEXT,
     source TEXT, policy TEXT NOT NULL, policy_kind TEXT, seed INTEGER, episodes INTEGER, package_version TEXT,
-    git_commit TEXT, started_at TEXT, updated_at TEXT, status TEXT, message TEXT
+    git_commit TEXT, started_at TEXT, updated_at TEXT, status TEXT, message TEXT, env_kwargs TEXT
 );
 CREATE TABLE IF NOT EXISTS episodes (
     run_id INTEGER NOT NULL REFERENCES runs(id), idx INTEGER NOT NULL, seed INTEGER, task_id TEXT,
@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS episodes (
 );
 """
 RUN_FIELDS = ("key", "suite", "env_id", "env_version", "source", "policy", "policy_kind", "seed", "episodes",
-              "package_version", "git_commit", "started_at", "updated_at", "status", "message")
+              "package_version", "git_commit", "started_at", "updated_at", "status", "message", "env_kwargs")
 
 
 @dataclass
@@ -59,12 +59,14 @@ class RunMeta:
     message: str | None = None
     key: str = ""
     samples: int = 1  # plays of each task (the board tells tasks apart by their seed); not a column
+    env_kwargs: str = ""  # the env's options beyond its source (``--env-kwargs``), as canonical JSON; "" for none
 
     def __post_init__(self) -> None:
         if not self.key:
             parts: list[Any] = [self.env_id, self.source, self.policy, self.seed]
-            self.key = json.dumps(parts + ([{"samples": self.samples}] if self.samples != 1 else []),
-                                  separators=(",", ":"))
+            extra = {**({"samples": self.samples} if self.samples != 1 else {}),
+                     **({"env_kwargs": json.loads(self.env_kwargs)} if self.env_kwargs else {})}
+            self.key = json.dumps(parts + ([extra] if extra else []), separators=(",", ":"), sort_keys=True)
         if not self.env_version:
             self.env_version = self.env_id.rpartition("-")[2] if "-v" in self.env_id else ""
         self.started_at = self.started_at or now()
@@ -113,6 +115,7 @@ class ResultsStore:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(SCHEMA)
+            self._add_env_kwargs_column(db)
             check = db.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
                 raise sqlite3.DatabaseError(f"integrity check failed: {check}")
@@ -122,6 +125,17 @@ class ResultsStore:
             raise
         db.row_factory = sqlite3.Row
         return db
+
+    @staticmethod
+    def _add_env_kwargs_column(db: sqlite3.Connection) -> None:
+        """A file written before runs recorded their env options gets the column (empty for its runs)."""
+        if "env_kwargs" in {r[1] for r in db.execute("PRAGMA table_info(runs)")}:
+            return
+        try:
+            db.execute("ALTER TABLE runs ADD COLUMN env_kwargs TEXT")
+        except sqlite3.OperationalError as e:  # another process added it first
+            if "duplicate column" not in str(e):
+                raise
 
     def _open_when_free(self, attempts: int = 50) -> sqlite3.Connection:
         """:meth:`_open`, waiting while another process holds the file: "locked" and "busy" (switching to WAL, creating

@@ -1,12 +1,14 @@
 """The evaluation suites: which envs, on which offline sources, with which baselines and how many episodes.
 
-``quick`` (the README's main job) runs in a few minutes on a laptop CPU; ``full`` runs enough episodes for tight
-confidence intervals. Both name all five envs with their offline sources; an env id that is not registered in this
+``quick`` (the README's main job) runs in a few minutes on a laptop CPU, on the generated sources' default ``easy``
+level; ``full`` runs enough episodes for tight confidence intervals, at every difficulty level (``easy``, ``medium``,
+``hard``). Both name all five envs with their offline sources; an env id that is not registered in this
 checkout is recorded as skipped, with the reason, and the rest of the suite runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,19 +23,30 @@ class SuiteEntry:
     source: str
     episodes: int
     policies: tuple[str, ...]
+    env_kwargs: tuple[tuple[str, Any], ...] = ()  # options beyond the source (the difficulty level)
 
 
-def _entries(scale: int) -> tuple[SuiteEntry, ...]:
+def _entries(scale: int, levels: tuple[str, ...]) -> tuple[SuiteEntry, ...]:
+    """The suite at ``scale`` times the quick episode counts; the generated sources at each of ``levels``
+    (``easy`` is their default, so it is given as no option: its runs are the same as before levels existed)."""
+    def at(level: str) -> tuple[tuple[str, Any], ...]:
+        return () if level == "easy" else (("difficulty", level),)
+
     return (
-        SuiteEntry("AgentR1/GSM8K-v0", "synthetic", 50 * scale, ("random", "scripted", "oracle")),
+        *(SuiteEntry("AgentR1/GSM8K-v0", "synthetic", 50 * scale, ("random", "scripted", "oracle"), at(lv))
+          for lv in levels),
         SuiteEntry("AgentR1/ToolEnv-v0", "lookup", 20 * scale, ("random", "scripted", "oracle")),
-        SuiteEntry("AgentR1/HotpotQA-v0", "synthetic", 30 * scale, ("random", "rag", "react", "oracle")),
-        SuiteEntry("AgentR1/ALFWorld-v1", "generated", 6 * scale, ("random", "react", "oracle")),
-        SuiteEntry("AgentR1/WebShop-v0", "generated", 30 * scale, ("random", "rule", "oracle")),
+        *(SuiteEntry("AgentR1/HotpotQA-v0", "synthetic", 30 * scale, ("random", "rag", "react", "oracle"), at(lv))
+          for lv in levels),
+        *(SuiteEntry("AgentR1/ALFWorld-v1", "generated", 6 * scale, ("random", "react", "oracle"), at(lv))
+          for lv in levels),
+        *(SuiteEntry("AgentR1/WebShop-v0", "generated", 30 * scale, ("random", "rule", "oracle"), at(lv))
+          for lv in levels),
     )
 
 
-SUITES: dict[str, tuple[SuiteEntry, ...]] = {"quick": _entries(1), "full": _entries(10)}
+SUITES: dict[str, tuple[SuiteEntry, ...]] = {"quick": _entries(1, ("easy",)),
+                                             "full": _entries(10, ("easy", "medium", "hard"))}
 
 
 def suite(name: str) -> tuple[SuiteEntry, ...]:
@@ -55,17 +68,46 @@ def not_registered_message(env_id: str) -> str:
             f"skipped")
 
 
-def env_kwargs(env_id: str, source: str | None) -> dict[str, Any]:
-    """Constructor options for ``env_id`` on ``source``. ToolEnv's ``lookup`` source is built here."""
+def env_kwargs(env_id: str, source: str | None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Constructor options for ``env_id`` on ``source``, with ``extra`` (``--env-kwargs``) over them. ToolEnv's
+    ``lookup`` source is built here."""
     if env_id == "AgentR1/ToolEnv-v0" and source in (None, "lookup"):
         from agentgym_r1.leaderboard.baselines.toolenv import lookup_kwargs
 
-        return lookup_kwargs()
-    return {} if source is None else {"source": source}
+        return {**lookup_kwargs(), **(extra or {})}
+    return {**({} if source is None else {"source": source}), **(extra or {})}
 
 
-def make_env(env_id: str, source: str | None) -> gym.Env:
+def make_env(env_id: str, source: str | None, extra: Mapping[str, Any] | None = None) -> gym.Env:
     """The env for ``env_id`` on ``source``; a :class:`ConfigError` naming the registered ids if it is unknown."""
     if not is_registered(env_id):
         raise ConfigError(f"unknown env id {env_id!r}: {not_registered_message(env_id).removesuffix('; skipped')}")
-    return gym.make(env_id, **env_kwargs(env_id, source))
+    return gym.make(env_id, **env_kwargs(env_id, source, extra))
+
+
+def parse_env_kwargs(text: str | None) -> dict[str, Any]:
+    """``--env-kwargs JSON``: a JSON object of constructor options, e.g. ``'{"difficulty": "hard"}'``."""
+    if not text:
+        return {}
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--env-kwargs must be a JSON object such as '{{\"difficulty\": \"hard\"}}'; "
+                          f"{text!r} is not JSON ({e.msg})") from e
+    if not isinstance(value, dict):
+        raise ConfigError(f"--env-kwargs must be a JSON object such as '{{\"difficulty\": \"hard\"}}', got {text!r}")
+    if "source" in value:
+        raise ConfigError("give the source with --source (eval) or by the suite, not in --env-kwargs")
+    return value
+
+
+def options_label(env_kwargs: str) -> str:
+    """How the board shows a run's env options: ``difficulty=hard``; a dict value as compact JSON."""
+    if not env_kwargs:
+        return ""
+    import json
+
+    return " ".join(f"{k}={v if isinstance(v, str) else json.dumps(v, separators=(',', ':'))}"
+                    for k, v in json.loads(env_kwargs).items())

@@ -147,5 +147,7 @@ def test_bad_backends_are_named_errors_at_construction(chat):
     try:
         with pytest.raises(ConfigError, match=r"cannot be pickled.*module level"):
             engine.rollout([Prompt(lambda: None)])
+        with pytest.raises(ConfigError, match=r"env_kwargs.*cannot be pickled.*module level"):  # options too
+            engine.rollout([Prompt("AgentR1/ToolEnv-v0", {"tools": [lambda text: text]})])
     finally:
         engine.close()

@@ -6,9 +6,17 @@ import functools
 import os
 from pathlib import Path
 
+from agentgym_r1.core.difficulty import resolve
 from agentgym_r1.core.tasks import GeneratedSource, ListSource, Task, TaskSource
 from agentgym_r1.envs.alfworld.engine import CompiledGame
-from agentgym_r1.envs.alfworld.generator import TASK_TYPES, generate, normalise_task_types, task_type_of
+from agentgym_r1.envs.alfworld.generator import (
+    LEVELS,
+    TASK_TYPES,
+    Knobs,
+    generate,
+    normalise_task_types,
+    task_type_of,
+)
 from agentgym_r1.error import ConfigError, DataNotFoundError
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
@@ -89,27 +97,37 @@ def list_games(directory: str, task_types: tuple[str, ...]) -> ListSource:
 class GeneratedGames(GeneratedSource):
     """Games made by :mod:`agentgym_r1.envs.alfworld.generator`: unlimited, or the first ``num_games``."""
 
-    def __init__(self, seed: int, task_types: tuple[str, ...], num_games: int | None, cache_dir: str | None) -> None:
+    def __init__(self, seed: int, task_types: tuple[str, ...], num_games: int | None, cache_dir: str | None,
+                 knobs: Knobs = LEVELS["easy"]) -> None:
         if num_games is not None and (not isinstance(num_games, int) or num_games < 1):
             raise ConfigError(f"num_games must be a positive int or None (unlimited), got {num_games!r}")
-        self.seed, self.task_types, self.cache_dir = seed, task_types, cache_dir
+        self.seed, self.task_types, self.cache_dir, self.knobs = seed, task_types, cache_dir, knobs
         self.size = num_games
         super().__init__(self._make, f"generated-{seed}")
 
     def _make(self, index: int) -> Task:
         if index < 0 or (self.size is not None and index >= self.size):
             raise ConfigError(f"generated game index must be in [0, {len(self)}), got {index}")
-        path = generate(self.seed, index, self.task_types, self.cache_dir)
+        path = generate(self.seed, index, self.task_types, self.cache_dir, self.knobs)
         return Task(f"{self.prefix}-{index}", "", None,
                     {"game_file": str(path), "task_type": task_type_of(index, self.task_types)})
 
 
+def difficulty_of(source: str, difficulty: object) -> tuple[str, Knobs]:
+    """The level's label and knobs; a level other than ``easy`` is refused on a data directory."""
+    label, knobs = resolve('ALFWorld source="generated"', LEVELS, difficulty)
+    if source not in ("generated", "synthetic") and label != "easy":
+        raise ConfigError(f"difficulty is for source='generated'; the games of {source!r} are as they are "
+                          f"(got difficulty={difficulty!r})")
+    return label, knobs
+
+
 def load_source(source: str, split: str, task_types: object, seed: int, num_games: int | None,
-                cache_dir: str | None) -> TaskSource:
+                cache_dir: str | None, knobs: Knobs = LEVELS["easy"]) -> TaskSource:
     """``"generated"`` (alias ``"synthetic"``), ``"alfworld"`` ($ALFWORLD_DATA) or a directory in the official layout."""
     types = normalise_task_types(task_types)
     if source in ("generated", "synthetic"):
-        return GeneratedGames(int(seed), types, num_games, cache_dir)
+        return GeneratedGames(int(seed), types, num_games, cache_dir, knobs)
     if num_games is not None:
         raise ConfigError("num_games is for source='generated'; a data directory plays all the games of its split")
     return list_games(str(split_dir(data_root(source), split).resolve()), types)

@@ -11,8 +11,8 @@ from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, in
 from agentgym_r1.core.parsers import HermesParser
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.alfworld.commands import ACT_TOOL, ReadAction, explain, read_action
-from agentgym_r1.envs.alfworld.data import load_source, task_type_of_game
-from agentgym_r1.envs.alfworld.engine import Engine, import_textworld
+from agentgym_r1.envs.alfworld.data import GeneratedGames, difficulty_of, load_source, task_type_of_game
+from agentgym_r1.envs.alfworld.engine import check_engine, import_textworld, make_engine
 from agentgym_r1.envs.alfworld.expert import plan_for
 
 INSTRUCTIONS = (
@@ -63,7 +63,8 @@ class ALFWorldEnv(Env):
 
     **Reward.** ``outcome`` 1 when the game is won. ``process``: ``step_penalty`` on every step (default 0).
     ``format``: ``format_penalty`` for an unreadable action (default -0.1). ``metrics``: ``won``.
-    ``info["env"]``: ``admissible_commands``, ``task_type``, ``game_file``, ``task_id``, ``won``.
+    ``info["env"]``: ``admissible_commands``, ``task_type``, ``game_file``, ``task_id``, ``won``, and ``difficulty``
+    on generated games.
 
     **Episode end.** Terminated when won; truncated at the turn limit (50).
 
@@ -72,7 +73,14 @@ class ALFWorldEnv(Env):
     solved by the planner and carrying its expert plan; a new game takes about a second to make and is cached as a
     file under ``cache_dir`` (default ``~/.cache/agentgym-r1/alfworld``, or ``$AGENTGYM_R1_CACHE``). ``source="alfworld"``: the official data under ``$ALFWORLD_DATA``
     (``alfworld-download``), or a path to a directory in that layout; ``split`` is one of ``train``,
-    ``valid_seen``, ``valid_unseen``. ``task_types`` filters both (names or ALFWorld's ids 1-6).
+    ``valid_seen``, ``valid_unseen``. ``task_types`` filters both (names or ALFWorld's ids 1-6). ``difficulty`` (generated games):
+    ``"easy"`` (default, the games above), ``"medium"``, ``"hard"`` (rooms of ALFRED's size and beyond, goal objects
+    hidden in closed receptacles, more distractors; solvable by construction, made without the planner) or a dict
+    of :class:`~agentgym_r1.envs.alfworld.generator.Knobs`; recorded in ``info["env"]["difficulty"]``.
+
+    **Engine.** ``engine="fast"`` (default): :mod:`~agentgym_r1.envs.alfworld.fast`, a state machine compiled per
+    game that writes TextWorld's text step for step (tested against it); ``engine="textworld"``: TextWorld's own
+    ``PddlEnv`` on fast-downward, for parity runs.
 
     **Version history.** v1: the first observation opens with :data:`INSTRUCTIONS` (``system_prompt`` defaults to
     them). v0: first release; the first observation is the game's intro alone (``system_prompt=""``).
@@ -89,21 +97,25 @@ class ALFWorldEnv(Env):
         seed: int = 0,
         num_games: int | None = None,
         cache_dir: str | None = None,
+        difficulty: Any = "easy",
         step_penalty: float = 0.0,
         format_penalty: float = -0.1,
         system_prompt: str | None = None,
         render_mode: str | None = None,
+        engine: str = "fast",
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
+        self.engine_name = check_engine(engine)
         import_textworld()
         super().__init__(render_mode=render_mode)
+        self.difficulty, knobs = difficulty_of(source, difficulty)
         with TEXTWORLD_LOCK:
-            self.games = load_source(source, split, task_types, seed, num_games, cache_dir)
+            self.games = load_source(source, split, task_types, seed, num_games, cache_dir, knobs)
         self.step_penalty = finite_option("step_penalty", step_penalty)
         self.format_penalty = finite_option("format_penalty", format_penalty)
         self.system_prompt = INSTRUCTIONS if system_prompt is None else system_prompt
-        self._engine: Engine | None = None
+        self._engine: Any = None
         self._state: Any = None
         self._played: list[str] = []  # the commands the engine applied this episode
         self._initial_plan: list[str] | None = None
@@ -166,15 +178,17 @@ class ALFWorldEnv(Env):
             "game_file": task.meta.get("game_file") if task is not None else None,
             "task_id": task.id if task is not None else None,
             "won": bool(state["won"]) if state is not None else False,
+            **({"difficulty": self.difficulty} if isinstance(self.games, GeneratedGames) else {}),
         }
 
     # -- helpers ----------------------------------------------------------------------------------------------------
     @property
-    def engine(self) -> Engine:
-        """The TextWorld engine, started on first use (and again after :meth:`close`)."""
+    def engine(self) -> Any:
+        """The engine (``engine=``: ``"fast"`` or ``"textworld"``), started on first use (and again after
+        :meth:`close`)."""
         if self._engine is None:
             with TEXTWORLD_LOCK:
-                self._engine = Engine()
+                self._engine = make_engine(self.engine_name)
         return self._engine
 
     @_serial

@@ -7,8 +7,15 @@ them (``alfworld.gen.constants``); the goal is ALFWorld's own goal for the task 
 and the task text one of its templates. Every game is solved by fast-downward (through TextWorld) and the plan is
 replayed on the engine until the game is won before the file is kept: the plan is the game's ``walkthrough``.
 
-Game ``index`` under ``seed`` is a pure function of both (and of the task types asked for). Files are cached under
-``cache_dir`` so a game is generated once per machine.
+Game ``index`` under ``seed`` is a pure function of both (and of the task types and difficulty asked for). Files are
+cached under ``cache_dir`` so a game is generated once per machine.
+
+Difficulty (:class:`Knobs`, levels in :data:`LEVELS`): rooms of ALFRED's size and beyond (more cabinets, drawers,
+shelves), the goal's objects hidden in closed receptacles, no spare object of the goal's class, more distractor
+objects. ``easy`` is the original generator, draw for draw, solved by the planner. The other levels are solvable by
+construction: the goal's objects lie in receptacles, the target, the station (sink, microwave, fridge) or the lamp is
+in the room, which is all the scripted expert (:mod:`~agentgym_r1.envs.alfworld.expert`) needs; no planner runs, so
+a game is made in milliseconds. Tests replay that plan on the engine for some seeds of every level.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_r1.core.difficulty import check_int, check_order, check_rate
 from agentgym_r1.envs.alfworld.engine import CompiledGame, Engine, compile_data, import_textworld, remember
 from agentgym_r1.error import AgentGymError, ConfigError
 
@@ -59,6 +67,44 @@ LAMP, LAMP_HOSTS = "DeskLamp", ("Desk", "SideTable", "Dresser")
 # Types the domain names in preconditions: they must exist in every problem.
 DOMAIN_RTYPES, DOMAIN_OTYPES = ("SinkBasin", "Microwave", "Fridge"), ("Knife", "ButterKnife")
 BASINS = {"SinkBasin": "Sink", "BathtubBasin": "Bathtub"}  # ALFRED names basins after their sink or tub
+
+
+# Classes a room can have more of (ALFRED's kitchens have up to ~20 cabinets and ~15 drawers).
+REPEATABLE = ("Cabinet", "Drawer", "Shelf", "CounterTop", "SideTable", "StoveBurner", "Desk", "Dresser", "ArmChair")
+CLOSED = ("Cabinet", "Drawer")
+
+
+@dataclasses.dataclass(frozen=True)
+class Knobs:
+    """What makes a generated game harder. ``min_receptacles``: receptacles added (of the room's repeatable classes)
+    until the room has this many (0: the room's own draw); ``closed``: the chance that each goal object is hidden in
+    a closed receptacle that can hold it; ``spare_goal_objects``: at most this many objects of the goal's class
+    beyond those the task needs; ``min_distractors``/``max_distractors``: other objects in the room."""
+
+    min_receptacles: int = 0
+    closed: float = 0.0
+    spare_goal_objects: int = 1
+    min_distractors: int = 6
+    max_distractors: int = 15
+
+    def __post_init__(self) -> None:
+        check_int("ALFWorld generated", "min_receptacles", self.min_receptacles, 0, MAX_RECEPTACLES)
+        check_rate("ALFWorld generated", "closed", self.closed)
+        check_int("ALFWorld generated", "spare_goal_objects", self.spare_goal_objects, 0, 4)
+        check_int("ALFWorld generated", "min_distractors", self.min_distractors, 0, MAX_DISTRACTORS)
+        check_int("ALFWorld generated", "max_distractors", self.max_distractors, 0, MAX_DISTRACTORS)
+        check_order("min_distractors", self.min_distractors, "max_distractors", self.max_distractors)
+
+    @property
+    def planned(self) -> bool:
+        """Whether games are solved by the planner (``easy``, the original generator) or by construction."""
+        return self == Knobs()
+
+
+MAX_RECEPTACLES, MAX_DISTRACTORS = 60, 80
+LEVELS = {"easy": Knobs(),
+          "medium": Knobs(min_receptacles=28, closed=0.0, spare_goal_objects=0, min_distractors=10, max_distractors=25),
+          "hard": Knobs(min_receptacles=55, closed=0.0, spare_goal_objects=0, min_distractors=20, max_distractors=40)}
 
 
 class GenerationError(AgentGymError, RuntimeError):
@@ -106,13 +152,17 @@ def _choice(rng: np.random.Generator, items: Any) -> Any:
     return items[int(rng.integers(len(items)))]
 
 
-def _room_receptacles(rng: np.random.Generator, room: str, task_type: str) -> list[str]:
+def _room_receptacles(rng: np.random.Generator, room: str, task_type: str, knobs: Knobs) -> list[str]:
     classes = []
     for cls, lo, hi in ROOMS[room]:
         classes += [cls] * int(rng.integers(lo, hi + 1))
     if task_type == "look_at_obj_in_light" and not set(classes) & set(LAMP_HOSTS):
         classes.append(_choice(rng, [h for h in LAMP_HOSTS if h in {c for c, _, _ in ROOMS[room]}]))
-    return classes
+    more = [cls for cls, _, _ in ROOMS[room] if cls in REPEATABLE and cls in CLOSED] or \
+        [cls for cls, _, _ in ROOMS[room] if cls in REPEATABLE]  # as in ALFRED, rooms grow by cabinets and drawers
+    while len(classes) < knobs.min_receptacles:  # no draw at all on easy: its rooms stay as they were
+        classes.append(_choice(rng, more))
+    return sorted(classes, key=[c for c, _, _ in ROOMS[room]].index) if knobs.min_receptacles else classes
 
 
 def _pick_goal(rng: np.random.Generator, task_type: str, room: str, receps: list[str], c: Any) -> GameSpec | None:
@@ -146,7 +196,7 @@ def _describe(rng: np.random.Generator, spec: GameSpec) -> str:
 
 
 def _place_objects(rng: np.random.Generator, spec: GameSpec, receps: list[tuple[str, str]],
-                   c: Any) -> list[tuple[str, str, str]]:
+                   c: Any, knobs: Knobs) -> list[tuple[str, str, str]]:
     """``(id, class, receptacle id)`` for the goal's objects and some distractors, never already done."""
     fits = c.VAL_RECEPTACLE_OBJECTS
     placed: list[tuple[str, str, str]] = []
@@ -160,13 +210,18 @@ def _place_objects(rng: np.random.Generator, spec: GameSpec, receps: list[tuple[
     def homes(cls: str) -> list[tuple[str, str]]:
         return [(rid, r) for rid, r in receps if cls in fits.get(r, ()) and r != spec.recep]
 
+    def hidden(allowed: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        if not knobs.closed or rng.random() >= knobs.closed:  # no draw on easy
+            return allowed
+        return [(rid, r) for rid, r in allowed if r in c.OPENABLE_CLASS_SET] or allowed
+
     wanted = 2 if spec.task_type == "pick_two_obj_and_place" else 1
-    for _ in range(wanted + int(rng.integers(0, 2))):
-        put(spec.obj, homes(spec.obj))
+    for _ in range(wanted + int(rng.integers(0, knobs.spare_goal_objects + 1))):
+        put(spec.obj, hidden(homes(spec.obj)))
     if spec.toggle:
         put(spec.toggle, [(rid, r) for rid, r in receps if r in LAMP_HOSTS])
     pool = sorted({o for _, r in receps for o in fits.get(r, ()) if not o.endswith("Sliced")} - {spec.obj})
-    for _ in range(int(rng.integers(6, 16))):
+    for _ in range(int(rng.integers(knobs.min_distractors, knobs.max_distractors + 1))):
         cls = pool[int(rng.integers(len(pool)))]
         if homes(cls):
             put(cls, homes(cls))
@@ -201,12 +256,13 @@ def _problem(name: str, spec: GameSpec, receps: list[tuple[str, str]], objects: 
             + "\n  ".join(init) + "\n)\n" + goal.strip() + "\n")
 
 
-def make_game(seed: int, index: int, task_type: str, attempt: int = 0) -> tuple[GameSpec, dict[str, Any]] | None:
+def make_game(seed: int, index: int, task_type: str, attempt: int = 0,
+              knobs: Knobs = LEVELS["easy"]) -> tuple[GameSpec, dict[str, Any]] | None:
     """The spec and the ``game.tw-pddl`` data (no walkthrough yet) of one try; ``None`` when the room cannot host it."""
     c = _constants()
     rng = np.random.default_rng([seed, index, attempt, GENERATOR_VERSION])
     room = _choice(rng, TASK_ROOMS[task_type])
-    classes = _room_receptacles(rng, room, task_type)
+    classes = _room_receptacles(rng, room, task_type, knobs)
     counts: dict[str, int] = {}
     receps = []
     for cls in classes:
@@ -217,12 +273,14 @@ def make_game(seed: int, index: int, task_type: str, attempt: int = 0) -> tuple[
     if spec is None:
         return None
     spec = dataclasses.replace(spec, description=_describe(rng, spec))
-    objects = _place_objects(rng, spec, receps, c)
+    objects = _place_objects(rng, spec, receps, c, knobs)
     domain, grammar = shipped_logic()
     problem = _problem(f"gen_{seed}_{index}_{attempt}", spec, receps, objects, c)
     data = {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", spec.description),
             "pddl_problem": problem, "solvable": False, "task_type": task_type,
             "generator": {"version": GENERATOR_VERSION, "seed": seed, "index": index, "attempt": attempt}}
+    if not knobs.planned:
+        data["generator"]["difficulty"] = dataclasses.asdict(knobs)
     return spec, data
 
 
@@ -264,8 +322,10 @@ def default_cache_dir() -> Path:
     return Path(root) / "alfworld"
 
 
-def game_path(cache_dir: str | Path, seed: int, index: int, task_types: tuple[str, ...]) -> Path:
-    tag = hashlib.sha1(",".join(task_types).encode()).hexdigest()[:8]
+def game_path(cache_dir: str | Path, seed: int, index: int, task_types: tuple[str, ...],
+              knobs: Knobs = LEVELS["easy"]) -> Path:
+    key = ",".join(task_types) + ("" if knobs.planned else json.dumps(dataclasses.asdict(knobs), sort_keys=True))
+    tag = hashlib.sha1(key.encode()).hexdigest()[:8]
     return Path(cache_dir) / f"generated-v{GENERATOR_VERSION}" / f"seed{seed}-{tag}" / f"{index}.tw-pddl"
 
 
@@ -275,12 +335,15 @@ def task_type_of(index: int, task_types: tuple[str, ...]) -> str:
 
 
 def generate(seed: int, index: int, task_types: tuple[str, ...] = TASK_TYPES,
-             cache_dir: str | Path | None = None) -> Path:
+             cache_dir: str | Path | None = None, knobs: Knobs = LEVELS["easy"]) -> Path:
     """The path of game ``index`` under ``seed``: read from the cache, or generated, solved, checked and written."""
-    path = game_path(cache_dir or default_cache_dir(), seed, index, task_types)
+    path = game_path(cache_dir or default_cache_dir(), seed, index, task_types, knobs)
     if path.is_file():
         return path
-    engine, task_type = _verifier(), task_type_of(index, task_types)
+    task_type = task_type_of(index, task_types)
+    if not knobs.planned:
+        return _generate_by_construction(path, seed, index, task_type, knobs)
+    engine = _verifier()
     for attempt in range(MAX_ATTEMPTS):
         made = make_game(seed, index, task_type, attempt)
         if made is None:
@@ -295,6 +358,19 @@ def generate(seed: int, index: int, task_types: tuple[str, ...] = TASK_TYPES,
         remember(game)
         return path
     raise GenerationError(f"no solvable {task_type} game for seed={seed} index={index} after {MAX_ATTEMPTS} tries")
+
+
+def _generate_by_construction(path: Path, seed: int, index: int, task_type: str, knobs: Knobs) -> Path:
+    """A game whose goal objects, target and station the generator placed, so the scripted expert's recipe wins it
+    (see the module docstring): written without a planner run."""
+    for attempt in range(MAX_ATTEMPTS):
+        made = make_game(seed, index, task_type, attempt, knobs)
+        if made is not None:
+            spec, data = made
+            data.update(solvable=True, task_desc=spec.description)
+            _write(path, data)
+            return path
+    raise GenerationError(f"no {task_type} game for seed={seed} index={index} after {MAX_ATTEMPTS} tries")
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+from agentgym_r1.core.difficulty import resolve
 from agentgym_r1.core.hub import load_hf_dataset
 from agentgym_r1.core.tasks import GeneratedSource, ListSource, Task, TaskSource
-from agentgym_r1.envs.gsm8k.synthetic import generate_problem
-from agentgym_r1.error import ConfigError, DataFormatError, DataNotFoundError
+from agentgym_r1.envs.gsm8k.synthetic import LEVELS, Knobs, generate_problem
+from agentgym_r1.error import DataFormatError, DataNotFoundError
 
 _ANNOTATION = re.compile(r"<<([^=<>]+)=([^<>]*)>>")
 ALTERNATIVES = ('source="synthetic" (generated, offline), or source="path/to/test.jsonl" in the official format '
@@ -62,23 +64,29 @@ def load_hf(split: str, dataset: str = "openai/gsm8k") -> ListSource:
     return ListSource(task_from_record(dict(r), f"gsm8k-{split}-{i}") for i, r in enumerate(ds))
 
 
+def synthetic_knobs(difficulty: Any = "easy", min_steps: int | None = None,
+                    max_steps: int | None = None) -> tuple[str, Knobs]:
+    """The level's label and knobs, with ``min_steps``/``max_steps`` (when given) over the level's own."""
+    label, knobs = resolve('GSM8K source="synthetic"', LEVELS, difficulty)
+    steps = {k: v for k, v in (("min_steps", min_steps), ("max_steps", max_steps)) if v is not None}
+    if steps:
+        knobs = Knobs(**{**dataclasses.asdict(knobs), **steps})
+        label = next((name for name, preset in LEVELS.items() if preset == knobs), "custom")
+    return label, knobs
+
+
 @functools.lru_cache(maxsize=16)
-def synthetic_source(seed: int = 0, min_steps: int = 2, max_steps: int = 4) -> GeneratedSource:
-    for name, value in (("min_steps", min_steps), ("max_steps", max_steps)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{name} must be a positive int, got {value!r}")
-    if min_steps > max_steps:
-        raise ConfigError(f"min_steps ({min_steps}) is more than max_steps ({max_steps}); give min_steps <= max_steps")
+def synthetic_source(seed: int = 0, knobs: Knobs = LEVELS["easy"]) -> GeneratedSource:
     def make(index: int) -> Task:
-        p = generate_problem(seed, index, min_steps, max_steps)
+        p = generate_problem(seed, index, knobs=knobs)
         return Task(f"synthetic-{seed}-{index}", p.question, p.answer, {"expert": p.expressions, "steps": len(p.expressions)})
 
     return GeneratedSource(make, f"synthetic-{seed}")
 
 
-def load_source(source: str, split: str = "test", seed: int = 0, min_steps: int = 2, max_steps: int = 4) -> TaskSource:
+def load_source(source: str, split: str = "test", seed: int = 0, knobs: Knobs = LEVELS["easy"]) -> TaskSource:
     if source == "synthetic":
-        return synthetic_source(seed, min_steps, max_steps)
+        return synthetic_source(seed, knobs)
     if source == "hf":
         return load_hf(split)
     return load_jsonl(str(Path(source).expanduser().resolve()))

@@ -10,8 +10,9 @@ from agentgym_r1.core.rewards import numeric_equal
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.core.tools import ToolResult
 from agentgym_r1.envs.gsm8k.calculator import Calculator, CalculatorError, evaluate, format_number
-from agentgym_r1.envs.gsm8k.data import load_source
+from agentgym_r1.envs.gsm8k.data import load_source, synthetic_knobs
 from agentgym_r1.envs.tool_env import ToolEnv
+from agentgym_r1.error import ConfigError
 
 SYSTEM_PROMPT = ("You are a careful math solver. Work out the answer step by step, use the calculator for "
                  "arithmetic, and give the final answer as a number.")
@@ -49,7 +50,9 @@ class GSM8KEnv(ToolEnv):
     **Episode end.** Terminated on an answer; truncated at the turn limit (6).
 
     **Data sources.** ``source="synthetic"`` (default; generated multi-step word problems with expert calculator
-    traces, seeded by ``seed``, unlimited), a path to a JSONL file in the official format, or ``"hf"``
+    traces, seeded by ``seed``, unlimited; ``difficulty`` ``"easy"`` (default), ``"medium"``, ``"hard"`` or a dict of
+    :class:`~agentgym_r1.envs.gsm8k.synthetic.Knobs`, recorded in ``info["env"]["difficulty"]``; ``min_steps`` and
+    ``max_steps`` override the level's step counts), a path to a JSONL file in the official format, or ``"hf"``
     (``openai/gsm8k``, ``split``).
 
     **Version history.** v0: first release.
@@ -61,8 +64,9 @@ class GSM8KEnv(ToolEnv):
         split: str = "test",
         *,
         seed: int = 0,
-        min_steps: int = 2,
-        max_steps: int = 4,
+        difficulty: Any = "easy",
+        min_steps: int | None = None,
+        max_steps: int | None = None,
         parser: str | ActionParser = "hermes",
         system_prompt: str | None = None,
         valid_call_reward: float = 0.0,
@@ -74,10 +78,15 @@ class GSM8KEnv(ToolEnv):
     ) -> None:
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
         self.source = source
+        self.difficulty, knobs = synthetic_knobs(difficulty, min_steps, max_steps)
+        if source != "synthetic" and (difficulty != "easy" or min_steps is not None or max_steps is not None):
+            raise ConfigError(f"difficulty, min_steps and max_steps are options of source='synthetic', not of "
+                              f"source={source!r} (got difficulty={difficulty!r}, min_steps={min_steps!r}, "
+                              f"max_steps={max_steps!r})")
         self.step_value_reward = finite_option("step_value_reward", step_value_reward)
         self._unreached: list[str] = []
         super().__init__(
-            [Calculator()], load_source(source, split, seed, min_steps, max_steps), numeric_reward, parser=parser,
+            [Calculator()], load_source(source, split, seed, knobs), numeric_reward, parser=parser,
             answer_formats=("tag", "hashes", "boxed"), system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
             valid_call_reward=valid_call_reward, failed_call_penalty=failed_call_penalty, format_penalty=format_penalty,
             render_mode=render_mode,
@@ -95,6 +104,9 @@ class GSM8KEnv(ToolEnv):
             return 0.0
         self._unreached.remove(result.text)
         return self.step_value_reward
+
+    def env_info(self) -> dict[str, Any]:
+        return {"difficulty": self.difficulty} if self.source == "synthetic" else {}
 
     def no_grade(self) -> Grade:
         return Grade(0.0, False, {"accuracy": 0.0})

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgym_r1.core.difficulty import resolve
 from agentgym_r1.core.hub import load_hf_dataset
 from agentgym_r1.core.tasks import GeneratedSource, ListSource, Task, TaskSource
-from agentgym_r1.envs.hotpotqa.synthetic import build_kb, distractors, generate_question
+from agentgym_r1.envs.hotpotqa.synthetic import LEVELS, Knobs, build_kb, distractors, generate_question
 from agentgym_r1.error import (
     ConfigError,
     DataFormatError,
@@ -128,14 +129,15 @@ def load_hf(split: str = "validation", config: str = "distractor") -> HotpotData
 
 
 @functools.lru_cache(maxsize=8)
-def synthetic(seed: int = 0, size: int = 1000) -> HotpotData:
-    """The generated KB of ``(seed, size)``: unlimited questions, one passage per entity as the corpus."""
+def synthetic(seed: int = 0, size: int = 1000, knobs: Knobs = LEVELS["easy"]) -> HotpotData:
+    """The generated KB of ``(seed, size)``: unlimited questions at ``knobs``, one passage per entity as the
+    corpus."""
     if not isinstance(size, int) or size < 40:
         raise ConfigError(f"kb_size must be an int of at least 40 entities, got {size!r}")
     kb = build_kb(seed, size)
 
     def make(index: int) -> Task:
-        q = generate_question(seed, index, size)
+        q = generate_question(seed, index, size, knobs)
         context = [*q.supporting, *distractors(seed, index, size, q.supporting)]
         meta = {"type": q.type, "level": "synthetic", "template": q.template, "supporting_titles": list(q.supporting),
                 "supporting_facts": [[t, 0] for t in q.supporting], "context_titles": context}
@@ -145,10 +147,19 @@ def synthetic(seed: int = 0, size: int = 1000) -> HotpotData:
     return HotpotData(GeneratedSource(make, f"synthetic-{seed}"), docs, f"synthetic:{seed}:{size}")
 
 
+def difficulty_of(source: object, difficulty: object) -> tuple[str, Knobs]:
+    """The level's label and knobs; a level other than ``easy`` is refused on a real source."""
+    label, knobs = resolve('HotpotQA source="synthetic"', LEVELS, difficulty)
+    if source != "synthetic" and label != "easy":
+        raise ConfigError(f"difficulty is for source='synthetic'; the questions of {str(source)!r} are as they are "
+                          f"(got difficulty={difficulty!r})")
+    return label, knobs
+
+
 def load_source(source: str | os.PathLike[str], split: str = "validation", config: str = "distractor", seed: int = 0,
-                size: int = 1000) -> HotpotData:
+                size: int = 1000, knobs: Knobs = LEVELS["easy"]) -> HotpotData:
     if source == "synthetic":
-        return synthetic(seed, size)
+        return synthetic(seed, size, knobs)
     if source == "hf":
         return load_hf(split, config)
     return load_file(source)

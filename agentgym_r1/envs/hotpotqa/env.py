@@ -10,7 +10,7 @@ from agentgym_r1.core.env import EnvMessage, Grade, init_options, reject_unknown
 from agentgym_r1.core.parsers import ActionParser
 from agentgym_r1.core.rewards import qa_scores
 from agentgym_r1.core.tasks import Task
-from agentgym_r1.envs.hotpotqa.data import HotpotData, load_source
+from agentgym_r1.envs.hotpotqa.data import HotpotData, difficulty_of, load_source
 from agentgym_r1.envs.hotpotqa.tools import SearchTool
 from agentgym_r1.envs.tool_env import RewardFn, ToolEnv
 from agentgym_r1.error import ConfigError
@@ -100,7 +100,9 @@ class HotpotQAEnv(ToolEnv):
 
     **Data sources.** ``source="synthetic"`` (default): a generated KB of fictional people, places, organisations and
     works, seeded by ``seed`` with about ``kb_size`` entities; unlimited bridge and comparison questions; the corpus
-    is the KB's passages. A path to the official JSON (``hotpot_dev_distractor_v1.json``) or to JSON lines in the
+    is the KB's passages; ``difficulty`` ``"easy"`` (default), ``"medium"``, ``"hard"`` (three-hop bridges,
+    comparisons of entities named through a bridge) or a dict of
+    :class:`~agentgym_r1.envs.hotpotqa.synthetic.Knobs`, recorded in ``info["env"]["difficulty"]``. A path to the official JSON (``hotpot_dev_distractor_v1.json``) or to JSON lines in the
     Hugging Face layout; ``"hf"``: ``hotpotqa/hotpot_qa`` (``config`` distractor or fullwiki, ``split``). The corpus
     is the loaded questions' context paragraphs (deduplicated by title: the distractor setting) unless ``corpus=``
     names a JSONL corpus (``{"id", "contents"}`` or ``{"title", "text"}``: the full-wiki setting). ``retriever``:
@@ -121,6 +123,7 @@ class HotpotQAEnv(ToolEnv):
         config: str = "distractor",
         seed: int = 0,
         kb_size: int = 1000,
+        difficulty: Any = "easy",
         corpus: str | os.PathLike[str] | None = None,
         retriever: str | Retriever = "bm25",
         retriever_options: Mapping[str, Any] | None = None,
@@ -142,7 +145,8 @@ class HotpotQAEnv(ToolEnv):
                 raise ConfigError(f"{name} must be a positive int, got {value!r}")
         reward_fn = qa_reward(reward_metric)
         self.source, self.reward_metric = source, reward_metric
-        self.data = load_source(source, split, config, seed, kb_size)
+        self.difficulty, knobs = difficulty_of(source, difficulty)
+        self.data = load_source(source, split, config, seed, kb_size, knobs)
         if not isinstance(retriever, Retriever):
             retriever = make_retriever(self.data, corpus, retriever, index_dir, retriever_options or {})
         elif corpus is not None or index_dir is not None or retriever_options:
@@ -169,4 +173,5 @@ class HotpotQAEnv(ToolEnv):
         gold = list(self.task.meta.get("supporting_titles", [])) if self.task is not None else []
         seen = self.search_tool.seen_titles
         recall = sum(t in seen for t in gold) / len(gold) if gold else 0.0
-        return {"searches": self.search_tool.searches, "support_recall": recall}
+        return {"searches": self.search_tool.searches, "support_recall": recall,
+                **({"difficulty": self.difficulty} if self.source == "synthetic" else {})}

@@ -14,6 +14,12 @@ unlimited). Each question needs two passages:
   passage ("Who was born first, A or B?", "Are A and B from the same country?").
 
 Names are built from syllables, so they are unknown to any pretrained model: the answer has to be searched.
+
+Difficulty (:class:`Knobs`, levels in :data:`LEVELS`): **three-hop** bridges (the answer is two links away from the
+named entity: "On which river lies the birthplace of the author of ...?") and **bridged comparisons** (the two things
+compared are each named through a bridge: "Which was founded earlier, the city where A was born or the city where B
+was born?", four passages, the numbers in the last two). ``easy`` is the original generator, draw for draw. Every
+question is made from the KB's own links, so its supporting passages hold the answer.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from agentgym_r1.core.difficulty import check_rate
 
 _ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "gr", "kr", "st", "th",
            "tr", "vel", "mor", "cal", "sh")
@@ -102,11 +110,11 @@ class KnowledgeBase:
 
 @dataclass(frozen=True, slots=True)
 class Question:
-    """A generated question: the gold answer, the two supporting titles (in the order to search them), the type."""
+    """A generated question: the gold answer, the supporting titles (in the order to search them), the type."""
 
     question: str
     answer: str
-    supporting: tuple[str, str]
+    supporting: tuple[str, ...]
     type: str
     template: str
 
@@ -303,22 +311,102 @@ def _compare_year(rng, kb):
     return f'Were "{a.title}" and "{b.title}" made in the same year?', answer, (a.title, b.title)
 
 
+# -- harder questions: three hops, and comparisons of entities named through a bridge ---------------------------------
+def _org(kb, name):
+    return next(o for o in kb.orgs if o.name == name)
+
+
+def _three_work_river(rng, kb):
+    w = _pick(rng, kb.works)
+    c = w.creator.city
+    return (f'On which river lies the birthplace of the {w.role} of the {w.kind} "{w.title}"?', c.river,
+            (w.title, w.creator.name, c.name))
+
+
+def _three_work_hq(rng, kb):
+    w = _pick(rng, kb.works)
+    org = _org(kb, w.creator.employer)
+    return (f'In which city is the employer of the {w.role} of the {w.kind} "{w.title}" headquartered?',
+            org.city.name, (w.title, w.creator.name, org.name))
+
+
+def _three_org_river(rng, kb):
+    o = _pick(rng, kb.orgs)
+    return (f"On which river lies the city where the founder of {o.name} was born?", o.founder.city.river,
+            (o.name, o.founder.name, o.founder.city.name))
+
+
+def _three_person_founder(rng, kb):
+    p = _pick(rng, kb.people)
+    org = _org(kb, p.employer)
+    return (f"What is the occupation of the founder of the {org.kind} that {p.name} works at?", org.founder.occupation,
+            (p.name, org.name, org.founder.name))
+
+
+def _bridged_born(rng, kb):
+    a, b = _two(rng, kb.works, lambda w: w.creator.born)
+    first = a if a.creator.born < b.creator.born else b
+    return (f'Who was born first, the {a.role} of "{a.title}" or the {b.role} of "{b.title}"?', first.creator.name,
+            (a.title, b.title, a.creator.name, b.creator.name))
+
+
+def _bridged_city_founded(rng, kb):
+    a, b = _two(rng, kb.people, lambda p: p.city.founded)
+    first = a if a.city.founded < b.city.founded else b
+    return (f"Which was founded earlier, the city where {a.name} was born or the city where {b.name} was born?",
+            first.city.name, (a.name, b.name, a.city.name, b.city.name))
+
+
+def _bridged_hq_population(rng, kb):
+    a, b = _two(rng, kb.orgs, lambda o: o.city.population)
+    more = a if a.city.population > b.city.population else b
+    return (f"Which has more inhabitants, the city where {a.name} has its headquarters or the city where {b.name} "
+            f"has its headquarters?", more.city.name, (a.name, b.name, a.city.name, b.city.name))
+
+
+THREE_HOP = (_three_work_river, _three_work_hq, _three_org_river, _three_person_founder)
+BRIDGED_COMPARISON = (_bridged_born, _bridged_city_founded, _bridged_hq_population)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """What makes a generated question harder: ``three_hop``, the chance that a bridge question goes through two
+    bridges; ``bridged_comparison``, the chance that a comparison compares entities named through a bridge."""
+
+    three_hop: float = 0.0
+    bridged_comparison: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_rate("HotpotQA synthetic", "three_hop", self.three_hop)
+        check_rate("HotpotQA synthetic", "bridged_comparison", self.bridged_comparison)
+
+
+LEVELS = {"easy": Knobs(), "medium": Knobs(three_hop=0.35, bridged_comparison=0.35),
+          "hard": Knobs(three_hop=0.8, bridged_comparison=0.8)}
+
+
 BRIDGE = (_bridge_work_city, _bridge_work_year, _bridge_work_employer, _bridge_person_hq, _bridge_org_founder,
           _bridge_org_river)
 COMPARISON = (_compare_born, _compare_founded, _compare_population, _compare_country, _compare_year)
 
 
-def generate_question(seed: int, index: int, size: int = 1000) -> Question:
-    """Question ``index`` over the KB of ``(seed, size)``: bridge or comparison with equal odds."""
+def generate_question(seed: int, index: int, size: int = 1000, knobs: Knobs | None = None) -> Question:
+    """Question ``index`` over the KB of ``(seed, size)`` at ``knobs`` (default ``easy``): bridge or comparison with
+    equal odds."""
+    k = knobs or Knobs()
     kb = build_kb(seed, size)
     rng = np.random.default_rng([seed, index, 0x5151])
     kind = "bridge" if rng.integers(2) else "comparison"
-    make = _pick(rng, BRIDGE if kind == "bridge" else COMPARISON)
+    harder = k.three_hop if kind == "bridge" else k.bridged_comparison
+    if harder and rng.random() < harder:  # no draw at all on easy: its questions stay as they were
+        make = _pick(rng, THREE_HOP if kind == "bridge" else BRIDGED_COMPARISON)
+    else:
+        make = _pick(rng, BRIDGE if kind == "bridge" else COMPARISON)
     question, answer, supporting = make(rng, kb)
     return Question(question, answer, supporting, kind, make.__name__.lstrip("_"))
 
 
-def distractors(seed: int, index: int, size: int, supporting: tuple[str, str], n: int = 8) -> list[str]:
+def distractors(seed: int, index: int, size: int, supporting: tuple[str, ...], n: int = 8) -> list[str]:
     """``n`` titles of other passages drawn for question ``index``: the distractor paragraphs of its context."""
     titles = list(build_kb(seed, size).passages)
     rng = np.random.default_rng([seed, index, 0xD157])

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable
 from pathlib import Path
 
+from agentgym_r1.core.difficulty import resolve
 from agentgym_r1.core.tasks import ListSource, Task
 from agentgym_r1.envs.webshop import generator, official
 from agentgym_r1.envs.webshop.catalogue import Catalogue, Goal, Product
@@ -69,11 +71,29 @@ def _generated_index(asin: str, size: int) -> int | None:
     return generator.index_of(asin, size)
 
 
+@functools.lru_cache(maxsize=16)
+def _at_level(catalogue: Catalogue, seed: int, num_products: int, knobs: generator.Knobs) -> Catalogue:
+    """The generated catalogue with its goals at ``knobs``: the products and the search index are shared."""
+    return dataclasses.replace(catalogue, goals=generator.goal_source(seed, num_products, knobs))
+
+
+def difficulty_of(source: str | Path, difficulty: object) -> tuple[str, generator.Knobs]:
+    """The level's label and knobs; a level other than ``easy`` is refused on the official files."""
+    label, knobs = resolve('WebShop source="generated"', generator.LEVELS, difficulty)
+    if str(source) != "generated" and label != "easy":
+        raise ConfigError(f"difficulty is for source='generated'; the goals of {str(source)!r} are as they are "
+                          f"(got difficulty={difficulty!r})")
+    return label, knobs
+
+
 def load_catalogue(source: str | Path = "generated", *, goals: str = "auto", seed: int = 0,
-                   num_products: int | None = None) -> Catalogue:
-    """``source="generated"`` (default, offline; ``num_products`` default 1000) or a path to official files."""
+                   num_products: int | None = None, knobs: generator.Knobs | None = None) -> Catalogue:
+    """``source="generated"`` (default, offline; ``num_products`` default 1000; goals at ``knobs``, default
+    ``easy``) or a path to official files."""
     if str(source) == "generated":
         if goals not in ("auto", "synthetic"):
             raise ConfigError(f"the generated catalogue has synthetic goals only; got goals={goals!r}")
-        return load_generated(seed, 1000 if num_products is None else num_products)
+        size = 1000 if num_products is None else num_products
+        catalogue = load_generated(seed, size)
+        return catalogue if knobs is None or knobs == generator.LEVELS["easy"] else _at_level(catalogue, seed, size, knobs)
     return load_official(str(Path(source).expanduser().resolve()), goals, seed, num_products)

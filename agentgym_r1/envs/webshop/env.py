@@ -10,7 +10,7 @@ from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, in
 from agentgym_r1.core.parsers import CommandParser, CompositeParser, HermesParser
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.webshop.catalogue import SEARCH_RETURN_N, Catalogue
-from agentgym_r1.envs.webshop.data import load_catalogue
+from agentgym_r1.envs.webshop.data import difficulty_of, load_catalogue
 from agentgym_r1.envs.webshop.pages import (
     BACK_TO_SEARCH,
     BUY_NOW,
@@ -73,7 +73,9 @@ class WebShopEnv(Env):
     **Episode end.** Terminated at ``Buy Now``; truncated at the turn limit (15).
 
     **Data sources.** ``source="generated"`` (default, offline): a seeded procedural catalogue of ``num_products``
-    (default 1000, up to 1,000,000) with unlimited synthetic goals. Or a path to the official files (a product file:
+    (default 1000, up to 1,000,000) with unlimited synthetic goals; ``difficulty`` ``"easy"`` (default), ``"medium"``,
+    ``"hard"`` (more attributes, goals written as a person would, tight price limits) or a dict of
+    :class:`~agentgym_r1.envs.webshop.generator.Knobs`, recorded in ``info["env"]["difficulty"]``. Or a path to the official files (a product file:
     ``items_shuffle*.json`` or ``{id, contents, product}`` JSONL; or their directory, with ``items_ins_v2*.json`` and
     ``items_human_ins*.json`` found beside it); ``goals="human"``, ``"synthetic"`` or ``"auto"`` (human when there
     are human instructions); ``num_products`` keeps the first products of the file. Goals are drawn with
@@ -92,6 +94,7 @@ class WebShopEnv(Env):
         goals: str = "auto",
         num_products: int | None = None,
         seed: int = 0,
+        difficulty: Any = "easy",
         format_penalty: float = -0.1,
         system_prompt: str | None = None,
         render_mode: str | None = None,
@@ -99,7 +102,10 @@ class WebShopEnv(Env):
     ) -> None:
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
         super().__init__(render_mode=render_mode)
-        self.catalogue: Catalogue = load_catalogue(source, goals=goals, seed=seed, num_products=num_products)
+        self.difficulty, knobs = difficulty_of(source, difficulty)
+        self.generated = str(source) == "generated"
+        self.catalogue: Catalogue = load_catalogue(source, goals=goals, seed=seed, num_products=num_products,
+                                                   knobs=knobs)
         self.format_penalty = finite_option("format_penalty", format_penalty)
         self.system_prompt = SYSTEM_PROMPT if system_prompt is None else system_prompt
         self._hermes = HermesParser(())
@@ -123,7 +129,8 @@ class WebShopEnv(Env):
         s = self.session
         return {"page": s.page, "task_id": self.task.id if self.task else None, "query": s.query,
                 "page_no": s.page_no, "asin": s.asin, "options": dict(s.options),
-                "available_actions": {"has_search_bar": s.page == "search", "clickables": list(self._clickables)}}
+                "available_actions": {"has_search_bar": s.page == "search", "clickables": list(self._clickables)},
+                **({"difficulty": self.difficulty} if self.generated else {})}
 
     # -- episode ----------------------------------------------------------------------------------------------------
     def _begin(self, options: dict[str, Any]) -> list[EnvMessage]:

@@ -8,6 +8,12 @@ lacks one of the family's attributes or not, and has its own option values, pric
 list variants on Amazon. A goal picks a product, two or three of its attributes, one value of each of its options
 and a price limit (WebShop's rule), and writes an instruction such as "i am looking for a lipstick that is long
 lasting and cruelty free with color: ruby red, and price lower than 30.00 dollars".
+
+Difficulty (:class:`Knobs`, levels in :data:`LEVELS`): more attributes to match (siblings each lack one, so more
+attributes rule out more near duplicates), the product type, attributes and options written as a person would
+("sun cream", "not tested on animals", "3.4 ounce") instead of the catalogue's words (search and string matching no longer single out
+the product among its siblings), and a price limit at the first step above the price. ``easy`` is the original
+generator, draw for draw. Every goal stays solvable: it is made from one product's own attributes, options and price.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ import functools
 import math
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from agentgym_r1.core.difficulty import check_int, check_order, check_rate
 from agentgym_r1.core.tasks import GeneratedSource, Task
 from agentgym_r1.envs.webshop.catalogue import Goal, Product, Review, price_limit
 from agentgym_r1.error import ConfigError
@@ -72,9 +80,92 @@ _ADJS = ("premium", "classic", "deluxe", "everyday", "essential", "ultra", "sign
 _TEMPLATES = ("i am looking for {art} {type} that is {attrs}", "i need {art} {attrs} {type}",
               "find me {attrs} {type}", "i want to buy {art} {type} which is {attrs}",
               "show me {art} {attrs} {type}")
+# Templates for goals written as a person would (harder levels): the type first, then what it should be.
+_SAID_TEMPLATES = ("i am looking for {art} {type}: {attrs}", "i need {art} {type}, {attrs}",
+                   "find me {art} {type}, {attrs}", "i want to buy {art} {type}; {attrs}", "show me {art} {type}, {attrs}")
 _REVIEWS = (("Works as described", "5", "Exactly what I needed, good value."),
             ("Okay", "3", "Does the job but the quality could be better."),
             ("Love it", "5", "Bought a second one for a friend."), ("Not for me", "2", "Smaller than I expected."))
+
+
+# How a person writes an attribute or an option value (harder levels); anything not here is written as it is.
+SAID: dict[str, str] = {
+    "long lasting": "lasts all day", "cruelty free": "not tested on animals", "paraben free": "without parabens",
+    "sulfate free": "with no sulfates", "travel size": "small enough for travel", "dry skin": "good for dry skin",
+    "sensitive skin": "gentle on sensitive skin", "natural ingredients": "made from natural stuff",
+    "easy apply": "goes on easily", "hair growth": "helps hair grow", "anti aging": "fights wrinkles",
+    "fragrance free": "with no perfume", "fast charging": "charges quickly", "noise cancelling": "blocks out noise",
+    "high speed": "really fast", "easy install": "simple to set up", "water resistant": "ok in the rain",
+    "long battery life": "with a battery that lasts", "plug play": "works right out of the box",
+    "heavy duty": "built to take abuse", "hands free": "usable without hands", "high definition": "in hd",
+    "aluminum alloy": "with a metal body", "usb port": "with a usb socket", "machine wash": "washable in the machine",
+    "relaxed fit": "loose fitting", "rubber sole": "with rubber soles", "slim fit": "tight fitting",
+    "button closure": "that buttons up", "everyday wear": "for every day", "cotton spandex": "stretchy cotton",
+    "elastic waist": "with a stretchy waistband", "long sleeve": "with long sleeves", "winter warm": "warm for winter",
+    "drawstring closure": "with a drawstring", "quick drying": "that dries fast", "easy clean": "easy to wipe down",
+    "easy assemble": "simple to put together", "solid wood": "made of real wood", "faux leather": "vegan leather",
+    "living room": "for the lounge", "space saving": "compact", "stainless steel": "rust proof steel",
+    "non slip": "that won't slide", "mid century": "retro styled", "king size": "big enough for a king bed",
+    "eco friendly": "kind to the planet", "gluten free": "with no gluten", "non gmo": "not genetically modified",
+    "low sugar": "not too sweet", "plant based": "vegan", "sugar free": "with zero sugar",
+    "keto friendly": "ok on keto", "dairy free": "with no milk", "high protein": "packed with protein",
+    "usda organic": "certified organic", "ready eat": "that needs no cooking",
+    "artificial flavors": "with added flavouring", "shelf stable": "that keeps without a fridge",
+    "1.7 fl oz": "1.7 ounce", "3.4 fl oz": "3.4 ounce", "8 fl oz (pack of 1)": "single 8 ounce",
+    "16 fl oz (pack of 2)": "two 16 ounce bottles", "small": "s", "medium": "m", "large": "l", "x-large": "xl",
+    "xx-large": "xxl", "10000mah": "10,000 mah", "20000mah": "20,000 mah", "32gb": "32 gigabyte",
+    "64gb": "64 gigabyte", "2 pack": "pair", "with charger": "charger included", "basic": "entry level",
+    "pro": "professional", "60x40x40cm": "60 by 40 by 40 cm", "18 x 18 inch": "18 inch square",
+    "5 ft x 7 ft": "5 by 7 feet", "4.25 ounce (pack of 1)": "single 4.25 oz", "12 ounce (pack of 2)": "two 12 oz",
+    "1 pound": "16 oz", "pack of 12": "twelve pack", "sea salt": "salted", "honey roasted": "honey glazed",
+    "original": "classic", "spicy": "hot", "unscented": "no scent", "space gray": "space grey",
+    "heather grey": "heather gray", "navy blue": "dark blue", "olive green": "olive coloured",
+    "nude beige": "beige nude", "coral pink": "pinkish coral", "rose gold": "pink gold",
+    # product types
+    "shampoo": "hair wash", "conditioner": "hair softener", "lipstick": "lip colour", "face serum": "facial oil",
+    "body lotion": "skin moisturiser", "nail polish": "nail varnish", "eye shadow palette": "eye makeup kit",
+    "hair mask": "deep hair treatment", "deodorant": "antiperspirant", "sunscreen": "sun cream",
+    "makeup brush set": "set of cosmetic brushes", "bluetooth speaker": "portable wireless loudspeaker",
+    "wireless earbuds": "cordless in-ear headphones", "usb cable": "charging cord", "phone case": "cover for my phone",
+    "hdmi adapter": "video dongle", "power bank": "portable charger", "gaming mouse": "mouse for games",
+    "keyboard": "typing board", "webcam": "computer camera", "smart watch band": "strap for my smartwatch",
+    "tablet stand": "holder for my tablet", "t-shirt": "tee", "hoodie": "hooded sweatshirt", "jeans": "denim trousers",
+    "sneakers": "trainers", "sandals": "open shoes", "dress": "frock", "jacket": "coat", "socks": "pairs of hosiery",
+    "leggings": "tights", "loafers": "slip-on shoes", "cargo pants": "utility trousers", "backpack": "rucksack",
+    "storage ottoman": "footstool with storage", "console table": "hallway table",
+    "throw pillow cover": "cushion case", "shower curtain": "bath curtain", "wall clock": "clock to hang",
+    "bed sheet set": "set of bedding", "desk lamp": "reading light", "area rug": "floor carpet",
+    "bookshelf": "book case", "garden hose": "watering pipe", "planter pot": "flower pot", "almonds": "nuts",
+    "protein shake": "protein drink", "green tea": "matcha", "coffee beans": "whole bean coffee",
+    "granola bars": "muesli bars", "hot sauce": "chilli sauce", "olive oil": "cooking oil from olives",
+    "dark chocolate": "bittersweet chocolate", "trail mix": "nut and fruit snack mix", "beef jerky": "dried meat",
+}
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """What makes a generated goal harder. ``min_attributes``/``max_attributes``: goal attributes (at most the
+    product's); ``paraphrase``: the chance each attribute and option is written as a person would; ``tight_price``:
+    the chance that the price limit is the first step above the price (WebShop's rule takes the larger of two of
+    the four steps above it)."""
+
+    min_attributes: int = 2
+    max_attributes: int = 3
+    paraphrase: float = 0.0
+    tight_price: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("min_attributes", "max_attributes"):
+            check_int("WebShop generated", name, getattr(self, name), 1, MAX_GOAL_ATTRIBUTES)
+        check_order("min_attributes", self.min_attributes, "max_attributes", self.max_attributes)
+        check_rate("WebShop generated", "paraphrase", self.paraphrase)
+        check_rate("WebShop generated", "tight_price", self.tight_price)
+
+
+MAX_GOAL_ATTRIBUTES = 5  # a family has at most 5 attributes
+LEVELS = {"easy": Knobs(),
+          "medium": Knobs(min_attributes=2, max_attributes=4, paraphrase=0.3, tight_price=0.5),
+          "hard": Knobs(min_attributes=3, max_attributes=5, paraphrase=1.0, tight_price=1.0)}
 
 
 def check_size(size: int) -> int:
@@ -210,26 +301,39 @@ class GeneratedProducts(Sequence[Product]):
         return generate_product(self.seed, index % self.size)
 
 
-def generate_goal(seed: int, size: int, index: int) -> Goal:
+def _tight(rng: np.random.Generator, knobs: Knobs) -> bool:
+    return bool(knobs.tight_price) and rng.random() < knobs.tight_price  # no draw on easy
+
+
+def generate_goal(seed: int, size: int, index: int, knobs: Knobs | None = None) -> Goal:
     """Goal ``index``: a product, some of its attributes, one value per option, a price limit, an instruction."""
+    k = knobs or Knobs()
     rng = np.random.default_rng([seed, size, index, 23])
     product = generate_product(seed, int(rng.integers(size)))
-    attrs = _pick(rng, product.attributes, min(2, len(product.attributes)), 3)
+    attrs = _pick(rng, product.attributes, min(k.min_attributes, len(product.attributes)), k.max_attributes)
     chosen = tuple((n, vs[int(rng.integers(len(vs)))]) for n, vs in product.options)
-    upper, price_text = price_limit(product.price, lambda xs, n: [xs[i] for i in rng.choice(len(xs), n, replace=False)])
-    said = ", ".join(attrs[:-1]) + (" and " if len(attrs) > 1 else "") + attrs[-1]
-    text = _TEMPLATES[int(rng.integers(len(_TEMPLATES)))].format(
-        art="an" if product.query[0] in "aeiou" else "a", type=product.query, attrs=said)
-    options = ", and ".join(f"{k}: {v}" for k, v in chosen)
+    upper, price_text = price_limit(product.price, lambda xs, n: (
+        [xs[0], xs[0]] if _tight(rng, k) else [xs[i] for i in rng.choice(len(xs), n, replace=False)]))
+
+    def say(text: str) -> str:
+        return SAID.get(text, text) if k.paraphrase and rng.random() < k.paraphrase else text  # no draw on easy
+
+    said_attrs = [say(a) for a in attrs]
+    said = ", ".join(said_attrs[:-1]) + (" and " if len(attrs) > 1 else "") + said_attrs[-1]
+    kind = say(product.query)
+    templates = _SAID_TEMPLATES if k.paraphrase else _TEMPLATES
+    text = templates[int(rng.integers(len(templates)))].format(
+        art="an" if kind[0] in "aeiou" else "a", type=kind, attrs=said)
+    options = ", and ".join(f"{n}: {say(v)}" for n, v in chosen)
     return Goal(product.asin, f"{text}{' with ' + options if options else ''}{price_text}", attrs, chosen, upper,
                 product.category, product.query, product.title, product.product_category)
 
 
-def goal_source(seed: int, size: int) -> GeneratedSource:
+def goal_source(seed: int, size: int, knobs: Knobs | None = None) -> GeneratedSource:
     """Unlimited goals over a generated catalogue; task ids ``generated-<seed>-<size>-<index>``."""
 
     def make(index: int) -> Task:
-        goal = generate_goal(seed, size, index)
+        goal = generate_goal(seed, size, index, knobs)
         return Task(f"generated-{seed}-{size}-{index}", goal.instruction_text, goal.asin, {"goal": goal})
 
     return GeneratedSource(make, f"generated-{seed}-{size}")
