@@ -161,6 +161,12 @@ class NativeParser(ActionParser):
         return (f"NativeParser({self.family!r}, {reader}, lists_tools={self.lists_tools}, "
                 f"answer_formats={self.answer_formats})")
 
+    def claims(self, text: str, tools: Mapping[str, Any]) -> bool:
+        """Whether ``text`` holds a call in this format, well formed or not (envs that also take plain commands,
+        e.g. WebShop and ALFWorld, read the rest as commands)."""
+        calls, problem = self.reader(text)
+        return bool(calls) or problem is not None
+
     def parse(self, text: str, tools: Mapping[str, Any]) -> ParsedAction:
         calls, problem = self.reader(text)
         if problem is not None:
