@@ -178,6 +178,12 @@ class NativeParser(ActionParser):
             return self.invalid("no tool call or answer found", tools)
         return ParsedAction("tool_call", calls=calls, note=NOTE_ANSWER_WITH_CALL if answer is not None else None)
 
+    def call_example(self, name: str, arguments: Mapping[str, Any]) -> str | None:
+        if not self.example:
+            return None
+        return (self.example.replace("<function-name>", name)
+                .replace("{<arguments>}", json.dumps(dict(arguments), ensure_ascii=False)))
+
     def hint(self, tools: Mapping[str, Any]) -> str:
         how = f" as {self.example}" if self.example else f" in your own ({self.family}) tool-call format"
         return f"Call a tool{how} or give the final answer as {self.answer_hint()}."

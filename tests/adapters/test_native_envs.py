@@ -45,6 +45,8 @@ def _play(tokenizer, name: str, env_id: str, kwargs: dict, script: list[tuple[st
 
 def _check(chat, episode, needle: str) -> None:
     call, bad, last = episode.turns
+    system = episode.messages[0]["content"]  # the prompt shows the family's way of calling, not Hermes tags
+    assert "<tool_call>{" not in system and ("in your own tool-call format" in system or "function" in system)
     assert call.valid, call.error
     assert needle in chat.tokenizer.decode(call.env_ids)  # the env ran the call and answered it as the tool
     roles = [m["role"] for m in episode.messages]
@@ -98,3 +100,21 @@ def test_an_unknown_parser_name_fails_before_any_work():
     pytest.importorskip("textworld")
     with pytest.raises(ConfigError, match="unknown action format 'json'"):
         gym.make("AgentR1/ALFWorld-v1", parser="json")
+
+
+def test_the_prompts_show_a_call_in_the_parser_s_format():
+    import gymnasium as gym
+
+    from agentgym_r1.adapters.native import EXAMPLES
+    from agentgym_r1.core.native import read_llama
+    from agentgym_r1.envs.webshop.env import SYSTEM_PROMPT
+
+    llama = NativeParser("llama3", read_llama, example=EXAMPLES["llama3"])
+    env = gym.make("AgentR1/WebShop-v0", num_products=50, parser=llama).unwrapped
+    assert '{"name": "click", "parameters": {"button": "buy now"}}' in env.system_prompt
+    assert "<tool_call>" not in env.system_prompt
+    env.reset(seed=0)
+    obs, reward, _, _, info = env.step('{"name": "click", "parameters": {"button": "x}')  # broken JSON
+    assert info["action"]["kind"] == "invalid" and reward < 0
+    assert '{"name": "click", "parameters": {"button": "..."}}' in str(obs)  # the hint shows the family's call
+    assert gym.make("AgentR1/WebShop-v0", num_products=50).unwrapped.system_prompt == SYSTEM_PROMPT  # unchanged

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, init_options, reject_unknown
-from agentgym_r1.core.parsers import ActionParser, make_parser
+from agentgym_r1.core.parsers import ActionParser, make_parser, with_call_example
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.alfworld.commands import ACT_TOOL, ReadAction, explain, read_action
 from agentgym_r1.envs.alfworld.data import GeneratedGames, difficulty_of, load_source, task_type_of_game
@@ -118,7 +118,8 @@ class ALFWorldEnv(Env):
             self.games = load_source(source, split, task_types, seed, num_games, cache_dir, knobs)
         self.step_penalty = finite_option("step_penalty", step_penalty)
         self.format_penalty = finite_option("format_penalty", format_penalty)
-        self.system_prompt = INSTRUCTIONS if system_prompt is None else system_prompt
+        self.system_prompt = (with_call_example(INSTRUCTIONS, self.parser, "act", {"command": "go to desk 1"})
+                              if system_prompt is None else system_prompt)
         self._engine: Any = None
         self._state: Any = None
         self._played: list[str] = []  # the commands the engine applied this episode

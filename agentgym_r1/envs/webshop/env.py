@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, init_options, reject_unknown
-from agentgym_r1.core.parsers import ActionParser, CommandParser, CompositeParser, make_parser
+from agentgym_r1.core.parsers import (
+    ActionParser,
+    CommandParser,
+    CompositeParser,
+    make_parser,
+    with_call_example,
+)
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.webshop.catalogue import SEARCH_RETURN_N, Catalogue
 from agentgym_r1.envs.webshop.data import difficulty_of, load_catalogue
@@ -110,8 +116,10 @@ class WebShopEnv(Env):
         self.catalogue: Catalogue = load_catalogue(source, goals=goals, seed=seed, num_products=num_products,
                                                    knobs=knobs)
         self.format_penalty = finite_option("format_penalty", format_penalty)
-        self.system_prompt = SYSTEM_PROMPT if system_prompt is None else system_prompt
-        self.parser = CompositeParser([self.tool_parser, CommandParser(answer_formats=(), answer_verb=None)], ACTION_HINT)
+        self.system_prompt = (with_call_example(SYSTEM_PROMPT, self.tool_parser, "click", {"button": "buy now"})
+                              if system_prompt is None else system_prompt)
+        hint = with_call_example(ACTION_HINT, self.tool_parser, "click", {"button": "..."})
+        self.parser = CompositeParser([self.tool_parser, CommandParser(answer_formats=(), answer_verb=None)], hint)
         self.task: Task | None = None
         self.session = Session()
         self._clickables: list[str] = []
