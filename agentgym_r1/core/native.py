@@ -161,6 +161,12 @@ class NativeParser(ActionParser):
         return (f"NativeParser({self.family!r}, {reader}, lists_tools={self.lists_tools}, "
                 f"answer_formats={self.answer_formats})")
 
+    def claims(self, text: str, tools: Mapping[str, Any]) -> bool:
+        """Whether ``text`` holds a call in this format, well formed or not (envs that also take plain commands,
+        e.g. WebShop and ALFWorld, read the rest as commands)."""
+        calls, problem = self.reader(text)
+        return bool(calls) or problem is not None
+
     def parse(self, text: str, tools: Mapping[str, Any]) -> ParsedAction:
         calls, problem = self.reader(text)
         if problem is not None:
@@ -171,6 +177,12 @@ class NativeParser(ActionParser):
                 return ParsedAction("answer", answer=answer[1])
             return self.invalid("no tool call or answer found", tools)
         return ParsedAction("tool_call", calls=calls, note=NOTE_ANSWER_WITH_CALL if answer is not None else None)
+
+    def call_example(self, name: str, arguments: Mapping[str, Any]) -> str | None:
+        if not self.example:
+            return None
+        return (self.example.replace("<function-name>", name)
+                .replace("{<arguments>}", json.dumps(dict(arguments), ensure_ascii=False)))
 
     def hint(self, tools: Mapping[str, Any]) -> str:
         how = f" as {self.example}" if self.example else f" in your own ({self.family}) tool-call format"

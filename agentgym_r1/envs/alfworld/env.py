@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, init_options, reject_unknown
-from agentgym_r1.core.parsers import HermesParser
+from agentgym_r1.core.parsers import ActionParser, make_parser, with_call_example
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.alfworld.commands import ACT_TOOL, ReadAction, explain, read_action
 from agentgym_r1.envs.alfworld.data import GeneratedGames, difficulty_of, load_source, task_type_of_game
@@ -57,7 +57,9 @@ class ALFWorldEnv(Env):
 
     **Action.** One ALFWorld command as plain text (``go to desk 1``; case and spaces are normalised, a leading
     ``>`` or ``Action:`` is dropped), or one Hermes tool call ``<tool_call>{"name": "act", "arguments":
-    {"command": "go to desk 1"}}</tool_call>``. ``think: ...`` (ReAct) is answered ``OK.``. Empty text, several
+    {"command": "go to desk 1"}}</tool_call>``; ``parser="auto"`` (or an
+    :class:`~agentgym_r1.core.parsers.ActionParser`) reads the call in the model family's own format instead (the
+    rollout engine picks it from the tokenizer). ``think: ...`` (ReAct) is answered ``OK.``. Empty text, several
     commands, other languages and broken tool calls are invalid (``format`` penalty); a command that does nothing
     ("Nothing happens.": not admissible now, unknown object or verb) is marked ``valid=False`` with the reason.
 
@@ -103,9 +105,11 @@ class ALFWorldEnv(Env):
         system_prompt: str | None = None,
         render_mode: str | None = None,
         engine: str = "fast",
+        parser: str | ActionParser = "hermes",
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
+        self.parser = make_parser(parser, answer_formats=())  # before any work: a bad name raises ConfigError
         self.engine_name = check_engine(engine)
         import_textworld()
         super().__init__(render_mode=render_mode)
@@ -114,7 +118,8 @@ class ALFWorldEnv(Env):
             self.games = load_source(source, split, task_types, seed, num_games, cache_dir, knobs)
         self.step_penalty = finite_option("step_penalty", step_penalty)
         self.format_penalty = finite_option("format_penalty", format_penalty)
-        self.system_prompt = INSTRUCTIONS if system_prompt is None else system_prompt
+        self.system_prompt = (with_call_example(INSTRUCTIONS, self.parser, "act", {"command": "go to desk 1"})
+                              if system_prompt is None else system_prompt)
         self._engine: Any = None
         self._state: Any = None
         self._played: list[str] = []  # the commands the engine applied this episode
@@ -141,7 +146,7 @@ class ALFWorldEnv(Env):
 
     @_serial
     def _act(self, action: str) -> Turn:
-        read = read_action(action)
+        read = read_action(action, self.parser)
         if read.kind == "invalid":
             return self._reply(read, read.error or "", Turn(read.to_info(), valid=False, error=read.error,
                                                            process=self.step_penalty, format=self.format_penalty))
@@ -162,7 +167,7 @@ class ALFWorldEnv(Env):
 
     def _reply(self, read: ReadAction, text: str, turn: Turn) -> Turn:
         if read.via_tool:
-            turn.messages = [EnvMessage("tool", HermesParser().render_result("act", text), text)]
+            turn.messages = [EnvMessage("tool", self.parser.render_result("act", text), text)]
         else:
             turn.messages = [EnvMessage("user", text)]
         return turn
