@@ -1,7 +1,7 @@
 """Rollouts of ALFWorld episodes on each env backend: episodes/s and the env's share of wall time.
 
     PYTHONPATH=. python benchmarks/env_backend_bench.py [--episodes 64] [--games 8] [--workers 1 2]
-        [--backends thread process ray] [--max-turns 30]
+        [--backends thread process ray] [--max-turns 30] [--engine fast|textworld]
 
 No model: a scripted chat backend plays each game's expert plan (computed beforehand in this process, looked up by
 the game's intro), so all the time that is not the env's is the engine's own bookkeeping. Episodes pick their game
@@ -79,14 +79,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--backends", nargs="+", default=["thread", "process", "ray"])
     parser.add_argument("--max-turns", type=int, default=30)
+    parser.add_argument("--engine", default="fast", choices=["fast", "textworld"],
+                        help="ALFWorld's engine: the fast one (default) or TextWorld's stock PddlEnv")
     args = parser.parse_args()
-    kwargs = {"source": "generated", "num_games": args.games}
+    kwargs = {"source": "generated", "num_games": args.games, "engine": args.engine}
     plans = expert_plans(kwargs, args.games)
     if "ray" in args.backends:
         import ray
 
         ray.init(num_cpus=max(args.workers), include_dashboard=False, logging_level="WARNING")
-    print(f"{args.episodes} episodes of {ENV_ID} ({args.games} generated games, expert plans, at most "
+    print(f"{args.episodes} episodes of {ENV_ID} (engine {args.engine}, {args.games} generated games, expert plans, at most "
           f"{args.max_turns} turns), {os.cpu_count()} CPUs")
     print(f"{'backend':<8} {'workers':>7} {'seconds':>8} {'episodes/s':>11} {'steps/s':>8} {'env share':>10} "
           f"{'success':>8}")
