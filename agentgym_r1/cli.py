@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("algorithm", choices=["grpo", "ppo"])
     tr.add_argument("trainer_args", nargs=argparse.REMAINDER, help="--config run.yaml and trainer flags")
     tr.set_defaults(func=_train)
+    from agentgym_r1.adapters.inspector import add_inspect_parser
+
+    add_inspect_parser(sub)
     return parser
 
 

@@ -18,6 +18,10 @@ class ConfigError(AgentGymError, ValueError):
     """An option, argument or config value that is not valid."""
 
 
+class TemplateUnsupportedError(ConfigError):
+    """A chat template the rollout engine cannot serve (it names the family and what is missing)."""
+
+
 class UnknownOptionError(ConfigError, TypeError):
     """An env constructor or ``reset`` was given an option it does not know."""
 
@@ -98,3 +102,7 @@ class RemoteEnvError(AgentGymError, RuntimeError):
 
 class SessionLimitError(RemoteEnvError):
     """The env server is at its session cap (``agentgym-r1 serve env --max-sessions``)."""
+
+
+class EnvBackendError(AgentGymError, ConnectionError):
+    """An env backend that cannot start: a Ray cluster address that cannot be reached."""

@@ -1,8 +1,15 @@
-"""ALFWorld figures: reset and step time against the raw TextWorld env, RSS over many resets, generator throughput.
+"""ALFWorld figures: the stock and fast engines side by side, the env against the raw TextWorld env, RSS over many
+resets, generator throughput.
 
-    PYTHONPATH=. python benchmarks/alfworld_bench.py [--data ../shared/data/alfworld] [--episodes 10]
-        [--resets 1000] [--generate 12]
+    PYTHONPATH=. python benchmarks/alfworld_bench.py [--data ../shared/data/alfworld] [--walk-steps 40]
+        [--extra-envs 8] [--big 3553] [--episodes 10] [--resets 1000] [--generate 12] [--only 0]
 
+0. Stock (``engine="textworld"``: TextWorld's ``PddlEnv``) and fast (``engine="fast"``, the default) engines on the
+   same games and the same commands, calls interleaved: step and reset time (p50, p95) over one seeded random walk of
+   ``--walk-steps`` per game (a quarter of the commands invalid), compile time per game, RSS per extra env over the
+   same game set (``--extra-envs`` envs of each engine, each reset on every game and stepped), and the time to the
+   first reset of an env over a split of ``--big`` games (the shared games linked again and again in
+   alfworld-download's layout), in a fresh process.
 1. Reset and step time (p50, p95) of ``AgentR1/ALFWorld-v0`` against the raw TextWorld env that ALFWorld builds
    (``PddlEnv`` with alfworld's ``AlfredDemangler`` and ``AlfredInfos``, requesting won and admissible commands),
    on the same game and the same commands (the expert's), episodes of the two interleaved.
@@ -13,15 +20,23 @@
 from __future__ import annotations
 
 import argparse
+import gc
+import os
+import subprocess
+import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
 import agentgym_r1  # noqa: F401  (registers the ids)
+from agentgym_r1.envs.alfworld.engine import Engine
+from agentgym_r1.envs.alfworld.fast import FastEngine
 from agentgym_r1.envs.alfworld.generator import TASK_TYPES, generate
+from agentgym_r1.envs.alfworld.parity import invalid_command
 
 
 def rss_mib() -> float:
@@ -31,6 +46,96 @@ def rss_mib() -> float:
 
 def pct(xs: list[float]) -> str:
     return f"p50 {np.percentile(xs, 50) * 1e3:8.2f} ms   p95 {np.percentile(xs, 95) * 1e3:8.2f} ms   n={len(xs)}"
+
+
+def engines_side_by_side(games: list[str], walk_steps: int) -> None:
+    engines = {"stock": Engine(), "fast": FastEngine()}
+    times: dict[str, dict[str, list[float]]] = {name: {"compile": [], "reset": [], "step": []} for name in engines}
+
+    def clock(name: str, key: str, fn, *args):
+        t = time.perf_counter()
+        out = fn(*args)
+        times[name][key].append(time.perf_counter() - t)
+        return out
+
+    for n, path in enumerate(games):
+        compiled = {name: clock(name, "compile", e.compile, path) for name, e in engines.items()}  # fast reuses
+        rng = np.random.default_rng(n)
+        for _ in range(3):  # the first reset of a game derives its intro; the next ones are what an episode pays
+            states = {name: clock(name, "reset", e.reset, compiled[name]) for name, e in engines.items()}
+        names = sorted(compiled["stock"].names)
+        for _ in range(walk_steps):
+            admissible = states["stock"]["admissible_commands"]
+            command = (invalid_command(rng, admissible, names) if rng.random() < 0.25
+                       else admissible[rng.integers(len(admissible))])
+            states = {name: clock(name, "step", e.step, command) for name, e in engines.items()}
+            assert states["stock"].feedback == states["fast"].feedback, command
+            if states["stock"]["done"]:
+                break
+    print(f"{len(games)} games, one random walk of up to {walk_steps} steps each (a quarter invalid), calls interleaved")
+    print(f"  {'':22s} {'stock p50':>10s} {'p95':>10s} {'fast p50':>10s} {'p95':>10s} {'speedup p50':>12s}")
+    for key in ("step", "reset", "compile"):
+        row = [np.percentile(times[name][key], q) * 1e3 for name in engines for q in (50, 95)]
+        print(f"  {key + ' (ms)':22s} {row[0]:10.2f} {row[1]:10.2f} {row[2]:10.3f} {row[3]:10.3f} "
+              f"{row[0] / row[2]:11.0f}x   n={len(times['fast'][key])}")
+    print("  (compile: fast is the cached translation, shared with stock here, plus its own compilation)")
+    for e in engines.values():
+        e.close()
+
+
+def memory_per_env(games: list[str], extra: int) -> None:
+    """RSS (everything, fast-downward's library copies included) and Python heap (tracemalloc) per extra env."""
+    for name in ("fast", "textworld"):
+        first = gym.make("AgentR1/ALFWorld-v0", source="generated", num_games=1, engine=name)
+        for path in games:  # compiles the game set once (shared by every env of the process)
+            first.reset(options={"game_file": path})
+        gc.collect()
+        before = rss_mib()
+        tracemalloc.start()
+        envs = []
+        for _ in range(extra):
+            env = gym.make("AgentR1/ALFWorld-v0", source="generated", num_games=1, engine=name)
+            for path in games:
+                env.reset(options={"game_file": path})
+                env.step("look")
+            envs.append(env)
+        gc.collect()
+        heap = tracemalloc.get_traced_memory()[0] / 2**20 / extra
+        tracemalloc.stop()
+        per = (rss_mib() - before) / extra
+        print(f"  engine={name!r:12s} per extra env over {len(games)} games: RSS {per:6.2f} MiB, Python heap "
+              f"{heap:6.2f} MiB ({extra} extra envs, each reset on every game)")
+        for env in [first, *envs]:
+            env.close()
+
+
+FIRST_RESET = """
+import sys, time
+t0 = time.perf_counter()
+import gymnasium as gym, agentgym_r1
+t1 = time.perf_counter()
+env = gym.make("AgentR1/ALFWorld-v0", source=sys.argv[1], split="train")
+t2 = time.perf_counter()
+env.reset(seed=0)
+t3 = time.perf_counter()
+env.reset(seed=1)
+t4 = time.perf_counter()
+print(f"  {len(env.unwrapped.games)} games: import {t1 - t0:.2f} s, env (lists the split) {t2 - t1:.2f} s, "
+      f"first reset (compiles one game) {t3 - t2:.2f} s, a reset on another game {t4 - t3:.2f} s; "
+      f"time to first reset {t3 - t1:.2f} s")
+"""
+
+
+def first_reset(games: list[str], big: int) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        split = Path(root) / "json_2.1.1" / "train"
+        for i in range(big):
+            game = Path(games[i % len(games)])
+            trial = split / f"{game.parent.parent.name}-{i}" / game.parent.name
+            trial.mkdir(parents=True)
+            os.symlink(game, trial / "game.tw-pddl")
+        subprocess.run([sys.executable, "-c", FIRST_RESET, root], check=True,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
 
 
 def raw_env():
@@ -134,9 +239,20 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--resets", type=int, default=1000)
     parser.add_argument("--generate", type=int, default=12)
+    parser.add_argument("--walk-steps", type=int, default=40)
+    parser.add_argument("--extra-envs", type=int, default=8)
+    parser.add_argument("--big", type=int, default=3553)
+    parser.add_argument("--only", type=int, default=None, help="run only this section")
     args = parser.parse_args()
     real = sorted(Path(args.data).glob("json_2.1.1/*/*/*/game.tw-pddl"))
     games = [str(p) for p in real] or [str(generate(0, i, TASK_TYPES)) for i in range(6)]
+    if args.only in (None, 0):
+        print("== 0. stock vs fast engine ==")
+        engines_side_by_side(games, args.walk_steps)
+        memory_per_env(games, args.extra_envs)
+        first_reset(games, args.big)
+    if args.only == 0:
+        return
     env = gym.make("AgentR1/ALFWorld-v0", source="generated", num_games=1)
     print("== 1. reset and step time, env vs raw TextWorld ==")
     timing(env, games[0], args.episodes)

@@ -40,6 +40,7 @@ def _echo(text: str) -> str:
 ENV_KWARGS: dict[str, dict[str, Any]] = {
     "AgentR1/ToolEnv-v0": {"tools": [_echo], "tasks": [{"prompt": "Say hi.", "answer": "hi"}]},
     "AgentR1/ALFWorld-v0": {"source": "generated", "num_games": 3},
+    "AgentR1/ALFWorld-v1": {"source": "generated", "num_games": 3},
 }
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("AgentR1/GSM8K-v0", {"parser": "command"}),

@@ -37,6 +37,7 @@ ENV_KWARGS: dict[str, dict[str, Any]] = {
                                                        {"prompt": "Say bye.", "answer": "bye"}]},
     "AgentR1/GSM8K-v0": {"source": "synthetic"},
     "AgentR1/ALFWorld-v0": {"source": "generated", "num_games": 3},
+    "AgentR1/ALFWorld-v1": {"source": "generated", "num_games": 3},
 }
 
 

@@ -9,13 +9,18 @@ for what comes back and :mod:`agentgym_r1.adapters.tokenize` for how the ids are
 Bad input never stops the batch: a model that never closes its tool call gets the env's error observation (and its
 format penalty) and plays on; a turn or an env reply that would overflow ``max_context_tokens`` ends the episode with
 ``end_reason="context_limit"``; an env that raises ends its episode with ``"env_error"`` and the message.
+
+Envs live where ``env_backend`` says (:mod:`agentgym_r1.adapters.env_backends`): in this process, stepped by
+``env_workers`` threads (``"thread"``, default), in ``env_workers`` worker processes (``"process"``) or Ray actors
+(``"ray"``, on ``ray_address``). The episodes are the same on each (seeds, transcripts, rewards); a worker that dies
+ends the episodes it held with ``"env_error"`` and is replaced.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +28,14 @@ import gymnasium as gym
 
 from agentgym_r1.adapters.backends.base import ChatBackend, SamplingParams, TokenBackend
 from agentgym_r1.adapters.context import ContextPolicy, Summariser, make_context
+from agentgym_r1.adapters.env_backends import (
+    EnvBackendName,
+    EnvCall,
+    EnvReply,
+    check_env_backend,
+    make_env_backend,
+)
+from agentgym_r1.adapters.native import resolve_env_kwargs
 from agentgym_r1.adapters.records import EndReason, Episode, Layout, RolloutBatch, TurnRecord
 from agentgym_r1.adapters.tokenize import ChatTokenizer
 from agentgym_r1.error import ConfigError
@@ -37,6 +50,10 @@ class RolloutConfig:
     ``max_context_tokens`` bounds the whole sequence (prompt and completion); ``max_completion_tokens`` (full-history
     context only) bounds what follows the first prompt, agent and env tokens together, as TRL's
     ``max_completion_length`` does. An episode that reaches either ends with ``end_reason="context_limit"``.
+
+    ``env_backend`` (``"thread"``, ``"process"`` or ``"ray"``) says where the envs run, ``env_workers`` with how many
+    threads, processes or actors, ``ray_address`` which Ray cluster (default: the one this process is connected to,
+    or a local instance).
     """
 
     samples_per_prompt: int = 1
@@ -48,6 +65,8 @@ class RolloutConfig:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     env_workers: int = 0
     seed: int | None = 0
+    env_backend: EnvBackendName = "thread"
+    ray_address: str | None = None
 
     def __post_init__(self) -> None:
         if self.samples_per_prompt < 1:
@@ -64,6 +83,7 @@ class RolloutConfig:
             raise ConfigError(f"max_completion_tokens must be >= 1 or None, got {self.max_completion_tokens}")
         if self.max_context_tokens < 2:
             raise ConfigError(f"max_context_tokens must be >= 2, got {self.max_context_tokens}")
+        check_env_backend(self.env_backend, self.env_workers, self.ray_address)
 
 
 @dataclass(slots=True)
@@ -81,16 +101,19 @@ class _Live:
     """An episode being played."""
 
     episode: Episode
-    env: gym.Env | None
+    slot: int | None  # where its env lives in the env backend; None once released
     messages: list[dict[str, Any]]
     ids: list[int]
     turn: int = 0
     done: bool = False
-    pool_key: Any = None
 
 
 class RolloutEngine:
-    """Plays episodes with a generation backend. ``chat`` is needed for token backends (transformers, vLLM)."""
+    """Plays episodes with a generation backend. ``chat`` is needed for token backends (transformers, vLLM).
+
+    The env backend starts here: an unknown ``env_backend``, a Ray address that cannot be reached or a missing
+    ``ray`` extra raise before any episode. :meth:`close` stops its workers.
+    """
 
     def __init__(self, backend: TokenBackend | ChatBackend, chat: ChatTokenizer | None = None,
                  config: RolloutConfig | None = None) -> None:
@@ -100,9 +123,11 @@ class RolloutEngine:
         self.token_mode = hasattr(backend, "generate")
         if self.token_mode and chat is None:
             raise ConfigError("a token backend needs chat=ChatTokenizer(tokenizer) to render and tokenize env text")
-        self._pool: dict[Any, list[gym.Env]] = {}
+        self.envs = make_env_backend(self.config.env_backend, self.config.env_workers, self.config.ray_address)
+        self._slots = itertools.count()
         self._timings: dict[str, float] = {}
         self._rollouts = 0
+        self._checked: set[tuple[str, str]] = set()  # (env, options) the env backend has accepted
 
     # -- public API -------------------------------------------------------------------------------------------------
     def rollout(self, prompts: Sequence[Prompt | Mapping[str, Any]], samples_per_prompt: int | None = None,
@@ -113,6 +138,11 @@ class RolloutEngine:
         if g < 1:
             raise ConfigError(f"samples_per_prompt must be >= 1, got {g}")
         specs = _group_seeds([p if isinstance(p, Prompt) else Prompt(**p) for p in prompts], cfg.seed)
+        for spec in specs:
+            key = (repr(spec.env), repr(sorted(spec.env_kwargs.items())))
+            if key not in self._checked:  # once per env and options: pickling a tokenizer-backed parser is not free
+                self.envs.check(spec.env, resolve_env_kwargs(spec.env_kwargs, self.chat))
+                self._checked.add(key)
         self._timings = {"generate": 0.0, "env": 0.0, "tokenize": 0.0}
         self._rollouts += 1
         start = time.perf_counter()
@@ -132,33 +162,27 @@ class RolloutEngine:
         return RolloutBatch([x.episode for x in lives], layout, dict(self._timings))
 
     def close(self) -> None:
-        """Close every pooled env."""
-        for envs in self._pool.values():
-            for env in envs:
-                env.close()
-        self._pool.clear()
+        """Close every pooled env and stop the env workers."""
+        self.envs.close()
 
     # -- episode start and end --------------------------------------------------------------------------------------
     def _start(self, items: list[tuple[int, int, Prompt]]) -> list[_Live]:
+        lives, calls = [], []
+        for group, sample, spec in items:
+            env_name = spec.env if isinstance(spec.env, str) else getattr(spec.env, "__name__", "factory")
+            episode = Episode(f"r{self._rollouts}-g{group}-s{sample}", group, sample, env_name, [], seed=spec.seed)
+            lives.append(_Live(episode, next(self._slots), [], []))
+            calls.append(EnvCall(lives[-1].slot, None, spec.env, resolve_env_kwargs(spec.env_kwargs, self.chat),
+                                 spec.seed, spec.options))
         t0 = time.perf_counter()
-        results = self._map(lambda item: self._reset(*item), items)
-        self._timings["env"] += time.perf_counter() - t0  # wall time, also when resets run in threads
-        return [self._begin(live, messages) for live, messages in results]
-
-    def _reset(self, group: int, sample: int, spec: Prompt) -> tuple[_Live, list[dict[str, Any]] | None]:
-        env_name = spec.env if isinstance(spec.env, str) else getattr(spec.env, "__name__", "factory")
-        episode = Episode(f"r{self._rollouts}-g{group}-s{sample}", group, sample, env_name, [], seed=spec.seed)
-        live = _Live(episode, None, [], [])
-        try:
-            live.env, live.pool_key = self._acquire(spec)
-            obs, _info = live.env.reset(seed=spec.seed, options=spec.options)
-            messages = _messages(live.env, obs, [])
-            task = getattr(live.env.unwrapped, "task", None)
-            episode.task_id = getattr(task, "id", None)
-        except Exception as e:  # an env that raises ends its own episode, never the batch
-            self._end(live, "env_error", f"reset raised {type(e).__name__}: {e}")
-            messages = None
-        return live, messages
+        replies = self.envs.run(calls)
+        self._timings["env"] += time.perf_counter() - t0  # wall time, also when resets run in threads or workers
+        for live, reply in zip(lives, replies, strict=True):
+            live.episode.task_id = reply.task_id
+            if reply.error is not None:  # an env that raises ends its own episode, never the batch
+                self._end(live, "env_error", reply.error)
+        return [self._begin(live, None if r.error else _messages(r, [])) for live, r in zip(lives, replies,
+                                                                                              strict=True)]
 
     def _begin(self, live: _Live, messages: list[dict[str, Any]] | None) -> _Live:
         if messages is None:
@@ -196,28 +220,10 @@ class RolloutEngine:
         live.episode.messages = [dict(m) for m in live.messages]
 
     def _release(self, lives: list[_Live]) -> None:
-        """Envs made by id go back to the pool for the next rollout; envs from a factory are closed."""
+        """Envs made by id stay in their worker for the next rollout; envs from a factory are closed."""
+        self.envs.release([live.slot for live in lives if live.slot is not None])
         for live in lives:
-            if live.env is None:
-                continue
-            if live.pool_key is None:
-                live.env.close()
-            else:
-                self._pool.setdefault(live.pool_key, []).append(live.env)
-            live.env = None
-
-    def _acquire(self, spec: Prompt) -> tuple[gym.Env, Any]:
-        if not isinstance(spec.env, str):
-            return spec.env(), None
-        key = (spec.env, repr(sorted(spec.env_kwargs.items())))
-        pool = self._pool.setdefault(key, [])
-        return (pool.pop() if pool else gym.make(spec.env, **spec.env_kwargs)), key
-
-    def _map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        if self.config.env_workers > 1 and len(items) > 1:
-            with ThreadPoolExecutor(self.config.env_workers) as ex:
-                return list(ex.map(fn, items))
-        return [fn(x) for x in items]
+            live.slot = None
 
     # -- one round: generate for every live episode, then step their envs ----------------------------------------
     def _round(self, live: list[_Live]) -> None:
@@ -233,13 +239,12 @@ def _group_seeds(specs: list[Prompt], seed: int | None) -> list[Prompt]:
             for s in specs]
 
 
-def _messages(env: gym.Env, obs: str, previous: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _messages(reply: EnvReply, previous: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The chat form of the episode so far: the env's transcript when it keeps one, else the observations as
     user messages after the previous ones."""
-    transcript = getattr(env.unwrapped, "transcript", None)
-    if transcript is not None and hasattr(transcript, "messages"):
-        return [dict(m) for m in transcript.messages()]
-    return [*previous, {"role": "user", "content": obs}]
+    if reply.messages is not None:
+        return reply.messages
+    return [*previous, {"role": "user", "content": reply.obs}]
 
 
 # -- one round: a turn for every live episode, then the env steps (module functions on the engine's live episodes)
@@ -325,43 +330,34 @@ def _chat_turns(engine: RolloutEngine, live: list[_Live]) -> list[tuple[_Live, T
 def _step_turns(engine: RolloutEngine, pairs: list[tuple[_Live, TurnRecord]]) -> None:
     """Step each env with its turn's action; record rewards; append the env's reply or end the episode."""
     t0 = time.perf_counter()
-    results = engine._map(lambda p: _step(p[0], p[1].action), pairs)
+    replies = engine.envs.run([EnvCall(x.slot, turn.action) for x, turn in pairs])  # type: ignore[arg-type]
     engine._timings["env"] += time.perf_counter() - t0
     t0 = time.perf_counter()
-    for (x, turn), result in zip(pairs, results, strict=True):
-        _after_step(engine, x, turn, result)
+    for (x, turn), reply in zip(pairs, replies, strict=True):
+        _after_step(engine, x, turn, reply)
     engine._timings["tokenize"] += time.perf_counter() - t0
 
 
-def _step(x: _Live, action: str) -> tuple[Any, ...] | BaseException:
-    try:
-        assert x.env is not None
-        return x.env.step(action)
-    except Exception as e:  # an env that raises ends its own episode
-        return e
-
-
-def _after_step(engine: RolloutEngine, x: _Live, turn: TurnRecord, result: tuple[Any, ...] | BaseException) -> None:
-    if isinstance(result, BaseException):
-        engine._end(x, "env_error", f"step raised {type(result).__name__}: {result}")
+def _after_step(engine: RolloutEngine, x: _Live, turn: TurnRecord, reply: EnvReply) -> None:
+    if reply.error is not None:
+        engine._end(x, "env_error", reply.error)
         return
-    obs, reward, terminated, truncated, info = result
-    turn.reward = float(reward)
+    info = reply.info
+    turn.reward = reply.reward
     parts = info.get("reward_parts")
     turn.reward_parts = {k: float(v) for k, v in parts.items()} if isinstance(parts, dict) else {"outcome": turn.reward}
     turn.valid, turn.error = bool(info.get("valid", True)), info.get("error")
     x.turn += 1
     history = [*x.messages, {"role": "assistant", "content": turn.action}]
-    assert x.env is not None
-    messages = _messages(x.env, obs, history)
+    messages = _messages(reply, history)
     new = messages[len(history):]
     x.messages = messages
     x.episode.success = bool(info.get("success", False))
     x.episode.metrics = {k: float(v) for k, v in (info.get("metrics") or {}).items()}
     cfg = engine.config
-    if terminated:
+    if reply.terminated:
         engine._end(x, "terminated")
-    elif truncated:
+    elif reply.truncated:
         engine._end(x, "turn_limit")
     elif cfg.max_turns is not None and x.turn >= cfg.max_turns:
         engine._end(x, "max_turns")
@@ -372,8 +368,7 @@ def _after_step(engine: RolloutEngine, x: _Live, turn: TurnRecord, result: tuple
 def _append_suffix(engine: RolloutEngine, x: _Live, turn: TurnRecord, history: list[dict[str, Any]],
                    new: list[dict[str, Any]]) -> None:
     assert engine.chat is not None
-    last = turn.completion_ids[-1] if turn.completion_ids else None
-    suffix = engine.chat.suffix_ids(history, new, last)
+    suffix = engine.chat.suffix_ids(history, new, turn.completion_ids)
     limit, name = _token_limit(engine, x)
     if len(x.ids) + len(suffix) + 1 > limit:
         engine._end(x, "context_limit", f"the env reply after turn {x.turn - 1} ({len(suffix)} tokens) does not fit "

@@ -7,6 +7,7 @@ tool results grouped in one user turn, each in ``<tool_response>`` tags), withou
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -117,3 +118,25 @@ def render_chat(messages: list[dict[str, str]], add_generation_prompt: bool = Fa
     """:data:`QWEN_CHAT_TEMPLATE` rendered without a tokenizer (to build a tokenizer's training corpus)."""
     jinja2 = require("jinja2", "train", "rendering the chat template")
     return jinja2.Template(QWEN_CHAT_TEMPLATE).render(messages=messages, add_generation_prompt=add_generation_prompt)
+
+
+_SPECIAL = re.compile(r"<\|[\w./\"-]+\|>|<\|[a-z_]+>|<[a-z_]+\|>|<｜[^｜<>]+｜>|<(?:start|end)_of_[a-z]+>|\[/?[A-Z_]+\]"
+                      r"|<[A-Z_]+_TOKEN>|\[gMASK\]|<sop>")
+
+
+def family_tokenizer(base: Any, chat_template: str) -> Any:
+    """A copy of the tiny tokenizer ``base`` that carries the special tokens ``chat_template`` writes (found in its
+    text), with the family's bos and end-of-turn tokens (:mod:`agentgym_r1.adapters.families`) as ``bos_token`` and
+    ``eos_token``, and ``chat_template`` as its template: a stand-in for that family's real tokenizer."""
+    transformers = require("transformers", "train", "building a family tokenizer")
+    from agentgym_r1.adapters.families import detect_family
+
+    family = detect_family(chat_template)
+    tokens = sorted(set(_SPECIAL.findall(chat_template)) | set(family.end_of_turn) | {family.eos_token}
+                    | ({family.bos} if family.bos else set()))
+    backend = base.backend_tokenizer.__class__.from_str(base.backend_tokenizer.to_str())
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=family.eos_token,
+                                               bos_token=family.bos, pad_token="<|endoftext|>")
+    tok.add_special_tokens({"additional_special_tokens": [t for t in tokens if t not in (family.eos_token, family.bos)]})
+    tok.chat_template = chat_template
+    return tok

@@ -164,6 +164,11 @@ class ActionParser:
         """How a tool's result is written into the observation (and the transcript)."""
         return text
 
+    def call_example(self, name: str, arguments: Mapping[str, Any]) -> str | None:
+        """How one call to ``name`` with ``arguments`` is written in this format (for envs' prompts); ``None`` when
+        the format has no fixed written form here."""
+        return None
+
     def invalid(self, problem: str, tools: Mapping[str, Any]) -> ParsedAction:
         """An invalid action: ``problem`` (what was wrong) and the full message with what is expected."""
         return ParsedAction("invalid", error=f"Invalid action: {problem}. {self.hint(tools)}", problem=problem)
@@ -209,7 +214,7 @@ class HermesParser(ActionParser):
             return self.invalid("a <tool_call> tag is not closed by </tool_call>", tools)
         calls = []
         for _, body in spans:
-            call = _json_call(body)
+            call = json_call(body)
             if isinstance(call, str):
                 return self.invalid(call, tools)
             calls.append(call)
@@ -217,6 +222,9 @@ class HermesParser(ActionParser):
 
     def render_result(self, name: str, text: str) -> str:
         return f"<tool_response>\n{text}\n</tool_response>"
+
+    def call_example(self, name: str, arguments: Mapping[str, Any]) -> str | None:
+        return f"<tool_call>{json.dumps({'name': name, 'arguments': dict(arguments)}, ensure_ascii=False)}</tool_call>"
 
     def hint(self, tools: Mapping[str, Any]) -> str:
         return (f"Call a tool as <tool_call>{{\"name\": \"...\", \"arguments\": {{...}}}}</tool_call> or give the "
@@ -235,7 +243,7 @@ class HermesParser(ActionParser):
         )
 
 
-def _json_call(body: str) -> ToolCall | str:
+def json_call(body: str) -> ToolCall | str:
     try:
         obj = json.loads(body)
     except (ValueError, RecursionError) as e:
@@ -398,12 +406,28 @@ class CompositeParser(ActionParser):
         return self._hint
 
 
+def with_call_example(text: str, parser: ActionParser, name: str, arguments: Mapping[str, Any]) -> str:
+    """``text`` (an env's prompt written with Hermes calls) with its Hermes call to ``name`` written in ``parser``'s
+    format instead, or, for a format with no fixed written form, "in your own tool-call format"."""
+    hermes = f" as {HermesParser(()).call_example(name, arguments)}"
+    example = parser.call_example(name, arguments)
+    return text.replace(hermes, f" as {example}" if example else " in your own tool-call format")
+
+
 PARSERS: dict[str, type[ActionParser]] = {"hermes": HermesParser, "tag": TagParser, "command": CommandParser}
 
 
 def make_parser(parser: str | ActionParser, answer_formats: Sequence[AnswerFormat] = ("tag",)) -> ActionParser:
+    """A parser by name, or ``parser`` itself. ``"auto"``: the model family's own tool-call format; the rollout engine
+    puts the family's parser in (:func:`agentgym_r1.adapters.native.native_parser`), and outside it the documented
+    formats are read by their markers (:class:`agentgym_r1.core.native.NativeParser`)."""
     if isinstance(parser, ActionParser):
         return parser
+    if parser == "auto":
+        from agentgym_r1.core.native import NativeParser
+
+        return NativeParser(answer_formats=answer_formats)
     if parser not in PARSERS:
-        raise ConfigError(f"unknown action format {parser!r}; choose one of {sorted(PARSERS)} or pass an ActionParser")
+        raise ConfigError(f"unknown action format {parser!r}; choose one of {[*sorted(PARSERS), 'auto']} or pass "
+                          "an ActionParser")
     return PARSERS[parser](answer_formats=answer_formats)

@@ -39,8 +39,9 @@ class ToolEnv(Env):
     result, rendered by the action format (Hermes: ``<tool_response>...</tool_response>``). After an invalid action:
     a message saying what was wrong and what is expected.
 
-    **Action.** Text in the chosen format: ``parser="hermes"`` (default), ``"tag"`` or ``"command"``; an answer as
-    ``<answer>...</answer>`` (``answer[...]`` for commands).
+    **Action.** Text in the chosen format: ``parser="hermes"`` (default), ``"tag"``, ``"command"`` or ``"auto"`` (the
+    model family's own tool calls, :mod:`agentgym_r1.core.native`; the rollout engine picks the family from the
+    tokenizer); an answer as ``<answer>...</answer>`` (``answer[...]`` for commands).
 
     **Reward.** ``outcome``: ``reward_fn(answer, task)`` when the agent answers (default: exact match).
     ``process``: ``valid_call_reward`` per successful call, ``failed_call_penalty`` per failed call (unknown tool, bad

@@ -123,10 +123,12 @@ def _task_id(env: gym.Env) -> str | None:
 
 class EnginePlayer:
     """A local model (``hf:PATH[?max_new_tokens=N&device=D]`` or ``vllm:PATH[?max_new_tokens=N]``) on the rollout
-    engine. Raises :class:`PolicyError` for a model that cannot be loaded, :class:`ConfigError` for a bad spec and
-    ``DependencyNotInstalled`` (naming the extra) when vLLM or transformers is missing, before any episode."""
+    engine, its envs on ``env_backend`` (:mod:`agentgym_r1.adapters.env_backends`). Raises :class:`PolicyError` for a
+    model that cannot be loaded, :class:`ConfigError` for a bad spec and ``DependencyNotInstalled`` (naming the
+    extra) when vLLM or transformers is missing, before any episode."""
 
-    def __init__(self, spec: str, timeout: float = 60.0, max_context_tokens: int = 4096) -> None:
+    def __init__(self, spec: str, timeout: float = 60.0, max_context_tokens: int = 4096, env_backend: str = "thread",
+                 env_workers: int = 0, ray_address: str | None = None) -> None:
         from agentgym_r1.adapters.backends.base import SamplingParams
         from agentgym_r1.adapters.rollout import RolloutConfig, RolloutEngine
 
@@ -135,8 +137,9 @@ class EnginePlayer:
         backend, chat = (_hf_backend(path, options.get("device", "cpu")) if kind == "hf" else _vllm_backend(path))
         sampling = SamplingParams(max_new_tokens=int(options.get("max_new_tokens", 256)), temperature=0.0,
                                   extra={"max_time": timeout} if kind == "hf" else {})
-        self.engine = RolloutEngine(backend, chat, RolloutConfig(max_context_tokens=max_context_tokens,
-                                                                 sampling=sampling, seed=None))
+        config = RolloutConfig(max_context_tokens=max_context_tokens, sampling=sampling, seed=None,
+                               env_backend=env_backend, env_workers=env_workers, ray_address=ray_address)
+        self.engine = RolloutEngine(backend, chat, config)
 
     def play(self, env_id: str, env_kwargs: dict[str, Any], items: Sequence[Item],
              batch: int) -> Iterator[EpisodeRecord]:

@@ -46,6 +46,13 @@ def add_play_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, default=1, help="plays of each task; K > 1 adds pass@1 and pass@K")
     p.add_argument("--concurrency", type=int, default=16,
                    help="model episodes at once: openai: requests in flight, hf:/vllm: episodes per engine batch")
+    from agentgym_r1.adapters.env_backends import ENV_BACKENDS
+
+    p.add_argument("--env-backend", default="thread", choices=ENV_BACKENDS,
+                   help="where hf:/vllm: episodes' envs run: threads here, worker processes, or Ray actors")
+    p.add_argument("--env-workers", type=int, default=0, help="threads, processes or Ray actors for the envs")
+    p.add_argument("--ray-address", default=None,
+                   help="Ray cluster for --env-backend ray (default: a local instance)")
     p.add_argument("--env-kwargs", default=None, metavar="JSON",
                    help="the env's options as a JSON object, e.g. '{\"difficulty\": \"hard\"}'; recorded with the "
                         "results and shown on the board (leaderboard run: given to every env of the suite, over the "
@@ -63,6 +70,9 @@ def check_play_options(args: argparse.Namespace, env_ids: list[str]) -> None:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
     if args.timeout <= 0:
         raise ConfigError(f"--timeout must be positive, got {args.timeout}")
+    from agentgym_r1.adapters.env_backends import check_env_backend
+
+    check_env_backend(args.env_backend, args.env_workers, args.ray_address)
     if isinstance(args.policy, str):  # eval: one policy on one env
         check_spec(args.policy, env_ids[0])
         return
@@ -100,7 +110,8 @@ def _jobs(args: argparse.Namespace) -> list:
         policies = [*([] if args.only else entry.policies), *args.policy]
         for policy in dict.fromkeys(policies):
             jobs.append(Job(entry.env_id, entry.source, policy, args.seed, args.episodes or entry.episodes,
-                            args.suite, args.timeout, args.samples, args.concurrency, options))
+                            args.suite, args.timeout, args.samples, args.concurrency, env_backend=args.env_backend,
+                            env_workers=args.env_workers, ray_address=args.ray_address, env_kwargs=options))
     return list(dict.fromkeys(jobs))  # --env-kwargs over a suite's levels can make two entries one
 
 
@@ -187,7 +198,8 @@ def run_eval(args: argparse.Namespace) -> int:
     results = args.results or str(Path(tempfile.mkdtemp(prefix="agentgym-r1-eval-")) / "eval.sqlite")
     _open_store(results).close()
     job = Job(args.env, args.source, args.policy, args.seed, args.episodes, "eval", args.timeout, args.samples,
-              args.concurrency, canonical(extra))
+              args.concurrency, env_backend=args.env_backend, env_workers=args.env_workers,
+              ray_address=args.ray_address, env_kwargs=canonical(extra))
     (outcome,) = run_jobs([job], results, workers=1, progress=Progress())
     store = _open_store(results)
     try:

@@ -54,6 +54,9 @@ class Job:
     timeout: float = 60.0
     samples: int = 1  # plays of each task (pass@k); episode i plays task i // samples
     concurrency: int = 16  # model episodes in flight (openai:) or per engine batch (hf:, vllm:)
+    env_backend: str = "thread"  # where the rollout engine's envs run (hf:, vllm:): thread, process or ray
+    env_workers: int = 0
+    ray_address: str | None = None
     env_kwargs: str = ""  # the env's options beyond the source, as canonical JSON (see :func:`canonical`)
 
     @property
@@ -195,7 +198,8 @@ def _play_concurrent(job: Job, meta: RunMeta, env, store: ResultsStore, progress
 
 def _play_engine(job: Job, meta: RunMeta, store: ResultsStore, progress) -> JobOutcome:
     try:
-        player = EnginePlayer(job.policy, timeout=job.timeout)
+        player = EnginePlayer(job.policy, timeout=job.timeout, env_backend=job.env_backend,
+                              env_workers=job.env_workers, ray_address=job.ray_address)
     except DependencyNotInstalled as e:
         return _finish(store, meta, job, "failed", f"{job.policy} needs an extra: {e}", progress)
     except AgentGymError as e:

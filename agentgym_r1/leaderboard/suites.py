@@ -38,7 +38,7 @@ def _entries(scale: int, levels: tuple[str, ...]) -> tuple[SuiteEntry, ...]:
         SuiteEntry("AgentR1/ToolEnv-v0", "lookup", 20 * scale, ("random", "scripted", "oracle")),
         *(SuiteEntry("AgentR1/HotpotQA-v0", "synthetic", 30 * scale, ("random", "rag", "react", "oracle"), at(lv))
           for lv in levels),
-        *(SuiteEntry("AgentR1/ALFWorld-v0", "generated", 6 * scale, ("random", "react", "oracle"), at(lv))
+        *(SuiteEntry("AgentR1/ALFWorld-v1", "generated", 6 * scale, ("random", "react", "oracle"), at(lv))
           for lv in levels),
         *(SuiteEntry("AgentR1/WebShop-v0", "generated", 30 * scale, ("random", "rule", "oracle"), at(lv))
           for lv in levels),

@@ -203,7 +203,7 @@ class SerialGymEnvironment(GymEnvironment):
 # Envs whose instances share state across threads. ALFWorld: TextWorld parses command templates with one
 # module-global tatsu parser (``textworld/envs/pddl/textgen/__init__.py``, ``_PARSER``); two sessions resetting at
 # once in two threads corrupt its rule stack (``IndexError: pop from empty list``).
-SINGLE_THREAD_ENVS = frozenset({"AgentR1/ALFWorld-v0"})
+SINGLE_THREAD_ENVS = frozenset({"AgentR1/ALFWorld-v0", "AgentR1/ALFWorld-v1"})
 
 
 class SessionGuard:

@@ -53,6 +53,8 @@ class Rollouts:
         self.config = RolloutConfig(
             samples_per_prompt=1, max_context_tokens=args.max_prompt_tokens + args.max_completion_length,
             max_completion_tokens=args.max_completion_length, max_turns=args.max_turns, seed=None,
+            env_backend=getattr(args, "env_backend", "thread"), env_workers=getattr(args, "env_workers", 0),
+            ray_address=getattr(args, "ray_address", None),
             layout=getattr(args, "layout", "concatenated"), context=getattr(args, "context", "full"),
             sampling=SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                     top_p=getattr(args, "top_p", 1.0), top_k=getattr(args, "top_k", 0) or 0))

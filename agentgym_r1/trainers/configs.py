@@ -13,6 +13,7 @@ from typing import Any
 from transformers import TrainingArguments
 from trl import GRPOConfig
 
+from agentgym_r1.adapters.env_backends import check_env_backend
 from agentgym_r1.error import ConfigError
 from agentgym_r1.trainers.advantages import ESTIMATORS
 
@@ -49,6 +50,10 @@ class EnvArguments:
         default=3, metadata={"help": "stop when every rollout row failed (generation or env errors) in this many "
                                      "steps in a row"})
     num_tasks: int = field(default=4096, metadata={"help": "training rows (reset seeds) in the task dataset"})
+    env_backend: str = field(default="thread", metadata={"help": "where envs run: thread, process or ray"})
+    env_workers: int = field(default=0, metadata={"help": "threads, worker processes or Ray actors for the envs"})
+    ray_address: str | None = field(default=None, metadata={"help": "Ray cluster for env_backend: ray (default: "
+                                                                    "the connected one, or a local instance)"})
     eval_episodes: int = field(default=64, metadata={"help": "held-out episodes for env/<id>/success at eval"})
     model_init: str | None = field(default=None, metadata={"help": "a local model directory (tokenizer files beside the weights)"})
     loss_mask: bool = field(default=True, metadata={"help": "the loss (and its token count) over agent tokens only; "
@@ -62,6 +67,7 @@ class EnvArguments:
         self.eval_env_kwargs = _as_dict("eval_env_kwargs", self.eval_env_kwargs)
         if self.max_turns < 1 or self.max_new_tokens < 1:
             raise ConfigError(f"max_turns and max_new_tokens must be >= 1, got {self.max_turns}, {self.max_new_tokens}")
+        check_env_backend(self.env_backend, self.env_workers, self.ray_address)
         if self.max_prompt_tokens < 1 or self.max_failed_steps < 1:
             raise ConfigError(f"max_prompt_tokens and max_failed_steps must be >= 1, got {self.max_prompt_tokens}, "
                               f"{self.max_failed_steps}")

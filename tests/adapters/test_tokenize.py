@@ -173,9 +173,8 @@ def test_concatenated_layout_refuses_a_partial_context():
 
 def test_a_template_that_rewrites_assistant_content_is_refused(tokenizer):
     template = QWEN_CHAT_TEMPLATE.replace("message['content'] + '<|im_end|>", "(message['content'] | upper) + '<|im_end|>")
-    chat = ChatTokenizer(tokenizer, chat_template=template)
-    with pytest.raises(ConfigError, match="rewrote"):
-        chat.suffix_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], [], None)
+    with pytest.raises(ConfigError, match="cannot serve the rollout engine"):  # refused when built, before any rollout
+        ChatTokenizer(tokenizer, chat_template=template)
 
 
 class _PlainEnv(gym.Env):

@@ -360,3 +360,16 @@ def test_game_file_reset_option_plays_any_game(gen_env):
     assert info["env"]["task_type"] == path.parent.parent.name.split("-")[0]
     reward, terminated, _ = play(gen_env, gen_env.unwrapped.expert_plan())
     assert terminated and reward == 1.0
+
+
+def test_v1_opens_with_the_instructions_and_v0_keeps_its_first_observation(gen_cache):
+    from agentgym_r1.envs.alfworld.env import INSTRUCTIONS
+
+    kwargs = {"source": "generated", "seed": 11, "num_games": 2, "cache_dir": gen_cache}
+    old, new = gym.make("AgentR1/ALFWorld-v0", **kwargs), gym.make("AgentR1/ALFWorld-v1", **kwargs)
+    (obs0, _), (obs1, _) = old.reset(seed=3), new.reset(seed=3)
+    assert obs1 == f"{INSTRUCTIONS}\n\n{obs0}" and obs0.startswith("-= Welcome to TextWorld")
+    assert "act" in INSTRUCTIONS and "go to" in INSTRUCTIONS
+    assert new.unwrapped.transcript.messages()[0] == {"role": "system", "content": INSTRUCTIONS}
+    assert gym.make("AgentR1/ALFWorld-v1", system_prompt="", **kwargs).reset(seed=3)[0] == obs0
+    old.close(), new.close()

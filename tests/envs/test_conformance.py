@@ -200,3 +200,24 @@ def test_worst_shapes_at_max_action_length_step_in_bounded_time(env_id):
             env.reset()
     env.close()
     assert not slow, f"steps over {STEP_CPU_BOUND_S} s of CPU: {slow}"
+
+
+# -- the first observation tells a model what it may do -------------------------------------------------------------
+# Ids kept only for their old observations (they start with the task alone), each with the successor that instructs.
+UNINSTRUCTED = {"AgentR1/ALFWorld-v0": "AgentR1/ALFWorld-v1"}
+
+
+@pytest.mark.parametrize("env_id", ALL_ENV_IDS)
+def test_first_observation_says_how_to_act(env_id):
+    env = make_env(env_id)
+    obs, _ = env.reset(seed=0)
+    messages = env.unwrapped.transcript.messages()
+    tools = [schema["function"]["name"] for schema in env.unwrapped.tool_schemas()]
+    env.close()
+    if env_id in UNINSTRUCTED:
+        assert [m["role"] for m in messages] == ["user"] and UNINSTRUCTED[env_id] in ALL_ENV_IDS
+        return
+    system = messages[0]
+    assert system["role"] == "system" and obs.startswith(system["content"])
+    assert tools and all(name in system["content"] for name in tools), (tools, system["content"])
+    assert "<tool_call>" in system["content"]  # the call's syntax, not only the tool's name

@@ -26,10 +26,12 @@ class ChatServer:
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                 try:
                     time.sleep(delay)
-                    self._answer(body)
                 finally:
+                    # Out of flight before the reply is written: once the client reads it, its next request may
+                    # arrive before this handler's thread runs again (counted 5 in flight for 4 under load).
                     with lock:
                         outer.in_flight -= 1
+                self._answer(body)
 
             def _answer(self, body: dict) -> None:
                 last = body["messages"][-1]["content"]

@@ -57,7 +57,7 @@ def test_suites_name_all_five_envs_with_offline_sources():
     for entries in SUITES.values():
         assert {(e.env_id, e.source) for e in entries} == {
             ("AgentR1/GSM8K-v0", "synthetic"), ("AgentR1/ToolEnv-v0", "lookup"),
-            ("AgentR1/HotpotQA-v0", "synthetic"), ("AgentR1/ALFWorld-v0", "generated"),
+            ("AgentR1/HotpotQA-v0", "synthetic"), ("AgentR1/ALFWorld-v1", "generated"),
             ("AgentR1/WebShop-v0", "generated")}
         assert all("random" in e.policies and "oracle" in e.policies for e in entries)
 

@@ -1,4 +1,4 @@
-"""Reading an ALFWorld action: plain text or a Hermes ``act`` tool call, down to one engine command.
+"""Reading an ALFWorld action: plain text or an ``act`` tool call (Hermes, or the env's tool parser), down to one engine command.
 
 Pure functions, no engine: :func:`read_action` turns the model's text into one normalised command (lower case,
 single spaces) or says what is wrong with it; :func:`explain` says why a well-formed command is not admissible
@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agentgym_r1.core.parsers import HermesParser, strip_think
+from agentgym_r1.core.parsers import ActionParser, HermesParser, strip_think
 
 NOTHING_HAPPENS = "Nothing happens."
 ACT_TOOL: dict[str, Any] = {
@@ -61,18 +61,25 @@ def _invalid(problem: str, via_tool: bool = False) -> ReadAction:
     return ReadAction("invalid", error=f"Invalid action: {problem}. {EXAMPLE}.", via_tool=via_tool, format_error=True)
 
 
-def read_action(text: str) -> ReadAction:
-    """One command from plain text or from one ``<tool_call>`` to ``act``; never raises."""
+HERMES = HermesParser(answer_formats=())
+
+
+def read_action(text: str, parser: ActionParser = HERMES) -> ReadAction:
+    """One command from plain text or from one call to ``act`` in ``parser``'s format (default Hermes
+    ``<tool_call>``; any text the parser :meth:`~agentgym_r1.core.parsers.ActionParser.claims` is read as a call);
+    never raises."""
     text = strip_think(text)
-    if "<tool_call>" in text:
-        return _read_tool_call(text)
+    if parser.claims(text, {}):
+        return _read_tool_call(text, parser)
     return read_command(text)
 
 
-def _read_tool_call(text: str) -> ReadAction:
-    parsed = HermesParser(answer_formats=()).parse(text, {})
+def _read_tool_call(text: str, parser: ActionParser) -> ReadAction:
+    parsed = parser.parse(text, {})
     if parsed.kind == "invalid":
         return _invalid(parsed.problem or "the tool call cannot be read", True)
+    if parsed.kind != "tool_call":
+        return _invalid("no call to the tool 'act' found", True)
     if len(parsed.calls) != 1:
         return _invalid(f"{len(parsed.calls)} tool calls in one action; send one command per turn", True)
     call = parsed.calls[0]

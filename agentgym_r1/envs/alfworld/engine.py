@@ -23,11 +23,13 @@ from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym_r1.error import DataFormatError, DataNotFoundError, require
+from agentgym_r1.error import ConfigError, DataFormatError, DataNotFoundError, require
 
 FEATURE = "AgentR1/ALFWorld-v0"
+ENGINES = ("fast", "textworld")  # agentgym_r1.envs.alfworld.fast.FastEngine, and Engine below (stock PddlEnv)
 COMPILED_CACHE_SIZE = 32  # about 3 MiB each for a real ALFWorld room
 _LOCK = threading.RLock()
+COMPILE_LOCK = _LOCK  # held while TextWorld parses (tatsu parsers are shared objects) or translates a game
 
 
 def import_textworld() -> Any:
@@ -51,20 +53,26 @@ class CompiledGame:
     entity_infos: dict[str, Any]
     names: frozenset[str] = field(default_factory=frozenset)
     initial: tuple[Any, dict[int, Any]] | None = None  # the engine's state right after reset, and its operators
+    machine: Any = None  # the fast engine's compiled form (agentgym_r1.envs.alfworld.fast.FastGame), made on demand
 
     @property
     def walkthrough(self) -> list[str] | None:
         plan = self.data.get("walkthrough")
         return list(plan) if plan else None
 
-    def fresh_state(self, lib: Any) -> Any:
-        """A copy of the initial state bound to ``lib``; fast-downward's C++ state is reloaded from the SAS text."""
+    def copy_facts(self) -> Any:
+        """A copy of the initial ``PddlState`` bound to no library: its own facts, the translation shared."""
         src = self.pristine
         state = copy.copy(src)  # shares the translation (task, SAS text), copies the facts as State.copy does
         state._facts = defaultdict(set, {k: set(v) for k, v in src._facts.items()})
         state._vars_by_name = dict(src._vars_by_name)
         state._vars_by_type = defaultdict(set, {k: set(v) for k, v in src._vars_by_type.items()})
         state._var_counts = Counter(src._var_counts)
+        return state
+
+    def fresh_state(self, lib: Any) -> Any:
+        """A copy of the initial state bound to ``lib``; fast-downward's C++ state is reloaded from the SAS text."""
+        state = self.copy_facts()
         state.downward_lib = lib
         lib.load_sas(state.sas.encode("utf-8"))
         lib.load_sas_replan(state.sas_replan.encode("utf-8"))
@@ -141,15 +149,22 @@ def remember(game: CompiledGame) -> None:
             _COMPILED.popitem(last=False)
 
 
-def compile_game(path: str, lib: Any) -> CompiledGame:
-    """The compiled game at ``path`` (cached by path, size and mtime; at most ``COMPILED_CACHE_SIZE`` games)."""
-    path = os.path.abspath(path)
-    key = _key(path)
+def cached_game(path: str) -> CompiledGame | None:
+    """The compiled game at ``path`` when the cache holds it (and the file has not changed since), else ``None``."""
+    key = _key(os.path.abspath(path))
     with _LOCK:
         game = _COMPILED.get(key)
         if game is not None:
             _COMPILED.move_to_end(key)
-            return game
+        return game
+
+
+def compile_game(path: str, lib: Any) -> CompiledGame:
+    """The compiled game at ``path`` (cached by path, size and mtime; at most ``COMPILED_CACHE_SIZE`` games)."""
+    path = os.path.abspath(path)
+    game = cached_game(path)
+    if game is not None:
+        return game
     game = compile_data(path, read_game(path), lib)
     remember(game)
     return game
@@ -210,11 +225,17 @@ def _engine_class() -> type:
 _LIBS: list[Any] = []  # loaded copies of fast-downward's library that no engine uses now
 
 
-def _take_lib() -> Any:
+def take_lib() -> Any:
+    """A loaded copy of fast-downward's library, from the pool (or loaded now); :func:`give_lib` hands it back."""
     import fast_downward
 
     with _LOCK:
         return _LIBS.pop() if _LIBS else fast_downward.load_lib()
+
+
+def give_lib(lib: Any) -> None:
+    with _LOCK:
+        _LIBS.append(lib)
 
 
 class Engine:
@@ -228,7 +249,7 @@ class Engine:
     def __init__(self) -> None:
         import textworld
 
-        self._env = _engine_class()(textworld.EnvInfos(won=True, admissible_commands=True), _take_lib())
+        self._env = _engine_class()(textworld.EnvInfos(won=True, admissible_commands=True), take_lib())
         self.game: CompiledGame | None = None
         self.state: Any = None
 
@@ -261,5 +282,22 @@ class Engine:
         self.game = self.state = None
         if env is not None and env.downward_lib is not None:
             lib, env.downward_lib, env._pddl_state, env.state, env.prev_state = env.downward_lib, None, None, None, None
-            with _LOCK:
-                _LIBS.append(lib)
+            give_lib(lib)
+
+
+def check_engine(name: str) -> str:
+    """``name`` when it is one of :data:`ENGINES`, else :class:`ConfigError` naming them."""
+    if name not in ENGINES:
+        raise ConfigError(f"unknown ALFWorld engine {name!r}; choose one of {list(ENGINES)} ('fast': the compiled "
+                          "engine, same text; 'textworld': TextWorld's own PddlEnv)")
+    return name
+
+
+def make_engine(name: str) -> Any:
+    """A new engine of kind ``name``: ``"fast"`` (:class:`~agentgym_r1.envs.alfworld.fast.FastEngine`) or
+    ``"textworld"`` (:class:`Engine`)."""
+    if check_engine(name) == "textworld":
+        return Engine()
+    from agentgym_r1.envs.alfworld.fast import FastEngine
+
+    return FastEngine()

@@ -1,23 +1,47 @@
-"""``AgentR1/ALFWorld-v0``: ALFWorld's household games on the real TextWorld engine."""
+"""``AgentR1/ALFWorld-v1`` (and ``-v0``): ALFWorld's household games on the real TextWorld engine."""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, init_options, reject_unknown
-from agentgym_r1.core.parsers import HermesParser
+from agentgym_r1.core.parsers import ActionParser, make_parser, with_call_example
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.alfworld.commands import ACT_TOOL, ReadAction, explain, read_action
 from agentgym_r1.envs.alfworld.data import GeneratedGames, difficulty_of, load_source, task_type_of_game
-from agentgym_r1.envs.alfworld.engine import Engine, import_textworld
+from agentgym_r1.envs.alfworld.engine import check_engine, import_textworld, make_engine
 from agentgym_r1.envs.alfworld.expert import plan_for
 
 INSTRUCTIONS = (
     "You are in a household. Reach the goal in the task with text commands, one per turn: look, inventory, "
     "go to (receptacle), open/close (receptacle), take (object) from (receptacle), put or move (object) in/on/to "
     "(receptacle), examine (something), use (object), heat/cool/clean (object) with (receptacle). Write the "
-    "command as plain text, or call the tool act with {\"command\": ...}."
+    "command as plain text (go to desk 1), or call the tool act as "
+    '<tool_call>{"name": "act", "arguments": {"command": "go to desk 1"}}</tool_call>.'
 )
+
+
+# TextWorld is not thread-safe: it parses grammar templates with one module-global tatsu parser
+# (``textworld/envs/pddl/textgen/__init__.py``: ``_PARSER``, used by ``parse_textgen`` on every ``derive``), and
+# ``PddlEnv.step``/``_gather_infos`` derive text at every step; two envs stepping in two threads corrupt its rule
+# stack (``IndexError: pop from empty list``) or mix their texts. Every use of TextWorld by these envs (loading games,
+# reset, step, planning) holds this process-wide lock; for parallel envs use processes (``env_backend="process"``).
+TEXTWORLD_LOCK = threading.RLock()
+_T = TypeVar("_T", bound=Callable[..., Any])
+
+
+def _serial(method: _T) -> _T:
+    """``method`` run under :data:`TEXTWORLD_LOCK`."""
+
+    @functools.wraps(method)
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with TEXTWORLD_LOCK:
+            return method(*args, **kwargs)
+
+    return cast(_T, locked)
 
 
 class ALFWorldEnv(Env):
@@ -27,13 +51,15 @@ class ALFWorldEnv(Env):
     in light, clean, heat or cool an object and place it, pick two objects and place them. The agent moves between
     receptacles, opens them, takes, puts, heats, cools, cleans and uses objects with text commands.
 
-    **Observation.** At reset: ALFWorld's intro (the room and "Your task is to: ..."), after ``system_prompt`` when
-    one is given. After a command: the engine's feedback ("You arrive at ...", "Nothing happens."), wrapped in
-    ``<tool_response>`` when the command came as a tool call. After an invalid action: what was wrong.
+    **Observation.** At reset: ``system_prompt`` (default :data:`INSTRUCTIONS`: the commands and the ``act`` tool;
+    ``""`` for none), then ALFWorld's intro (the room and "Your task is to: ..."). After a command: the engine's
+    feedback ("You arrive at ...", "Nothing happens."), wrapped in ``<tool_response>`` when the command came as a tool call. After an invalid action: what was wrong.
 
     **Action.** One ALFWorld command as plain text (``go to desk 1``; case and spaces are normalised, a leading
     ``>`` or ``Action:`` is dropped), or one Hermes tool call ``<tool_call>{"name": "act", "arguments":
-    {"command": "go to desk 1"}}</tool_call>``. ``think: ...`` (ReAct) is answered ``OK.``. Empty text, several
+    {"command": "go to desk 1"}}</tool_call>``; ``parser="auto"`` (or an
+    :class:`~agentgym_r1.core.parsers.ActionParser`) reads the call in the model family's own format instead (the
+    rollout engine picks it from the tokenizer). ``think: ...`` (ReAct) is answered ``OK.``. Empty text, several
     commands, other languages and broken tool calls are invalid (``format`` penalty); a command that does nothing
     ("Nothing happens.": not admissible now, unknown object or verb) is marked ``valid=False`` with the reason.
 
@@ -54,7 +80,12 @@ class ALFWorldEnv(Env):
     hidden in closed receptacles, more distractors; solvable by construction, made without the planner) or a dict
     of :class:`~agentgym_r1.envs.alfworld.generator.Knobs`; recorded in ``info["env"]["difficulty"]``.
 
-    **Version history.** v0: first release.
+    **Engine.** ``engine="fast"`` (default): :mod:`~agentgym_r1.envs.alfworld.fast`, a state machine compiled per
+    game that writes TextWorld's text step for step (tested against it); ``engine="textworld"``: TextWorld's own
+    ``PddlEnv`` on fast-downward, for parity runs.
+
+    **Version history.** v1: the first observation opens with :data:`INSTRUCTIONS` (``system_prompt`` defaults to
+    them). v0: first release; the first observation is the game's intro alone (``system_prompt=""``).
     """
 
     reset_options = frozenset({"task_id", "index", "game_file"})
@@ -73,23 +104,30 @@ class ALFWorldEnv(Env):
         format_penalty: float = -0.1,
         system_prompt: str | None = None,
         render_mode: str | None = None,
+        engine: str = "fast",
+        parser: str | ActionParser = "hermes",
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
+        self.parser = make_parser(parser, answer_formats=())  # before any work: a bad name raises ConfigError
+        self.engine_name = check_engine(engine)
         import_textworld()
         super().__init__(render_mode=render_mode)
         self.difficulty, knobs = difficulty_of(source, difficulty)
-        self.games = load_source(source, split, task_types, seed, num_games, cache_dir, knobs)
+        with TEXTWORLD_LOCK:
+            self.games = load_source(source, split, task_types, seed, num_games, cache_dir, knobs)
         self.step_penalty = finite_option("step_penalty", step_penalty)
         self.format_penalty = finite_option("format_penalty", format_penalty)
-        self.system_prompt = system_prompt
-        self._engine: Engine | None = None
+        self.system_prompt = (with_call_example(INSTRUCTIONS, self.parser, "act", {"command": "go to desk 1"})
+                              if system_prompt is None else system_prompt)
+        self._engine: Any = None
         self._state: Any = None
         self._played: list[str] = []  # the commands the engine applied this episode
         self._initial_plan: list[str] | None = None
         self.task: Task | None = None
 
     # -- episode ----------------------------------------------------------------------------------------------------
+    @_serial
     def _begin(self, options: dict[str, Any]) -> list[EnvMessage]:
         if "game_file" in options:
             path = str(options["game_file"])
@@ -106,8 +144,9 @@ class ALFWorldEnv(Env):
         messages = [EnvMessage("system", self.system_prompt), EnvMessage(None, "\n\n")] if self.system_prompt else []
         return [*messages, EnvMessage("user", self._state.feedback)]
 
+    @_serial
     def _act(self, action: str) -> Turn:
-        read = read_action(action)
+        read = read_action(action, self.parser)
         if read.kind == "invalid":
             return self._reply(read, read.error or "", Turn(read.to_info(), valid=False, error=read.error,
                                                            process=self.step_penalty, format=self.format_penalty))
@@ -128,7 +167,7 @@ class ALFWorldEnv(Env):
 
     def _reply(self, read: ReadAction, text: str, turn: Turn) -> Turn:
         if read.via_tool:
-            turn.messages = [EnvMessage("tool", HermesParser().render_result("act", text), text)]
+            turn.messages = [EnvMessage("tool", self.parser.render_result("act", text), text)]
         else:
             turn.messages = [EnvMessage("user", text)]
         return turn
@@ -149,12 +188,15 @@ class ALFWorldEnv(Env):
 
     # -- helpers ----------------------------------------------------------------------------------------------------
     @property
-    def engine(self) -> Engine:
-        """The TextWorld engine, started on first use (and again after :meth:`close`)."""
+    def engine(self) -> Any:
+        """The engine (``engine=``: ``"fast"`` or ``"textworld"``), started on first use (and again after
+        :meth:`close`)."""
         if self._engine is None:
-            self._engine = Engine()
+            with TEXTWORLD_LOCK:
+                self._engine = make_engine(self.engine_name)
         return self._engine
 
+    @_serial
     def expert_plan(self, planner: bool = False) -> list[str]:
         """Commands from the current state to the goal. While the episode has followed it, the rest of the game's
         walkthrough (generated games) or of the scripted full-knowledge expert's plan
@@ -177,7 +219,8 @@ class ALFWorldEnv(Env):
 
     def close(self) -> None:
         if self._engine is not None:
-            self._engine.close()
+            with TEXTWORLD_LOCK:
+                self._engine.close()
             self._engine = None
         self._state = None
         self._needs_reset = True  # the game is gone: step() raises ResetNeeded until the next reset

@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, init_options, reject_unknown
-from agentgym_r1.core.parsers import CommandParser, CompositeParser, HermesParser
+from agentgym_r1.core.parsers import (
+    ActionParser,
+    CommandParser,
+    CompositeParser,
+    make_parser,
+    with_call_example,
+)
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.webshop.catalogue import SEARCH_RETURN_N, Catalogue
 from agentgym_r1.envs.webshop.data import difficulty_of, load_catalogue
@@ -61,7 +67,8 @@ class WebShopEnv(Env):
     the page inside ``<tool_response>...</tool_response>``.
 
     **Action.** ``search[query]`` or ``click[button]`` (buttons match case-insensitively), or one Hermes tool call
-    ``search(query)`` / ``click(button)``. Invalid: malformed text, a search off the search page, a button, product or
+    ``search(query)`` / ``click(button)``; ``parser="auto"`` (or an :class:`~agentgym_r1.core.parsers.ActionParser`)
+    reads the calls in the model family's own format instead (the rollout engine picks it from the tokenizer). Invalid: malformed text, a search off the search page, a button, product or
     option not on the page, ``buy now`` with no product open.
 
     **Reward.** ``outcome`` at ``Buy Now``: WebShop's score in [0, 1] (attributes, options with colour normalisation,
@@ -97,19 +104,22 @@ class WebShopEnv(Env):
         difficulty: Any = "easy",
         format_penalty: float = -0.1,
         system_prompt: str | None = None,
+        parser: str | ActionParser = "hermes",
         render_mode: str | None = None,
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
+        self.tool_parser = make_parser(parser, answer_formats=())  # before any work: a bad name raises ConfigError
         super().__init__(render_mode=render_mode)
         self.difficulty, knobs = difficulty_of(source, difficulty)
         self.generated = str(source) == "generated"
         self.catalogue: Catalogue = load_catalogue(source, goals=goals, seed=seed, num_products=num_products,
                                                    knobs=knobs)
         self.format_penalty = finite_option("format_penalty", format_penalty)
-        self.system_prompt = SYSTEM_PROMPT if system_prompt is None else system_prompt
-        self._hermes = HermesParser(())
-        self.parser = CompositeParser([self._hermes, CommandParser(answer_formats=(), answer_verb=None)], ACTION_HINT)
+        self.system_prompt = (with_call_example(SYSTEM_PROMPT, self.tool_parser, "click", {"button": "buy now"})
+                              if system_prompt is None else system_prompt)
+        hint = with_call_example(ACTION_HINT, self.tool_parser, "click", {"button": "..."})
+        self.parser = CompositeParser([self.tool_parser, CommandParser(answer_formats=(), answer_verb=None)], hint)
         self.task: Task | None = None
         self.session = Session()
         self._clickables: list[str] = []
@@ -154,16 +164,18 @@ class WebShopEnv(Env):
             turn = self._invalid(info, error)
         else:
             turn = Turn(info, [EnvMessage("user", self._page())])
-        if info["kind"] == "tool_call":  # answer a tool call with a tool message, as Hermes chat templates expect
-            turn.messages = [EnvMessage("tool", self._hermes.render_result(verb, m.text), m.text)
+        if info["kind"] == "tool_call":  # a tool call is answered with a tool message
+            turn.messages = [EnvMessage("tool", self.tool_parser.render_result(verb, m.text), m.text)
                              for m in turn.messages]
         return turn
 
     def _parse(self, action: str) -> tuple[str | None, str, dict[str, Any]]:
         """``(verb, argument, info["action"])``; ``verb`` None means invalid, with the message as argument."""
-        parsed = self.parser.parse(action, {})  # one linear read: Hermes when it holds <tool_call>, else a command
+        parsed = self.parser.parse(action, {})  # the tool parser when the text holds its call, else a command
         if parsed.kind == "invalid":
             return None, parsed.error or "Invalid action.", parsed.to_info()
+        if parsed.kind == "answer":  # a custom tool parser's answer: WebShop ends only at Buy Now
+            return None, "Invalid action: there is no answer to give; click[buy now] to finish.", parsed.to_info()
         if parsed.kind == "tool_call":
             if len(parsed.calls) != 1:
                 return None, "Invalid action: one tool call per turn.", parsed.to_info()

@@ -1,4 +1,5 @@
-"""Baselines for ``AgentR1/ALFWorld-v0``: a random admissible command, a rule-based ReAct agent, and the expert plan.
+"""Baselines for ``AgentR1/ALFWorld-v1`` (and ``-v0``): a random admissible command, a rule-based ReAct agent, and
+the expert plan.
 
 Written against the env's public contract (issue 4): the observation is ALFWorld's text (the goal as ``Your task is
 to: ...`` at reset), an action is one ALFWorld command as plain text, and ``info["env"]`` carries the admissible

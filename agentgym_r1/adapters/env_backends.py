@@ -1,0 +1,419 @@
+"""Where the rollout engine's envs live: in this process (threads), in worker processes, or in Ray actors.
+
+``env_backend="thread"`` (default) keeps the envs in this process and steps them from ``env_workers`` threads (one
+after another with 0 or 1). Cheap, but envs that hold the GIL (ALFWorld's TextWorld engine) gain nothing, and
+ALFWorld's envs share one lock (:data:`agentgym_r1.envs.alfworld.env.TEXTWORLD_LOCK`). ``"process"`` keeps them in
+``env_workers`` spawned worker processes (a ``concurrent.futures.ProcessPoolExecutor`` of one process each, so an
+env stays in the process that made it); ``"ray"`` in as many Ray actors (extra ``ray``), on the cluster at
+``ray_address``, the one this process is connected to, or a local instance.
+
+Every env has a *slot*; a reset puts it on the least busy worker. A round's calls go out as one batch per worker and
+come back in the order they were given. An env that raises answers an error for its own call only. A worker that
+dies answers an error for every env it held (the engine ends those episodes with ``env_error``) and a new worker
+takes its place. Envs made by id are kept in their worker for the next episode with the same id and kwargs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from typing import Any, Literal
+
+import gymnasium as gym
+
+from agentgym_r1.error import ConfigError, EnvBackendError, require
+
+EnvBackendName = Literal["thread", "process", "ray"]
+ENV_BACKENDS: tuple[str, ...] = ("thread", "process", "ray")
+
+
+@dataclass(frozen=True, slots=True)
+class EnvCall:
+    """A reset (``action`` None: make or reuse an env for ``env`` and ``kwargs`` in ``slot``) or a step."""
+
+    slot: int
+    action: str | None = None
+    env: str | Callable[[], gym.Env] | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    options: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class EnvReply:
+    """What a reset or step gave. ``messages`` is the env's transcript in chat form when it keeps one; ``error`` is
+    set (and nothing else) when the env raised or its worker died."""
+
+    obs: str = ""
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+    messages: list[dict[str, Any]] | None = None
+    task_id: str | None = None
+    error: str | None = None
+
+
+class EnvHost:
+    """The envs of one worker (this process for threads, a worker process, a Ray actor), by slot."""
+
+    def __init__(self) -> None:
+        self.live: dict[int, tuple[gym.Env, Any]] = {}
+        self.idle: dict[Any, list[gym.Env]] = {}
+
+    def run(self, calls: Sequence[EnvCall]) -> list[EnvReply]:
+        return [self.call(c) for c in calls]
+
+    def call(self, c: EnvCall) -> EnvReply:
+        if c.action is not None:
+            return self._step(c)
+        try:
+            env = self._acquire(c)
+            obs, _ = env.reset(seed=c.seed, options=c.options)
+            task = getattr(env.unwrapped, "task", None)
+            return EnvReply(obs, messages=_transcript(env), task_id=getattr(task, "id", None))
+        except Exception as e:  # an env that raises ends its own episode
+            return EnvReply(error=f"reset raised {type(e).__name__}: {e}")
+
+    def _step(self, c: EnvCall) -> EnvReply:
+        entry = self.live.get(c.slot)
+        if entry is None:
+            return EnvReply(error=f"no env in slot {c.slot} (it was released or its worker restarted)")
+        try:
+            obs, reward, terminated, truncated, info = entry[0].step(c.action)
+        except Exception as e:
+            return EnvReply(error=f"step raised {type(e).__name__}: {e}")
+        return EnvReply(obs, float(reward), bool(terminated), bool(truncated), info, _transcript(entry[0]))
+
+    def _acquire(self, c: EnvCall) -> gym.Env:
+        assert c.env is not None
+        if not isinstance(c.env, str):
+            env, key = c.env(), None
+        else:
+            key = (c.env, repr(sorted(c.kwargs.items())))
+            try:
+                env = self.idle.get(key, []).pop()
+            except IndexError:  # none idle (pop, not a test first: threads share the pool)
+                env = gym.make(c.env, **c.kwargs)
+        self.live[c.slot] = (env, key)
+        return env
+
+    def release(self, slots: Sequence[int]) -> None:
+        """Envs made by id go back to the idle pool; envs from a factory are closed."""
+        for slot in slots:
+            env, key = self.live.pop(slot, (None, None))
+            if env is None:
+                continue
+            if key is None:
+                env.close()
+            else:
+                self.idle.setdefault(key, []).append(env)
+
+    def close(self) -> None:
+        for env in [e for e, _ in self.live.values()] + [e for envs in self.idle.values() for e in envs]:
+            env.close()
+        self.live.clear()
+        self.idle.clear()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def _transcript(env: gym.Env) -> list[dict[str, Any]] | None:
+    transcript = getattr(env.unwrapped, "transcript", None)
+    if transcript is not None and hasattr(transcript, "messages"):
+        messages = [dict(m) for m in transcript.messages()]
+        if messages and getattr(getattr(env.unwrapped, "parser", None), "lists_tools", False):
+            messages[0]["tools"] = env.unwrapped.tool_schemas()  # the chat template lists them (parser="auto")
+        return messages
+    return None
+
+
+class ThreadBackend:
+    """Envs in this process, stepped by ``workers`` threads (in turn with 0 or 1)."""
+
+    name = "thread"
+
+    def __init__(self, workers: int = 0) -> None:
+        self.workers = workers
+        self.host = EnvHost()
+
+    def check(self, env: str | Callable[[], gym.Env], kwargs: Mapping[str, Any] | None = None) -> None:
+        """Any factory and any options work in this process."""
+
+    def run(self, calls: Sequence[EnvCall]) -> list[EnvReply]:
+        if self.workers > 1 and len(calls) > 1:
+            with ThreadPoolExecutor(self.workers) as ex:
+                return list(ex.map(self.host.call, calls))
+        return self.host.run(calls)
+
+    def release(self, slots: Sequence[int]) -> None:
+        self.host.release(slots)
+
+    def close(self) -> None:
+        self.host.close()
+
+
+class WorkerPool:
+    """Envs in ``workers`` remote :class:`EnvHost`\\ s; subclasses say how a worker is started, called and stopped."""
+
+    name = "pool"
+
+    def __init__(self, workers: int) -> None:
+        self.size = max(1, workers)
+        self.workers = [self._spawn() for _ in range(self.size)]
+        self.where: dict[int, int] = {}  # slot -> worker
+        self.lost: dict[int, str] = {}  # slots whose worker died, with the reason
+
+    # -- what a subclass provides -------------------------------------------------------------------------------------
+    def _spawn(self) -> Any:
+        raise NotImplementedError
+
+    def _submit(self, worker: Any, method: str, *args: Any) -> Any:
+        raise NotImplementedError
+
+    def _result(self, pending: Any) -> Any:
+        raise NotImplementedError
+
+    def _died(self, error: BaseException) -> bool:
+        raise NotImplementedError
+
+    def _stop(self, worker: Any) -> None:
+        raise NotImplementedError
+
+    # -- the backend ------------------------------------------------------------------------------------------------
+    def check(self, env: str | Callable[[], gym.Env], kwargs: Mapping[str, Any] | None = None) -> None:
+        """A factory and the env's options must reach the workers: a :class:`ConfigError` before any work when they
+        cannot be pickled."""
+        what, value = ("factory", env) if not isinstance(env, str) else ("env_kwargs", dict(kwargs or {}))
+        try:
+            pickle.dumps(value)
+        except Exception as e:
+            raise ConfigError(f"env_backend={self.name!r} sends envs' {what} to worker processes, and {value!r} "
+                              f"cannot be pickled ({type(e).__name__}: {e}); use functions and objects defined at "
+                              f"module level, or env_backend='thread'") from e
+
+    def run(self, calls: Sequence[EnvCall]) -> list[EnvReply]:
+        if not self.workers:  # closed: a later rollout starts new workers, as a closed thread backend makes new envs
+            self.workers = [self._spawn() for _ in range(self.size)]
+        replies: list[EnvReply | None] = [None] * len(calls)
+        batches: dict[int, list[int]] = {}
+        for i, c in enumerate(calls):
+            if c.action is None:
+                self.where[c.slot] = self._least_busy()
+            worker = self.where.get(c.slot)
+            if worker is None:
+                replies[i] = EnvReply(error=self.lost.pop(c.slot, f"no env in slot {c.slot}"))
+                continue
+            batches.setdefault(worker, []).append(i)
+        pending = {w: self._send(w, "run", [calls[i] for i in idx]) for w, idx in batches.items()}
+        for w, idx in batches.items():
+            try:
+                out = self._receive(pending[w])
+            except Exception as e:
+                out = [EnvReply(error=self._failed(w, e))] * len(idx)
+            for i, reply in zip(idx, out, strict=True):
+                replies[i] = reply
+        return [r if r is not None else EnvReply(error="no reply") for r in replies]
+
+    def _send(self, w: int, method: str, *args: Any) -> Any:
+        """The pending call, or the exception when the worker refused it (a dead process pool refuses at once)."""
+        try:
+            return self._submit(self.workers[w], method, *args)
+        except Exception as e:
+            return e
+
+    def _receive(self, pending: Any) -> Any:
+        if isinstance(pending, BaseException):
+            raise pending
+        return self._result(pending)
+
+    def _least_busy(self) -> int:
+        load = [0] * self.size
+        for w in self.where.values():
+            load[w] += 1
+        return load.index(min(load))
+
+    def _failed(self, w: int, error: BaseException) -> str:
+        """The error for the calls that were on worker ``w``; a dead worker is replaced and its envs are lost."""
+        if not self._died(error):
+            return f"env worker {w} could not answer: {type(error).__name__}: {error}"
+        message = f"env worker {w} died ({type(error).__name__}: {error}); a new worker took its place"
+        for slot in [s for s, where in self.where.items() if where == w]:
+            del self.where[slot]
+            self.lost[slot] = message
+        self._stop(self.workers[w])
+        self.workers[w] = self._spawn()
+        return message
+
+    def release(self, slots: Sequence[int]) -> None:
+        by_worker: dict[int, list[int]] = {}
+        for slot in slots:
+            self.lost.pop(slot, None)
+            if slot in self.where:
+                by_worker.setdefault(self.where.pop(slot), []).append(slot)
+        pending = {w: self._send(w, "release", s) for w, s in by_worker.items()}
+        for w, p in pending.items():
+            try:
+                self._receive(p)
+            except Exception as e:  # a worker that died took its envs with it
+                self._failed(w, e)
+
+    def close(self) -> None:
+        pending = [self._send(w, "close") for w in range(len(self.workers))]
+        for p in pending:
+            with contextlib.suppress(Exception):  # a dead worker has nothing to close
+                self._receive(p)
+        for worker in self.workers:
+            self._stop(worker)
+        self.workers, self.where, self.lost = [], {}, {}
+
+    def pids(self) -> list[int]:
+        """The process id of each worker, in order."""
+        return [self._receive(self._send(w, "pid")) for w in range(len(self.workers))]
+
+
+# -- worker processes ---------------------------------------------------------------------------------------------
+_HOST: EnvHost | None = None
+
+
+def _start_host(parent_pid: int) -> None:
+    """In a new worker process: its :class:`EnvHost`, and a daemon thread that ends the process when the parent is
+    gone (killed, even with SIGKILL: the worker is re-parented, so ``os.getppid()`` changes)."""
+    global _HOST
+    _HOST = EnvHost()
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="agentgym-env-worker-watch", daemon=True).start()
+
+
+def _host_call(method: str, *args: Any) -> Any:
+    assert _HOST is not None
+    return getattr(_HOST, method)(*args)
+
+
+class ProcessBackend(WorkerPool):
+    """Envs in ``workers`` spawned processes (``ProcessPoolExecutor(1)`` each, so every env stays in one process).
+
+    A worker that dies (killed, out of memory) breaks its executor: the pending call and every later ``submit``
+    raise ``BrokenProcessPool`` (``concurrent/futures/process.py``, ``_ExecutorManagerThread.terminate_broken`` and
+    ``ProcessPoolExecutor.submit``), which is how the pool knows to start a new one.
+    """
+
+    name = "process"
+
+    def _spawn(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_start_host,
+                                   initargs=(os.getpid(),))
+
+    def _submit(self, worker: ProcessPoolExecutor, method: str, *args: Any) -> Any:
+        return worker.submit(_host_call, method, *args)
+
+    def _result(self, pending: Any) -> Any:
+        return pending.result()
+
+    def _died(self, error: BaseException) -> bool:
+        return isinstance(error, BrokenProcessPool)
+
+    def _stop(self, worker: ProcessPoolExecutor) -> None:
+        worker.shutdown(wait=True, cancel_futures=True)
+
+
+# -- Ray actors ---------------------------------------------------------------------------------------------------
+class RayBackend(WorkerPool):
+    """Envs in ``workers`` Ray actors (one CPU each) on the cluster at ``address``, the one this process is connected
+    to, or a new local instance.
+
+    The actors import this package as the cluster's nodes have it: on this machine Ray puts the driver's current
+    directory on its workers' ``sys.path`` (``ray/_private/worker.py``, ``connect``: ``_py_driver_sys_path``); on
+    other nodes install ``agentgym-r1`` or ship it with a ``runtime_env``. A killed actor answers
+    ``ray.exceptions.RayActorError`` (``max_restarts=0``: Ray does not restart it; this pool starts a new one).
+    """
+
+    name = "ray"
+
+    def __init__(self, workers: int, address: str | None = None) -> None:
+        self.ray = require("ray", "ray", "env_backend='ray'")
+        connect_ray(self.ray, address)
+        self.actor = self.ray.remote(num_cpus=1, max_restarts=0)(EnvHost)
+        super().__init__(workers)
+
+    def _spawn(self) -> Any:
+        return self.actor.remote()
+
+    def _submit(self, worker: Any, method: str, *args: Any) -> Any:
+        return getattr(worker, method).remote(*args)
+
+    def _result(self, pending: Any) -> Any:
+        return self.ray.get(pending)
+
+    def _died(self, error: BaseException) -> bool:
+        return isinstance(error, self.ray.exceptions.RayActorError)
+
+    def _stop(self, worker: Any) -> None:
+        self.ray.kill(worker, no_restart=True)
+
+
+def connect_ray(ray: Any, address: str | None) -> None:
+    """Join the Ray cluster at ``address`` (``host:port``, ``ray://host:port`` or ``auto``), or start a local one
+    when ``address`` is None; nothing when this process is connected already. :class:`EnvBackendError` with the fix
+    when the address cannot be reached (checked with one TCP connection first: Ray itself retries for a minute)."""
+    if ray.is_initialized():
+        return
+    check_ray_address(address)
+    try:
+        ray.init(address=address, include_dashboard=False, logging_level="WARNING")
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise EnvBackendError(f"cannot connect to Ray at {address or 'a new local instance'!r}: "
+                              f"{type(e).__name__}: {e}") from e
+
+
+def check_ray_address(address: str | None) -> None:
+    """:class:`EnvBackendError` with the fix when ``address`` (``host:port`` or ``ray://host:port``) takes no TCP
+    connection; None, ``auto`` and ``local`` pass."""
+    if not address or address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except (OSError, ValueError) as e:
+        raise EnvBackendError(f"Ray address {address!r} cannot be reached ({type(e).__name__}: {e}); start a "
+                              "cluster there (`ray start --head`), give its address as host:port or "
+                              "ray://host:port, or leave ray_address unset for a local Ray instance") from e
+
+
+def check_env_backend(name: str, workers: int = 0, ray_address: str | None = None) -> None:
+    """The errors :func:`make_env_backend` would raise, without starting anything: an unknown name, a negative
+    worker count, a missing ``ray`` extra, a Ray address that cannot be reached."""
+    if name not in ENV_BACKENDS:
+        raise ConfigError(f"unknown env_backend {name!r}; choose one of {list(ENV_BACKENDS)}")
+    if workers < 0:
+        raise ConfigError(f"env_workers must be >= 0, got {workers}")
+    if name == "ray":
+        require("ray", "ray", "env_backend='ray'")
+        check_ray_address(ray_address)
+
+
+def make_env_backend(name: str, workers: int = 0, ray_address: str | None = None
+                     ) -> ThreadBackend | ProcessBackend | RayBackend:
+    """The env backend called ``name``; a named error before any work for an unknown name or an unreachable Ray."""
+    if name == "thread":
+        return ThreadBackend(workers)
+    if name == "process":
+        return ProcessBackend(workers)
+    if name == "ray":
+        return RayBackend(workers, ray_address)
+    raise ConfigError(f"unknown env_backend {name!r}; choose one of {list(ENV_BACKENDS)}")

@@ -1,0 +1,271 @@
+"""fast-downward's grounded task (the SAS text TextWorld's ``PddlState`` loads) as a Python state machine.
+
+TextWorld's ``PddlState`` (``textworld/envs/pddl/logic/__init__.py``) keeps the game's state in a copy of
+fast-downward's C++ library and asks it, at every step, for the applicable operators
+(``get_applicable_operators``), to apply one (``apply_operator``) and whether the goal holds (``check_goal``).
+:class:`SasTask` reads the same SAS text once per game and answers the same three questions in Python, sharing
+everything but the state vector between the envs that play the game:
+
+* **Applicable operators, in fast-downward's order.** ``get_applicable_operators`` (textworld's
+  ``fast_downward`` fork, ``src/search/pddl_lib.cc``) runs fast-downward's successor generator. Its factory
+  (``task_utils/successor_generator_factory.cc``) sorts every operator's preconditions by variable, stable-sorts the
+  operators by those lists, and builds a decision tree whose traversal (immediate operators first, then one switch
+  per variable in increasing order, forks in order) yields the applicable operators in that sorted order. The order
+  matters: TextWorld applies the *first* operator whose command text equals the player's command, and several
+  ALFWorld action schemas share a template (``take {o} from {r}``). :meth:`SasState.applicable` sorts by
+  :attr:`SasTask.rank`, which is that order. Applicability is kept incrementally: each operator counts its unmet
+  preconditions, and a step updates only the operators that watch a changed variable.
+* **Applying an operator.** fast-downward's ``StateRegistry::get_successor_state`` sets each effect whose effect
+  conditions hold in the predecessor, then evaluates the axioms (``AxiomEvaluator``): derived variables start from
+  their default (initial-state) value and rules fire layer by layer to a fixpoint.
+* **The goal** is the SAS goal facts, checked on the state with its derived variables.
+
+Textworld's Python-side facts (what the grammar queries) change by *all* the effect atoms ``apply_operator``
+reports, conditional or not (``PddlState.apply``): :attr:`SasTask.effects` keeps them per operator as
+``(negation, fact)`` :class:`~textworld.logic.Proposition` pairs, parsed as ``Atom.get_fact`` parses them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym_r1.error import DataFormatError
+
+NONE_OF_THOSE = "<none of those>"
+
+
+class UnsupportedGameError(DataFormatError):
+    """A game uses a feature the fast ALFWorld engine does not implement; play it with ``engine="textworld"``."""
+
+    def __init__(self, feature: str, game: str | None = None) -> None:
+        self.feature, self.game = feature, game
+        where = f"ALFWorld game file {game!r}" if game else "this ALFWorld game"
+        super().__init__(f"the fast engine cannot play {where}: it uses {feature}. Play it with "
+                         f'engine="textworld" (TextWorld\'s own engine)')
+
+
+@dataclass(slots=True)
+class Operator:
+    name: str
+    preconditions: tuple[tuple[int, int], ...]  # sorted by variable, as fast-downward's successor generator reads them
+    effects: tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...]  # (var, value, effect conditions)
+
+
+@dataclass(slots=True)
+class Axiom:
+    layer: int
+    conditions: tuple[tuple[int, int], ...]
+    var: int
+    value: int
+
+
+class _Reader:
+    """The SAS text, token by token on lines (the format is line-based)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.split("\n")
+        self.i = 0
+
+    def line(self) -> str:
+        line = self.lines[self.i]
+        self.i += 1
+        return line
+
+    def ints(self) -> list[int]:
+        return [int(x) for x in self.line().split()]
+
+    def int(self) -> int:
+        return int(self.line())
+
+    def magic(self, word: str) -> None:
+        got = self.line()
+        if got != word:
+            raise DataFormatError(f"SAS text: expected {word!r} at line {self.i}, got {got[:60]!r}")
+
+    def facts(self) -> tuple[tuple[int, int], ...]:
+        return tuple((var, value) for var, value in (self.ints() for _ in range(self.int())))
+
+
+@dataclass
+class SasTask:
+    """One game's grounded task: variables, initial state, goal, operators and axioms, read from fast-downward's
+    SAS text (``translate/sas_tasks.py`` writes it, ``tasks/root_task.cc`` reads it)."""
+
+    value_names: list[list[str]]
+    layers: list[int]
+    init: list[int]
+    goal: tuple[tuple[int, int], ...]
+    operators: list[Operator]
+    axioms: list[Axiom]
+    rank: list[int] = field(default_factory=list)
+    watchers: list[dict[int, list[int]]] = field(default_factory=list)
+    derived: list[int] = field(default_factory=list)
+    strata: list[list[Axiom]] = field(default_factory=list)
+    initial: SasState | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> SasTask:
+        r = _Reader(text)
+        r.magic("begin_version")
+        version = r.int()
+        if version != 3:
+            raise UnsupportedGameError(f"SAS version {version} (the fast engine reads version 3)")
+        r.magic("end_version")
+        r.magic("begin_metric")
+        r.int()
+        r.magic("end_metric")
+        names, layers = [], []
+        for _ in range(r.int()):
+            r.magic("begin_variable")
+            r.line()
+            layers.append(r.int())
+            names.append([r.line() for _ in range(r.int())])
+            r.magic("end_variable")
+        for _ in range(r.int()):  # mutex groups: invariants, not needed to play
+            r.magic("begin_mutex_group")
+            while r.line() != "end_mutex_group":
+                pass
+        r.magic("begin_state")
+        init = [r.int() for _ in names]
+        r.magic("end_state")
+        r.magic("begin_goal")
+        goal = r.facts()
+        r.magic("end_goal")
+        operators = [cls._operator(r) for _ in range(r.int())]
+        axioms = []
+        for _ in range(r.int()):
+            r.magic("begin_rule")
+            conditions = r.facts()
+            var, _, value = r.ints()
+            axioms.append(Axiom(layers[var], conditions, var, value))
+            r.magic("end_rule")
+        task = cls(names, layers, init, goal, operators, axioms)
+        task._index()
+        return task
+
+    @staticmethod
+    def _operator(r: _Reader) -> Operator:
+        # ExplicitOperator(istream&) in fast-downward's root_task.cc: prevail conditions, then pre_post entries whose
+        # "pre" value (when not -1) is one more precondition.
+        r.magic("begin_operator")
+        name = r.line().strip()
+        pre = list(r.facts())
+        effects = []
+        for _ in range(r.int()):
+            nums = r.ints()
+            n = nums[0]
+            conditions = tuple((nums[1 + 2 * k], nums[2 + 2 * k]) for k in range(n))
+            var, before, after = nums[1 + 2 * n:4 + 2 * n]
+            if before != -1:
+                pre.append((var, before))
+            effects.append((var, after, conditions))
+        r.int()  # cost
+        r.magic("end_operator")
+        return Operator(name, tuple(sorted(pre)), tuple(effects))
+
+    def _index(self) -> None:
+        order = sorted(range(len(self.operators)), key=lambda i: self.operators[i].preconditions)  # stable: by id
+        self.rank = [0] * len(order)
+        for position, op in enumerate(order):
+            self.rank[op] = position
+        self.watchers = [{} for _ in self.value_names]
+        for i, op in enumerate(self.operators):
+            for var, value in op.preconditions:
+                self.watchers[var].setdefault(value, []).append(i)
+        for var, value, _ in (e for op in self.operators for e in op.effects):
+            if self.value_names[var][value] == NONE_OF_THOSE:
+                raise UnsupportedGameError("an operator effect to '<none of those>'")
+        self.derived = [var for var, layer in enumerate(self.layers) if layer >= 0]
+        self.strata = [[a for a in self.axioms if a.layer == layer] for layer in sorted({a.layer for a in self.axioms})]
+        values = list(self.init)
+        self.evaluate_axioms(values)
+        unmet = [sum(values[var] != value for var, value in op.preconditions) for op in self.operators]
+        self.initial = SasState(self, values, unmet, {i for i, n in enumerate(unmet) if n == 0})
+
+    def evaluate_axioms(self, values: list[int]) -> None:
+        """Derived variables from their defaults, then each layer's rules to a fixpoint (fast-downward's
+        ``AxiomEvaluator::evaluate``; stratified, so a layer reads the final values of the layers below)."""
+        for var in self.derived:
+            values[var] = self.init[var]
+        for rules in self.strata:
+            changed = True
+            while changed:
+                changed = False
+                for a in rules:
+                    if values[a.var] != a.value and all(values[v] == x for v, x in a.conditions):
+                        values[a.var] = a.value
+                        changed = True
+
+
+class SasState:
+    """One env's state in a :class:`SasTask`: the variable values and the applicable operators, kept incrementally."""
+
+    __slots__ = ("open", "task", "unmet", "values")
+
+    def __init__(self, task: SasTask, values: list[int], unmet: list[int], open_: set[int]) -> None:
+        self.task, self.values, self.unmet, self.open = task, values, unmet, open_
+
+    def copy(self) -> SasState:
+        return SasState(self.task, list(self.values), list(self.unmet), set(self.open))
+
+    def applicable(self) -> list[int]:
+        """The applicable operators' ids, in fast-downward's successor-generator order."""
+        return sorted(self.open, key=self.task.rank.__getitem__)
+
+    def goal(self) -> bool:
+        return all(self.values[var] == value for var, value in self.task.goal)
+
+    def apply(self, op_id: int) -> None:
+        task, values = self.task, self.values
+        fired = [(var, value) for var, value, conditions in task.operators[op_id].effects
+                 if all(values[v] == x for v, x in conditions)]  # effect conditions read the predecessor
+        old: dict[int, int] = {}
+        for var, value in fired:
+            old.setdefault(var, values[var])
+            values[var] = value
+        if task.axioms:
+            for var in task.derived:
+                old.setdefault(var, values[var])
+            task.evaluate_axioms(values)
+        for var, before in old.items():
+            if values[var] != before:
+                self._watch(var, before, values[var])
+
+    def _watch(self, var: int, old: int, new: int) -> None:
+        watch, unmet, open_ = self.task.watchers[var], self.unmet, self.open
+        for op in watch.get(old, ()):
+            unmet[op] += 1
+            open_.discard(op)
+        for op in watch.get(new, ()):
+            unmet[op] -= 1
+            if unmet[op] == 0:
+                open_.add(op)
+
+
+def split_atom(name: str) -> tuple[bool, str, list[str]]:
+    """``"NegatedAtom opened(fridge_1)"`` -> ``(True, "opened", ["fridge_1"])``, as textworld's ``Atom.get_fact``
+    splits it (``textworld/envs/pddl/logic/__init__.py``)."""
+    atom_type, rest = name.split(" ", 1)
+    predicate, args = rest.split("(", 1)
+    return atom_type == "NegatedAtom", predicate, [a for a in args[:-1].split(", ") if a]
+
+
+def atom_fact(name: str, name2type: dict[str, str]) -> Any:
+    """The :class:`~textworld.logic.Proposition` ``Atom.get_fact`` makes of a SAS value name."""
+    from textworld.logic import Proposition, Variable
+
+    negated, predicate, args = split_atom(name)
+    return Proposition("not_" + predicate if negated else predicate,
+                       [Variable(a.upper() if a.lower() in ("i", "p") else a, name2type[a]) for a in args])
+
+
+def dynamic_predicates(task: SasTask) -> frozenset[str]:
+    """Predicate names whose facts an operator can change (both polarities): the others are static."""
+    names = set()
+    for values in task.value_names:
+        for name in values:
+            if name != NONE_OF_THOSE:
+                _, predicate, _ = split_atom(name)
+                names.update((predicate, "not_" + predicate))
+    return frozenset(names)
