@@ -50,13 +50,15 @@ def pct(xs: list[float]) -> str:
 
 def engines_side_by_side(games: list[str], walk_steps: int) -> None:
     engines = {"stock": Engine(), "fast": FastEngine()}
-    times: dict[str, dict[str, list[float]]] = {name: {"compile": [], "first reset": [], "reset": [], "step": []}
-                                                for name in engines}
+    keys = ("step", "step CPU", "reset", "reset CPU", "first reset", "compile")
+    times: dict[str, dict[str, list[float]]] = {name: {key: [] for key in keys} for name in engines}
 
-    def clock(name: str, key: str, fn, *args):
-        t = time.perf_counter()
+    def clock(name: str, key: str, fn, *args):  # wall time, and this thread's CPU time (what preemption leaves out)
+        t, c = time.perf_counter(), time.thread_time()
         out = fn(*args)
         times[name][key].append(time.perf_counter() - t)
+        if f"{key} CPU" in times[name]:
+            times[name][f"{key} CPU"].append(time.thread_time() - c)
         return out
 
     for n, path in enumerate(games):
@@ -75,7 +77,7 @@ def engines_side_by_side(games: list[str], walk_steps: int) -> None:
                 break
     print(f"{len(games)} games, one random walk of up to {walk_steps} steps each (a quarter invalid), calls interleaved")
     print(f"  {'':22s} {'stock p50':>10s} {'p95':>10s} {'fast p50':>10s} {'p95':>10s} {'speedup p50':>12s}")
-    for key in ("step", "reset", "first reset", "compile"):
+    for key in keys:
         row = [np.percentile(times[name][key], q) * 1e3 for name in engines for q in (50, 95)]
         print(f"  {key + ' (ms)':22s} {row[0]:10.2f} {row[1]:10.2f} {row[2]:10.3f} {row[3]:10.3f} "
               f"{row[0] / row[2]:11.0f}x   n={len(times['fast'][key])}")
