@@ -203,3 +203,19 @@ def test_conditional_effects_and_axioms_match_fast_downward(engines, monkeypatch
             lib.apply_operator(chosen, None)
             state.apply(chosen)
     assert goals > 0
+
+
+def test_engines_sharing_a_game_keep_their_own_state():
+    path = _real(13)
+    one, two = FastEngine(), FastEngine()
+    game = one.compile(path)
+    assert two.compile(path) is game  # one compiled game, shared
+    first = one.reset(game)
+    two.reset(game)
+    for command in ("go to fridge 1", "open fridge 1"):
+        state = one.step(command)
+        assert state.feedback != "Nothing happens."
+    again = two.reset(game)
+    assert again.feedback == first.feedback and again["admissible_commands"] == first["admissible_commands"]
+    assert two.step("open fridge 1").feedback == "Nothing happens."  # two never went to the fridge
+    assert one.step("close fridge 1").feedback == "You close the fridge 1."
