@@ -50,19 +50,22 @@ def pct(xs: list[float]) -> str:
 
 def engines_side_by_side(games: list[str], walk_steps: int) -> None:
     engines = {"stock": Engine(), "fast": FastEngine()}
-    times: dict[str, dict[str, list[float]]] = {name: {"compile": [], "reset": [], "step": []} for name in engines}
+    keys = ("step", "step CPU", "reset", "reset CPU", "first reset", "compile")
+    times: dict[str, dict[str, list[float]]] = {name: {key: [] for key in keys} for name in engines}
 
-    def clock(name: str, key: str, fn, *args):
-        t = time.perf_counter()
+    def clock(name: str, key: str, fn, *args):  # wall time, and this thread's CPU time (what preemption leaves out)
+        t, c = time.perf_counter(), time.thread_time()
         out = fn(*args)
         times[name][key].append(time.perf_counter() - t)
+        if f"{key} CPU" in times[name]:
+            times[name][f"{key} CPU"].append(time.thread_time() - c)
         return out
 
     for n, path in enumerate(games):
         compiled = {name: clock(name, "compile", e.compile, path) for name, e in engines.items()}  # fast reuses
         rng = np.random.default_rng(n)
-        for _ in range(3):  # the first reset of a game derives its intro; the next ones are what an episode pays
-            states = {name: clock(name, "reset", e.reset, compiled[name]) for name, e in engines.items()}
+        for key in ("first reset", "reset", "reset"):  # the first derives the game's intro; then what an episode pays
+            states = {name: clock(name, key, e.reset, compiled[name]) for name, e in engines.items()}
         names = sorted(compiled["stock"].names)
         for _ in range(walk_steps):
             admissible = states["stock"]["admissible_commands"]
@@ -74,7 +77,7 @@ def engines_side_by_side(games: list[str], walk_steps: int) -> None:
                 break
     print(f"{len(games)} games, one random walk of up to {walk_steps} steps each (a quarter invalid), calls interleaved")
     print(f"  {'':22s} {'stock p50':>10s} {'p95':>10s} {'fast p50':>10s} {'p95':>10s} {'speedup p50':>12s}")
-    for key in ("step", "reset", "compile"):
+    for key in keys:
         row = [np.percentile(times[name][key], q) * 1e3 for name in engines for q in (50, 95)]
         print(f"  {key + ' (ms)':22s} {row[0]:10.2f} {row[1]:10.2f} {row[2]:10.3f} {row[3]:10.3f} "
               f"{row[0] / row[2]:11.0f}x   n={len(times['fast'][key])}")
@@ -113,6 +116,8 @@ FIRST_RESET = """
 import sys, time
 t0 = time.perf_counter()
 import gymnasium as gym, agentgym_r1
+from agentgym_r1.envs.alfworld.engine import import_textworld
+import_textworld()
 t1 = time.perf_counter()
 env = gym.make("AgentR1/ALFWorld-v0", source=sys.argv[1], split="train")
 t2 = time.perf_counter()
@@ -120,7 +125,7 @@ env.reset(seed=0)
 t3 = time.perf_counter()
 env.reset(seed=1)
 t4 = time.perf_counter()
-print(f"  {len(env.unwrapped.games)} games: import {t1 - t0:.2f} s, env (lists the split) {t2 - t1:.2f} s, "
+print(f"  {len(env.unwrapped.games)} games: imports {t1 - t0:.2f} s, env (lists the split) {t2 - t1:.2f} s, "
       f"first reset (compiles one game) {t3 - t2:.2f} s, a reset on another game {t4 - t3:.2f} s; "
       f"time to first reset {t3 - t1:.2f} s")
 """

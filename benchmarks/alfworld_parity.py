@@ -1,7 +1,7 @@
 """The fast ALFWorld engine against TextWorld's own, in full: seeded random walks, every state compared.
 
     PYTHONPATH=. python benchmarks/alfworld_parity.py [--data ../shared/data/alfworld] [--walks 2] [--steps 100]
-        [--generated 200] [--seed 0]
+        [--generated 200] [--seed 0] [--start 0] [--no-real]
 
 Every shared real game (``json_2.1.1/*/*/*/game.tw-pddl`` under ``--data``) and ``--generated`` generated games
 (seed ``--seed``, cached under the default cache directory) are played by both engines: ``--walks`` random walks of
@@ -31,13 +31,15 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--generated", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--start", type=int, default=0, help="first generated game index (to resume a run)")
+    parser.add_argument("--no-real", action="store_true", help="skip the real games")
     args = parser.parse_args()
-    real = [str(p) for p in sorted(Path(args.data).glob("json_2.1.1/*/*/*/game.tw-pddl"))]
+    real = [] if args.no_real else [str(p) for p in sorted(Path(args.data).glob("json_2.1.1/*/*/*/game.tw-pddl"))]
     print(f"{len(real)} real games under {args.data}, {args.generated} generated (seed {args.seed}); "
           f"{args.walks} walks x {args.steps} steps each", flush=True)
     stock, fast = Engine(), FastEngine()
     total, start = 0, time.perf_counter()
-    games = [("real", path) for path in real] + [("generated", i) for i in range(args.generated)]
+    games = [("real", path) for path in real] + [("generated", i) for i in range(args.start, args.start + args.generated)]
     for n, (kind, game) in enumerate(games):
         path = game if kind == "real" else str(generate(args.seed, int(game), TASK_TYPES))
         mismatch, compared = compare_walks(stock, fast, path, args.walks, args.steps, seed=n)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -106,12 +105,11 @@ def test_replan_after_steps_wins(engines):
 
 def test_env_plays_both_engines_alike():
     path = _real(9)
-    envs = [gym.make("AgentR1/ALFWorld-v0", source="generated", num_games=1, engine=name)
-            for name in ("fast", "textworld")]
-    assert isinstance(envs[0].unwrapped.engine, FastEngine) and isinstance(envs[1].unwrapped.engine, Engine)
+    envs = [ALFWorldEnv(source="generated", num_games=1, engine=name) for name in ("fast", "textworld")]
+    assert isinstance(envs[0].engine, FastEngine) and isinstance(envs[1].engine, Engine)
     first = [env.reset(options={"game_file": path}) for env in envs]
     assert first[0][0] == first[1][0] and first[0][1]["env"] == first[1][1]["env"]
-    plan = envs[0].unwrapped.expert_plan()
+    plan = envs[0].expert_plan()
     for command in [*plan[:2], "jump", *plan[2:]]:
         out = [env.step(command) for env in envs]
         assert out[0][:4] == out[1][:4] and out[0][4]["env"] == out[1][4]["env"]
@@ -203,3 +201,19 @@ def test_conditional_effects_and_axioms_match_fast_downward(engines, monkeypatch
             lib.apply_operator(chosen, None)
             state.apply(chosen)
     assert goals > 0
+
+
+def test_engines_sharing_a_game_keep_their_own_state():
+    path = _real(13)
+    one, two = FastEngine(), FastEngine()
+    game = one.compile(path)
+    assert two.compile(path) is game  # one compiled game, shared
+    first = one.reset(game)
+    two.reset(game)
+    for command in ("go to fridge 1", "open fridge 1"):
+        state = one.step(command)
+        assert state.feedback != "Nothing happens."
+    again = two.reset(game)
+    assert again.feedback == first.feedback and again["admissible_commands"] == first["admissible_commands"]
+    assert two.step("open fridge 1").feedback == "Nothing happens."  # two never went to the fridge
+    assert one.step("close fridge 1").feedback == "You close the fridge 1."
