@@ -2,7 +2,7 @@
 
 For each env and level, plays tasks ``0 .. N-1`` of the generated source (``reset(options={"index": i})``, so every
 task is a different one) with the leaderboard's baselines, and prints the success rate of each with its 95% Wilson
-interval; with ``--real``, the same baselines on the real data under ``/work/shared/data`` (or ``--data``) beside
+interval; with ``--real``, the same baselines on the real data under ``../shared/data`` (or ``--data``) beside
 them. Then the generators' speed per level: tasks made per second, from a cold start (ALFWorld: games written to a
 fresh cache directory; ``easy`` is solved by the planner, the other levels are solvable by construction).
 
@@ -140,7 +140,8 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=200, help="tasks per env and level (default 200)")
     ap.add_argument("--policies", default=None, help="a subset of random,<rule>,oracle by name (default: all three)")
     ap.add_argument("--real", action="store_true", help="also the real-data references under --data")
-    ap.add_argument("--data", default="/work/shared/data")
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"),
+                    help="the shared real data (default: ../shared/data beside the checkout)")
     ap.add_argument("--speed-tasks", type=int, default=200, help="tasks made per level for the speed figure (0: skip)")
     ap.add_argument("--cache-dir", default=None, help="ALFWorld game cache (default: a fresh temporary directory)")
     ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
