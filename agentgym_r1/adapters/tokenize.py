@@ -216,14 +216,16 @@ class ChatTokenizer:
 def parse_with_template(text: str, template: dict[str, Any], prefix: str, closings: Sequence[str] = ()) -> Message:
     """``text`` parsed by a response template (``transformers.utils.chat_parsing.parse_response``, what
     ``tokenizer.parse_response`` calls), retried with each of ``closings`` after it when it does not parse alone.
-    Raises ``ValueError`` (the first failure) when none parses."""
+    Raises ``ValueError`` (the first failure) when none parses. Model text is data: transformers' JSON content parser
+    (``chat_parsing/content_parsers.py`` ``_json``, ``json.loads``) raises ``RecursionError`` on deeply nested
+    brackets, which is a failed parse like any other."""
     from transformers.utils.chat_parsing import parse_response
 
     first: ValueError | None = None
     for closing in ("", *closings):
         try:
             return dict(parse_response(text + closing, template, prefix=prefix))
-        except (ValueError, TypeError, AttributeError, KeyError) as e:
+        except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as e:
             first = first or (e if isinstance(e, ValueError) else ValueError(f"{type(e).__name__}: {e}"))
     assert first is not None
     raise first

@@ -440,3 +440,20 @@ def test_parser_auto_gives_equal_envs_one_pool_key_and_pickles(tokenizer):
     parser = pickle.loads(pickle.dumps(first["parser"]))
     assert parser.parse('{"name": "calculator", "parameters": {"expression": "1+2"}}', {}).calls[0].arguments == {
         "expression": "1+2"}
+
+
+@pytest.mark.parametrize("name", ["qwen2_5", "gptoss", "llama3_1"])
+def test_native_parsers_take_the_worst_shapes_as_invalid_actions(tokenizer, name):
+    """Deep bracket nesting and opener runs at 100,000 characters: an invalid action, never an exception (transformers'
+    JSON content parser raised RecursionError on nested brackets inside a call)."""
+    from agentgym_r1.adapters.native import native_parser
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
+    parser = native_parser(chat)
+    call = NATIVE_CALLS[name]
+    deep = [call.replace('{"text": "abc"}', "[" * 50_000), "<tool_call>\n" + "[" * 99_000 + "\n</tool_call>",
+            "<tool_call>" * 9_000, "to=functions." * 7_000, "[TOOL_CALLS]" * 8_000, "a" + " " * 99_998 + "[x"]
+    for text in deep:
+        parsed = parser.parse(text, {"_echo": None})
+        assert parsed.kind == "invalid", (text[:40], parsed)
