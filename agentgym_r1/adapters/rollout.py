@@ -127,7 +127,8 @@ class RolloutEngine:
         self._slots = itertools.count()
         self._timings: dict[str, float] = {}
         self._rollouts = 0
-        self._checked: set[tuple[str, str]] = set()  # (env, options) the env backend has accepted
+        # (env, options) -> the options the envs get ("auto" parser resolved), accepted by the env backend
+        self._resolved: dict[tuple[str, str], dict[str, Any]] = {}
 
     # -- public API -------------------------------------------------------------------------------------------------
     def rollout(self, prompts: Sequence[Prompt | Mapping[str, Any]], samples_per_prompt: int | None = None,
@@ -139,10 +140,11 @@ class RolloutEngine:
             raise ConfigError(f"samples_per_prompt must be >= 1, got {g}")
         specs = _group_seeds([p if isinstance(p, Prompt) else Prompt(**p) for p in prompts], cfg.seed)
         for spec in specs:
-            key = (repr(spec.env), repr(sorted(spec.env_kwargs.items())))
-            if key not in self._checked:  # once per env and options: pickling a tokenizer-backed parser is not free
-                self.envs.check(spec.env, resolve_env_kwargs(spec.env_kwargs, self.chat))
-                self._checked.add(key)
+            # once per env and options: resolving them (a family parser) and pickling them is not free
+            if (key := _options_key(spec)) not in self._resolved:
+                resolved = resolve_env_kwargs(spec.env_kwargs, self.chat)
+                self.envs.check(spec.env, resolved)
+                self._resolved[key] = resolved
         self._timings = {"generate": 0.0, "env": 0.0, "tokenize": 0.0}
         self._rollouts += 1
         start = time.perf_counter()
@@ -172,7 +174,7 @@ class RolloutEngine:
             env_name = spec.env if isinstance(spec.env, str) else getattr(spec.env, "__name__", "factory")
             episode = Episode(f"r{self._rollouts}-g{group}-s{sample}", group, sample, env_name, [], seed=spec.seed)
             lives.append(_Live(episode, next(self._slots), [], []))
-            calls.append(EnvCall(lives[-1].slot, None, spec.env, resolve_env_kwargs(spec.env_kwargs, self.chat),
+            calls.append(EnvCall(lives[-1].slot, None, spec.env, self._resolved[_options_key(spec)],
                                  spec.seed, spec.options))
         t0 = time.perf_counter()
         replies = self.envs.run(calls)
@@ -237,6 +239,11 @@ def _group_seeds(specs: list[Prompt], seed: int | None) -> list[Prompt]:
     rng = np.random.default_rng(seed)
     return [s if s.seed is not None else Prompt(s.env, s.env_kwargs, int(rng.integers(2**31)), s.options)
             for s in specs]
+
+
+def _options_key(spec: Prompt) -> tuple[str, str]:
+    """What tells two prompts' env and options apart (their reprs: options hold functions and parser objects)."""
+    return repr(spec.env), repr(sorted(spec.env_kwargs.items()))
 
 
 def _messages(reply: EnvReply, previous: list[dict[str, Any]]) -> list[dict[str, Any]]:
