@@ -18,6 +18,7 @@ stop string (``</tool_call>``) instead, the closing is template scaffolding and 
 
 from __future__ import annotations
 
+import re
 import types
 from collections.abc import Sequence
 from typing import Any
@@ -213,22 +214,72 @@ class ChatTokenizer:
         return self.encode(self.suffix_text(history, new_messages, last_sampled, tools))
 
 
-def parse_with_template(text: str, template: dict[str, Any], prefix: str, closings: Sequence[str] = ()) -> Message:
-    """``text`` parsed by a response template (``transformers.utils.chat_parsing.parse_response``, what
-    ``tokenizer.parse_response`` calls), retried with each of ``closings`` after it when it does not parse alone.
-    Raises ``ValueError`` (the first failure) when none parses. Model text is data: transformers' JSON content parser
-    (``chat_parsing/content_parsers.py`` ``_json``, ``json.loads``) raises ``RecursionError`` on deeply nested
-    brackets, which is a failed parse like any other."""
-    from transformers.utils.chat_parsing import parse_response
+STREAM_CHUNK = 2048  # characters fed to transformers' parser at a time
+MAX_MARKERS = 256  # of each of a template's literal delimiters in one message
+MAX_NAME = 256  # characters of a tool or argument name
 
+
+def parse_with_template(text: str, template: dict[str, Any], prefix: str, closings: Sequence[str] = ()) -> Message:
+    """``text`` parsed by a response template with transformers' ``ResponseParser`` (what ``parse_response`` and
+    ``tokenizer.parse_response`` run), retried with each of ``closings`` after it when it does not parse alone.
+    Raises ``ValueError`` (the first failure) when none parses.
+
+    Model text is data, so the work is bounded: the text is fed in chunks of ``STREAM_CHUNK`` characters, as a
+    stream (``parse_response`` feeds it whole, and the ``regex`` module's partial matching, which ``feed`` uses to
+    hold back a delimiter that may still grow, takes time quadratic in the buffer on some delimiters: LFM2's
+    ``(?:<\\|tool_call_start\\|>\\[|,\\s*)`` on runs of ``<|`` or commas); the parser's streaming contract gives
+    the same message for any split. A text with more than ``MAX_MARKERS`` of one of the template's literal
+    delimiters (``</think>``, ``<|"|>``, ``<parameter=``, ...) is refused: the parser's work grows with the number of
+    regions and values as well as with the length (``content_parsers._json`` rewrites the whole text once per
+    string), and no message a model means holds that many. The template should
+    come through :func:`anchored`. transformers' JSON content parser (``json.loads``) raises ``RecursionError`` on
+    deeply nested brackets, which is a failed parse like any other."""
+    from transformers.utils.chat_parsing import ResponseParser
+
+    crowded = _crowded(text, template)
+    if crowded is not None:
+        raise ValueError(crowded)
     first: ValueError | None = None
     for closing in ("", *closings):
         try:
-            return dict(parse_response(text + closing, template, prefix=prefix))
+            parser = ResponseParser(template, prefix=prefix)
+            whole = text + closing
+            for start in range(0, len(whole), STREAM_CHUNK):
+                parser.feed(whole[start:start + STREAM_CHUNK])
+            return dict(parser.finalize()[0])
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as e:
             first = first or (e if isinstance(e, ValueError) else ValueError(f"{type(e).__name__}: {e}"))
     assert first is not None
     raise first
+
+
+def _crowded(text: str, template: dict[str, Any]) -> str | None:
+    """Why ``text`` holds too many of the template's markers to parse, or ``None``."""
+    for marker in sorted(_markers(template)):
+        count = text.count(marker)
+        if count > MAX_MARKERS:
+            return (f"the text holds {count} {marker!r}; a message is read with at most {MAX_MARKERS} of each of its "
+                    "family's markers")
+    return None
+
+
+def _markers(template: dict[str, Any]) -> set[str]:
+    """The literal delimiters of ``template``: each field's ``open``/``close``, the literal start of its patterns,
+    its JSON string delimiters and the literal start (or key separator, LFM2's ``=``) of its tag pattern."""
+    found: set[str] = set()
+    for spec in (template.get("fields") or {}).values():
+        if not isinstance(spec, dict):
+            continue
+        found.update(spec[key] for key in ("open", "close") if isinstance(spec.get(key), str))
+        found.update(prefix for key in ("open_pattern", "close_pattern") if isinstance(spec.get(key), str)
+                     and len(prefix := _literal_prefix(spec[key])) > 1)
+        args = spec.get("content_args") or {}
+        found.update(pair[0] for pair in args.get("string_delims") or () if pair)
+        tag = args.get("tag_pattern")
+        if isinstance(tag, str):
+            separator = _KEY_SEPARATOR.match(tag)
+            found.add(separator[1] if separator else _literal_prefix(tag))  # LFM2's "=": one per argument
+    return {m for m in found if m.strip()}
 
 
 def default_stop_ids(tokenizer: Any, family: Family = UNKNOWN) -> list[int]:
@@ -248,7 +299,13 @@ def default_stop_ids(tokenizer: Any, family: Family = UNKNOWN) -> list[int]:
 
 
 def response_template(tokenizer: Any, chat_template: str) -> dict[str, Any] | None:
-    """The family's response template for transformers' ``parse_response``: the tokenizer's own
+    """:func:`stock_response_template` rewritten by :func:`anchored` to parse any text in linear time."""
+    stock = stock_response_template(tokenizer, chat_template)
+    return anchored(stock) if isinstance(stock, dict) else stock
+
+
+def stock_response_template(tokenizer: Any, chat_template: str) -> dict[str, Any] | None:
+    """The family's response template for transformers' ``parse_response``, as given: the tokenizer's own
     (``tokenizer.response_template``), else the one TRL pairs with this exact template
     (``trl.chat_template_utils.add_response_schema``, given a stand-in object so the tokenizer is left as it is),
     else ``None``."""
@@ -271,6 +328,89 @@ def response_template(tokenizer: Any, chat_template: str) -> dict[str, Any] | No
         if holder.response_template is not None:
             return holder.response_template
     return None
+
+
+_UNANCHORED_LOOKAHEAD = "(?=[\\s\\S]*?"
+_LAZY_VALUE = "(?P<value>.*?)"
+_KEY_SEPARATOR = re.compile(r"\(\?P<key>[^)]*\)([^\\()\[\]{}.*+?|^$]+)")  # (?P<key>\w+)= -> "="
+_NAMED_RUN = re.compile(r"\(\?P<(key|name)>(\[[^\]]*\]|\\S|\\w)\+(\??)\)")  # (?P<key>[^>\n]+), (?P<name>\S+?)
+
+
+def anchored(template: dict[str, Any]) -> dict[str, Any]:
+    """``template`` rewritten so that transformers' parser reads any text in time linear in its length, with the same
+    result for every well-formed message. Rewrites of patterns that scan to the end of the text from each
+    place they are tried (transformers' ``ResponseParser._scan`` calls ``pattern.search(buffer, pos)`` and
+    ``content_parsers._xml_inline`` calls ``regex.finditer(tag_pattern, body)``, ``chat_parsing/``):
+
+    * a delimiter that is a lookahead for a later marker, ``(?=[\\s\\S]*?X)`` (the reasoning open of the Nemotron 3
+      and DeepSeek-R1 templates, ``X = </think>``), is anchored at the search position with ``\\G``: it holds at a
+      position exactly when ``X`` occurs at or after it, so if it fails at ``pos`` it fails at every later position
+      (for a full or a partial match alike) and the anchored search finds the same match in one scan;
+    * an xml-inline tag pattern's lazy value ``(?P<value>.*?)`` (Qwen3.5/3.6 and Nemotron ``<parameter=K>V
+      </parameter>``, GLM ``<arg_key>K</arg_key><arg_value>V</arg_value>``) may not run over the tag's own opener
+      (``<parameter=``, ``<arg_key>``), so an opener never closed scans only to the next opener. A well-formed call
+      closes each value before the next tag opens, so it parses the same; a value holding an unclosed opener is read
+      from the last opener instead of the first;
+    * a named run, a tool's or an argument's name (gpt-oss ``to=functions\\.(?P<name>\\S+?)<\\|channel\\|>``,
+      ``<function=(?P<name>[^\\n>]+)>``, ``<parameter=(?P<key>[^>\\n]+)>``), is at most ``MAX_NAME`` characters: an
+      opener whose name never ends then fails after that many characters instead of at the end of the text (and
+      stops holding the stream back as a match that might still grow)."""
+    fields = template.get("fields")
+    if not isinstance(fields, dict):
+        return template
+    out = {**template, "fields": {}}
+    for name, spec in fields.items():
+        if isinstance(spec, dict):
+            spec = {**spec, **{key: "\\G" + spec[key] for key in ("open_pattern", "close_pattern")
+                               if isinstance(spec.get(key), str) and _whole_lookahead(spec[key])}}
+            if isinstance(spec.get("open_pattern"), str):
+                spec["open_pattern"] = _bounded_runs(spec["open_pattern"])
+            args = spec.get("content_args")
+            tag = args.get("tag_pattern") if isinstance(args, dict) else None
+            if spec.get("content") == "xml-inline" and isinstance(tag, str):
+                spec["content_args"] = {**args, "tag_pattern": _bounded_runs(tag)}
+        out["fields"][name] = spec
+    return out
+
+
+def _bounded_runs(pattern: str) -> str:
+    """``pattern`` with its named runs (``(?P<name>\\S+?)``, ``(?P<key>[^>\\n]+)``) at most ``MAX_NAME`` characters
+    long, and its lazy ``(?P<value>.*?)`` kept from running over the pattern's own opener (its literal start)."""
+    opener = _literal_prefix(pattern)
+    if len(opener) > 1:
+        pattern = pattern.replace(_LAZY_VALUE, f"(?P<value>(?:(?!{re.escape(opener)})[\\s\\S])*?)")
+    return _NAMED_RUN.sub(lambda m: f"(?P<{m[1]}>{m[2]}{{1,{MAX_NAME}}}{m[3]})", pattern)
+
+
+def _literal_prefix(pattern: str) -> str:
+    """The characters ``pattern`` starts with before its first regex construct (``<parameter=`` of
+    ``<parameter=(?P<key>...``)."""
+    end = next((i for i, ch in enumerate(pattern) if ch in "\\()[]{}.*+?|^$"), len(pattern))
+    return pattern[:end]
+
+
+def _whole_lookahead(pattern: str) -> bool:
+    """Whether ``pattern`` is one ``(?=[\\s\\S]*?...)`` group and nothing else (escapes and classes skipped)."""
+    if not pattern.startswith(_UNANCHORED_LOOKAHEAD):
+        return False
+    depth, i, in_class = 0, 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i == len(pattern) - 1
+        i += 1
+    return False
 
 
 _PARSER_OF = {"gpt-oss": "gptoss", "gemma4": "gemma4"}  # families with one tool-call format: TRL's template for it

@@ -457,3 +457,98 @@ def test_native_parsers_take_the_worst_shapes_as_invalid_actions(tokenizer, name
     for text in deep:
         parsed = parser.parse(text, {"_echo": None})
         assert parsed.kind == "invalid", (text[:40], parsed)
+
+
+TEMPLATE_FAMILIES = ["nemotron_3_nano", "qwen3_6", "glm4moe", "lfm2_2_5", "gemma4", "gptoss", "llama3_1"]
+
+
+def _well_formed(name: str) -> list[str]:
+    """Messages a model of the family means: its call, two calls, a long reasoning or answer around it, an answer."""
+    call = NATIVE_CALLS[name]
+    prose = "The capital, as the record says, is Paris. " * 400
+    return [call, call.replace("abc", "a, b = c"), f"{prose}{call}", f"<answer>{prose}</answer>",
+            call + "\n" + call if name not in ("llama3_1", "gptoss") else call, prose]
+
+
+@pytest.mark.parametrize("name", TEMPLATE_FAMILIES)
+def test_rewritten_response_templates_parse_well_formed_messages_as_transformers_does(tokenizer, name):
+    """The linear rewrite of the family's response template, fed in chunks, reads every well-formed message as
+    transformers' own ``parse_response`` does with the template as TRL ships it, in one piece."""
+    from transformers.utils.chat_parsing import parse_response
+
+    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.tokenize import STREAM_CHUNK, parse_with_template, stock_response_template
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
+    stock = stock_response_template(chat.tokenizer, TEMPLATES[name])
+    assert stock is not None
+    prefix = chat.shape.generation_prompt
+    texts = _well_formed(name)
+    assert max(map(len, texts)) > 2 * STREAM_CHUNK  # the long ones cross chunk boundaries
+    for text in texts:
+        try:
+            expected = dict(parse_response(text, stock, prefix=prefix))
+        except ValueError:
+            expected = None
+        try:
+            got = parse_with_template(text, chat.response_template, prefix)
+        except ValueError:
+            got = None
+        assert got == expected, (name, text[:80])
+
+
+def test_response_templates_have_no_pattern_that_rescans_to_the_end(tokenizer):
+    """The patterns that made parsing quadratic are rewritten: Nemotron's reasoning lookahead is anchored, the
+    XML-style tag values may not run over their opener, and names (gpt-oss's call name, the tag keys) are bounded."""
+    from agentgym_r1.adapters.tiny import family_tokenizer
+
+    def template(name):
+        return ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name])).response_template["fields"]
+
+    assert template("nemotron_3_nano")["reasoning_content"]["open_pattern"].startswith("\\G(?=")
+    for name in ("qwen3_6", "nemotron_3_nano", "glm4moe"):
+        tag = template(name)["tool_calls"]["content_args"]["tag_pattern"]
+        assert "(?P<value>.*?)" not in tag and "(?!" in tag and "{1,256}" in tag, tag
+    assert "(?P<name>\\S{1,256}?)" in template("gptoss")["tool_calls"]["open_pattern"]
+
+
+CROWDED = {  # a marker of each family's format, past the marker cap, after the family's call opener
+    "nemotron_3_nano": ("<tool_call>\n<function=_echo>\n", "<parameter=text>\n"),
+    "qwen3_6": ("<tool_call>\n<function=_echo>\n", "<parameter=text>\n"),
+    "glm4moe": ("<tool_call>_echo\n", "<arg_key>text</arg_key>\n<arg_value>"),
+    "lfm2_2_5": ("<|tool_call_start|>[_echo(", "text='a', "),
+    "gemma4": ("<|tool_call>call:_echo{text:", '<|"|>'),
+    "gptoss": ("", "to=functions._echo"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CROWDED))
+def test_texts_crowded_with_a_family_s_markers_are_invalid_actions_before_parsing(tokenizer, name):
+    """More of one marker than any meant message holds (the parser's work grows with them: 70 s for Qwen3.5/Nemotron
+    ``<parameter=`` runs at 100,000 characters before) is an invalid action naming the cap, and transformers' parser
+    is never fed; at the cap the text still reaches it."""
+    import transformers.utils.chat_parsing as chat_parsing
+
+    from agentgym_r1.adapters.native import native_parser
+    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.tokenize import MAX_MARKERS
+
+    chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
+    parser = native_parser(chat)
+    head, marker = CROWDED[name]
+    fed: list[int] = []
+    original = chat_parsing.ResponseParser.feed
+
+    def counting(self, text):
+        fed.append(len(text))
+        return original(self, text)
+
+    chat_parsing.ResponseParser.feed = counting
+    try:
+        crowded = parser.parse(head + marker * (MAX_MARKERS + 1) + "a" * 50_000, {"_echo": None})
+        assert crowded.kind == "invalid" and f"at most {MAX_MARKERS}" in crowded.error, crowded
+        assert fed == []
+        parser.parse(head + marker * (MAX_MARKERS // 4), {"_echo": None})
+        assert fed  # under the cap: parsed
+    finally:
+        chat_parsing.ResponseParser.feed = original
