@@ -466,7 +466,7 @@ def _well_formed(name: str) -> list[str]:
     """Messages a model of the family means: its call, two calls, a long reasoning or answer around it, an answer."""
     call = NATIVE_CALLS[name]
     prose = "The capital, as the record says, is Paris. " * 400
-    return [call, call.replace("abc", "a, b = c"), f"{prose}{call}", f"<answer>{prose}</answer>",
+    return [call, call.replace("abc", "a, b = c"), call.replace("abc", " x <y> </z\n w "), f"{prose}{call}", f"<answer>{prose}</answer>",
             call + "\n" + call if name not in ("llama3_1", "gptoss") else call, prose]
 
 
