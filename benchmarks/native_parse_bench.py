@@ -3,8 +3,8 @@
 For every text-only chat template TRL ships (their ``_training`` twins parse alike and are left out), the env parser
 ``parser="auto"`` builds (:func:`agentgym_r1.adapters.native.native_parser`, over a tiny tokenizer carrying the
 family's special tokens) parses: runs of every family's openers and markers alone and after each family's call
-opener, the same runs cut at the marker cap (:data:`agentgym_r1.adapters.tokenize.MAX_MARKERS`, the most text that
-still reaches transformers' parser), and the fuzz corpus (:func:`agentgym_r1.core.fuzz.adversarial_actions`).
+opener, the same runs cut at the marker caps (``MAX_STRING_DELIMITERS`` and ``MAX_MARKERS`` of
+:mod:`agentgym_r1.adapters.tokenize`: the most markers that still reach transformers' parser), and the fuzz corpus (:func:`agentgym_r1.core.fuzz.adversarial_actions`).
 It prints the worst parse per family and the shape that took it. With ``--stock-chars N`` it also times
 transformers' own ``parse_response`` with TRL's template unchanged (what the env parsed with before) on the same
 shapes cut to N characters, for the families given with ``--stock``.
@@ -28,7 +28,7 @@ from agentgym_r1.adapters import ChatTokenizer
 from agentgym_r1.adapters.families import trl_text_templates
 from agentgym_r1.adapters.native import native_parser
 from agentgym_r1.adapters.tiny import family_tokenizer, gsm8k_corpus, train_tokenizer
-from agentgym_r1.adapters.tokenize import MAX_MARKERS, stock_response_template
+from agentgym_r1.adapters.tokenize import MAX_MARKERS, MAX_STRING_DELIMITERS, stock_response_template
 from agentgym_r1.core.fuzz import adversarial_actions
 
 UNITS = ("<arg_key>", "<arg_key>k</arg_key>\n<arg_value>", "<arg_value>", ", then", "to=functions.", "<tool_call>",
@@ -46,8 +46,8 @@ def _run(unit: str, head: str, chars: int) -> str:
 def shapes(chars: int) -> list[tuple[str, str]]:
     """(label, text): opener runs after each head, the same runs cut at the marker cap, and the fuzz corpus."""
     out = [(f"{head!r}+{unit!r}*", _run(unit, head, chars)) for head in HEADS for unit in UNITS]
-    out += [(f"{head!r}+{unit!r}*{MAX_MARKERS} + filler", (head + unit * MAX_MARKERS + "a" * chars)[:chars])
-            for head in HEADS for unit in UNITS]
+    out += [(f"{head!r}+{unit!r}*{cap} + filler", (head + unit * cap + "a" * chars)[:chars])
+            for head in HEADS for unit in UNITS for cap in (MAX_STRING_DELIMITERS, MAX_MARKERS)]
     out += [(repr(a[:24]), a) for a in adversarial_actions(count=20, max_chars=chars)]
     return out
 
@@ -76,7 +76,7 @@ def main() -> None:
         base = train_tokenizer(gsm8k_corpus(30), tmp, vocab_size=400)
         texts = shapes(a.chars)
         overall = (0.0, "", "")
-        print(f"{len(texts)} shapes of {a.chars:,} characters (marker cap {MAX_MARKERS})")
+        print(f"{len(texts)} shapes of {a.chars:,} characters (marker caps {MAX_STRING_DELIMITERS} and {MAX_MARKERS})")
         for name in names:
             chat = ChatTokenizer(family_tokenizer(base, templates[name]))
             env_parser = native_parser(chat)

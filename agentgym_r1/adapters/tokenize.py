@@ -216,6 +216,7 @@ class ChatTokenizer:
 
 STREAM_CHUNK = 2048  # characters fed to transformers' parser at a time
 MAX_MARKERS = 256  # of each of a template's literal delimiters in one message
+MAX_STRING_DELIMITERS = 64  # of a JSON region's custom string delimiter (Gemma 4's <|"|>): 32 strings
 MAX_NAME = 256  # characters of a tool or argument name
 
 
@@ -229,7 +230,8 @@ def parse_with_template(text: str, template: dict[str, Any], prefix: str, closin
     hold back a delimiter that may still grow, takes time quadratic in the buffer on some delimiters: LFM2's
     ``(?:<\\|tool_call_start\\|>\\[|,\\s*)`` on runs of ``<|`` or commas); the parser's streaming contract gives
     the same message for any split. A text with more than ``MAX_MARKERS`` of one of the template's literal
-    delimiters (``</think>``, ``<|"|>``, ``<parameter=``, ...) is refused: the parser's work grows with the number of
+    delimiters (``</think>``, ``<parameter=``, ...), or more than ``MAX_STRING_DELIMITERS`` of a JSON region's string
+    delimiter (``<|"|>``), is refused: the parser's work grows with the number of
     regions and values as well as with the length (``content_parsers._json`` rewrites the whole text once per
     string), and no message a model means holds that many. The template should
     come through :func:`anchored`. transformers' JSON content parser (``json.loads``) raises ``RecursionError`` on
@@ -255,17 +257,23 @@ def parse_with_template(text: str, template: dict[str, Any], prefix: str, closin
 
 def _crowded(text: str, template: dict[str, Any]) -> str | None:
     """Why ``text`` holds too many of the template's markers to parse, or ``None``."""
-    for marker in sorted(_markers(template)):
-        count = text.count(marker)
-        if count > MAX_MARKERS:
-            return (f"the text holds {count} {marker!r}; a message is read with at most {MAX_MARKERS} of each of its "
-                    "family's markers")
+    strings = _string_delimiters(template)
+    for marker in sorted(_markers(template) | strings):
+        count, cap = text.count(marker), MAX_STRING_DELIMITERS if marker in strings else MAX_MARKERS
+        if count > cap:
+            return f"the text holds {count} {marker!r}; a message is read with at most {cap} of it"
     return None
 
 
+def _string_delimiters(template: dict[str, Any]) -> set[str]:
+    """The opening string delimiters of the template's JSON regions (Gemma 4's ``<|"|>``)."""
+    return {pair[0] for spec in (template.get("fields") or {}).values() if isinstance(spec, dict)
+            for pair in (spec.get("content_args") or {}).get("string_delims") or () if pair and pair[0]}
+
+
 def _markers(template: dict[str, Any]) -> set[str]:
-    """The literal delimiters of ``template``: each field's ``open``/``close``, the literal start of its patterns,
-    its JSON string delimiters and the literal start (or key separator, LFM2's ``=``) of its tag pattern."""
+    """The literal delimiters of ``template``: each field's ``open``/``close``, the literal start of its patterns and
+    the literal start (or key separator, LFM2's ``=``) of its tag pattern."""
     found: set[str] = set()
     for spec in (template.get("fields") or {}).values():
         if not isinstance(spec, dict):
@@ -274,7 +282,6 @@ def _markers(template: dict[str, Any]) -> set[str]:
         found.update(prefix for key in ("open_pattern", "close_pattern") if isinstance(spec.get(key), str)
                      and len(prefix := _literal_prefix(spec[key])) > 1)
         args = spec.get("content_args") or {}
-        found.update(pair[0] for pair in args.get("string_delims") or () if pair)
         tag = args.get("tag_pattern")
         if isinstance(tag, str):
             separator = _KEY_SEPARATOR.match(tag)

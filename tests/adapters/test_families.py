@@ -531,11 +531,12 @@ def test_texts_crowded_with_a_family_s_markers_are_invalid_actions_before_parsin
 
     from agentgym_r1.adapters.native import native_parser
     from agentgym_r1.adapters.tiny import family_tokenizer
-    from agentgym_r1.adapters.tokenize import MAX_MARKERS
+    from agentgym_r1.adapters.tokenize import MAX_MARKERS, MAX_STRING_DELIMITERS
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
     parser = native_parser(chat)
     head, marker = CROWDED[name]
+    cap = MAX_STRING_DELIMITERS if name == "gemma4" else MAX_MARKERS
     fed: list[int] = []
     original = chat_parsing.ResponseParser.feed
 
@@ -545,10 +546,10 @@ def test_texts_crowded_with_a_family_s_markers_are_invalid_actions_before_parsin
 
     chat_parsing.ResponseParser.feed = counting
     try:
-        crowded = parser.parse(head + marker * (MAX_MARKERS + 1) + "a" * 50_000, {"_echo": None})
-        assert crowded.kind == "invalid" and f"at most {MAX_MARKERS}" in crowded.error, crowded
+        crowded = parser.parse(head + marker * (cap + 1) + "a" * 50_000, {"_echo": None})
+        assert crowded.kind == "invalid" and f"at most {cap}" in crowded.error, crowded
         assert fed == []
-        parser.parse(head + marker * (MAX_MARKERS // 4), {"_echo": None})
+        parser.parse(head + marker * (cap // 4), {"_echo": None})
         assert fed  # under the cap: parsed
     finally:
         chat_parsing.ResponseParser.feed = original
