@@ -174,7 +174,8 @@ def build_rows(store: ResultsStore) -> list[Row]:
         rows.append(row)
     stored = {run["policy"] for run in store.runs()}
     for rec in trainings:
-        rows += [Row(rec.env_id, rec.source, label, "trained", status="missing", message=training_state(rec),
+        status = "skipped" if rec.status == "skipped" else "missing"
+        rows += [Row(rec.env_id, rec.source, label, "trained", status=status, message=training_state(rec),
                      options=options_label(rec.env_kwargs)) for spec, label in trained_labels(rec).items()
                  if spec not in stored]
     return rows
@@ -195,8 +196,8 @@ def training_state(rec: TrainingRecord) -> str:
             return f"still training (pid {rec.pid}, {rec.message})"
         return (f"the training process (pid {rec.pid}) ended before it finished, during {rec.message} (killed?); "
                 f"{again}")
-    if rec.status == "done":
-        return "trained"
+    if rec.status in ("done", "skipped"):
+        return rec.message or "trained"
     return f"{rec.message}; {again}"
 
 

@@ -167,9 +167,10 @@ def run_board(args: argparse.Namespace, train_budget: Any = None, train_callback
           f"results in {args.results}; HTML board in {html_path}")
     for o in failed:
         print(f"agentgym-r1: failed: {o.job.env_id} {o.job.policy}: {o.message}", file=sys.stderr)
-    missing = [r for r in trained if r.status != "done"]
-    for r in missing:
-        print(f"agentgym-r1: {r.status}: the trained agent on {r.env_id}: {r.message}", file=sys.stderr)
+    missing = [r for r in trained if r.status not in ("done", "skipped")]
+    for r in trained:
+        if r.status != "done":
+            print(f"agentgym-r1: {r.status}: the trained agent on {r.env_id}: {r.message}", file=sys.stderr)
     return 130 if interrupted else 1 if failed or missing else 0
 
 
@@ -179,9 +180,12 @@ def _train(plans: list, callbacks: Any) -> tuple[list, bool]:
     from agentgym_r1.leaderboard.training import train_on_board
 
     if plans:  # transformers' bars for every checkpoint written and loaded: our own lines say where training is
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
+        try:
+            from transformers.utils import logging as hf_logging
+        except ImportError:  # no train extra: the training is skipped, saying so
+            pass
+        else:
+            hf_logging.disable_progress_bar()
     done = []
     for plan in plans:
         try:

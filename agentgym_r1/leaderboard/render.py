@@ -81,6 +81,8 @@ def training_summary(rec: TrainingRecord) -> str:
             f"({b.get('grpo_prompts')} tasks x {b.get('generations')} samples a step), seed {b.get('seed')}.")
     curve = ", ".join(f"{int(p[0])}: {100 * p[1]:.1f}" for p in rec.curve)
     points = f" Held-out success by GRPO step (greedy, {int(rec.curve[0][2])} episodes): {curve}." if rec.curve else ""
+    if rec.status == "skipped":
+        return f"{what} Not trained here: {training_state(rec)}"
     if rec.status != "done":
         return f"{what} TRAINING ROW MISSING: {training_state(rec)}.{points}"
     (_, first, n), (steps, last, _) = rec.curve[0], rec.curve[-1]

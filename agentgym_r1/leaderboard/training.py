@@ -15,7 +15,7 @@ episodes from the generator seeded 1 (:data:`HELD_OUT_OPTIONS`), which training 
 
 What happens is recorded in the results store (:class:`~agentgym_r1.leaderboard.store.TrainingRecord`) as it goes:
 ``running`` when it starts, each curve point as it is read, then ``done``, ``failed`` (an exception, with its
-message) or ``interrupted`` (Ctrl-C). A process killed outright leaves ``running``, which the board reads as
+message) or ``interrupted`` (Ctrl-C); ``skipped`` without the ``train`` extra. A process killed outright leaves ``running``, which the board reads as
 interrupted once the process is gone. The board then shows the rows that finished and says which training row is
 missing and why. The checkpoints go to ``out_dir`` (``sft/``, ``grpo/``); a rerun keeps a finished SFT checkpoint and
 trains again what did not finish.
@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgym_r1.error import DependencyNotInstalled, require
 from agentgym_r1.leaderboard.jobs import Job, canonical, job_meta, run_jobs
 from agentgym_r1.leaderboard.store import ResultsStore, TrainingRecord
 from agentgym_r1.leaderboard.suites import TRAINED_ENTRY, TRAINED_HELD_OUT_OPTIONS, TRAINED_TASK_OPTIONS
@@ -110,6 +111,14 @@ def train_on_board(plan: TrainPlan, callbacks: Sequence[Any] = (), say: Callable
     training is recorded (``failed``) and returned, not raised; Ctrl-C is recorded (``interrupted``) and re-raised."""
     store = ResultsStore(plan.results)
     try:
+        try:  # the README's main job installs the train extra; without it the board says so, and goes on
+            for module in ("torch", "transformers", "trl"):
+                require(module, "train", "the quick suite's trained agent")
+        except DependencyNotInstalled as e:
+            rec = TrainingRecord(plan.key, ENV_ID, SOURCE, canonical(HELD_OUT_OPTIONS), "skipped", str(e),
+                                 plan.spec("sft"), plan.spec("grpo"), plan.budget.grpo_steps, [], asdict(plan.budget))
+            store.save_training(rec)
+            return rec
         old = next((r for r in store.trainings() if r.key == plan.key), None)
         if old is not None and old.status == "done" and _complete(plan.out_dir / "grpo"):
             say(f"tiny agent: trained already ({plan.out_dir / 'grpo'}); its rows resume")

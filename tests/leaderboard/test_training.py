@@ -213,3 +213,17 @@ def test_a_bad_step_budget_is_refused_before_any_work(tmp_path, capsys):
                  "--results", str(tmp_path / "lb.sqlite")]) == 2
     assert "grpo_steps must be at least 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "lb.sqlite").exists()
+
+
+def test_without_the_train_extra_the_agent_is_skipped_saying_so(tmp_path):
+    """The board's own install (no ``train`` extra): the training is skipped with the install line, the rest runs."""
+    results = tmp_path / "lb.sqlite"
+    code = ("import sys; sys.modules['trl'] = None;"  # an import of trl now raises ImportError, as if not installed
+            "from agentgym_r1.cli import main; sys.exit(main(['leaderboard', 'run', '--suite', 'quick', '--env', "
+            f"'{GSM8K}', '--episodes', '2', '--workers', '1', '--results', sys.argv[1]]))")
+    done = subprocess.run([sys.executable, "-c", code, str(results)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    (rec,) = trainings(results)
+    assert rec.status == "skipped" and 'pip install "agentgym-r1[train]"' in rec.message
+    assert "Not trained here" in done.stdout and "skipped: the quick suite's trained agent needs" in done.stdout
