@@ -51,7 +51,7 @@ class TrainBudget:
     """How much training the run does: fixed step counts (reproducible), the model's size and the recipe."""
 
     sft_steps: int = 850
-    grpo_steps: int = 30
+    grpo_steps: int = 40
     eval_every: int = 10
     sft_episodes: int = 4000
     sft_batch: int = 16
@@ -248,7 +248,7 @@ def _grpo(plan: TrainPlan, rec: TrainingRecord, store: ResultsStore, mark: Calla
         max_turns=budget.max_turns, max_new_tokens=budget.max_new_tokens, num_generations=budget.generations,
         per_device_train_batch_size=budget.grpo_prompts * budget.generations,
         max_completion_length=budget.max_completion_length, learning_rate=budget.grpo_lr,
-        lr_scheduler_type="cosine", beta=0.0, temperature=1.0, max_steps=budget.grpo_steps,
+        lr_scheduler_type="constant", beta=0.0, temperature=1.0, max_steps=budget.grpo_steps,
         logging_steps=budget.eval_every, report_to="none", gradient_checkpointing=False, save_strategy="no",
         use_cpu=True, bf16=False, num_tasks=max(1024, budget.grpo_steps * budget.grpo_prompts), seed=budget.seed,
         data_seed=budget.seed, disable_tqdm=True)
