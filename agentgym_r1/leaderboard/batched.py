@@ -129,17 +129,34 @@ class EnginePlayer:
 
     def __init__(self, spec: str, timeout: float = 60.0, max_context_tokens: int = 4096, env_backend: str = "thread",
                  env_workers: int = 0, ray_address: str | None = None) -> None:
+        kind, path, options = model_dir(spec)
+        backend, chat = (_hf_backend(path, options.get("device", "cpu")) if kind == "hf" else _vllm_backend(path))
+        self._start(spec, backend, chat, int(options.get("max_new_tokens", 256)),
+                    {"max_time": timeout} if kind == "hf" else {}, max_context_tokens=max_context_tokens,
+                    env_backend=env_backend, env_workers=env_workers, ray_address=ray_address)
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any, max_new_tokens: int = 256, timeout: float = 60.0) -> EnginePlayer:
+        """A transformers model in memory, played exactly as ``hf:PATH?max_new_tokens=N`` plays its saved copy (the
+        same backend, greedy sampling and engine settings): the trained agent's learning curve is read this way."""
+        from agentgym_r1.adapters.backends.hf import HFBackend
+        from agentgym_r1.adapters.tokenize import ChatTokenizer
+
+        player = cls.__new__(cls)
+        chat = ChatTokenizer(tokenizer)
+        player._start(f"hf:<in memory>?max_new_tokens={max_new_tokens}", HFBackend(model, chat), chat,
+                      max_new_tokens, {"max_time": timeout})
+        return player
+
+    def _start(self, name: str, backend: Any, chat: Any, max_new_tokens: int, extra: dict[str, Any],
+               max_context_tokens: int = 4096, **config: Any) -> None:
         from agentgym_r1.adapters.backends.base import SamplingParams
         from agentgym_r1.adapters.rollout import RolloutConfig, RolloutEngine
 
-        kind, path, options = model_dir(spec)
-        self.name = spec
-        backend, chat = (_hf_backend(path, options.get("device", "cpu")) if kind == "hf" else _vllm_backend(path))
-        sampling = SamplingParams(max_new_tokens=int(options.get("max_new_tokens", 256)), temperature=0.0,
-                                  extra={"max_time": timeout} if kind == "hf" else {})
-        config = RolloutConfig(max_context_tokens=max_context_tokens, sampling=sampling, seed=None,
-                               env_backend=env_backend, env_workers=env_workers, ray_address=ray_address)
-        self.engine = RolloutEngine(backend, chat, config)
+        self.name = name
+        sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, extra=extra)
+        self.engine = RolloutEngine(backend, chat, RolloutConfig(max_context_tokens=max_context_tokens,
+                                                                 sampling=sampling, seed=None, **config))
 
     def play(self, env_id: str, env_kwargs: dict[str, Any], items: Sequence[Item],
              batch: int) -> Iterator[EpisodeRecord]:

@@ -11,10 +11,11 @@ tasks (Wilson over tasks when every task's estimate is 0 or 1). ``eval`` and the
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 from agentgym_r1.leaderboard.policies import env_family
-from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore
+from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore, TrainingRecord
 from agentgym_r1.leaderboard.suites import options_label
 
 # Per env family: (metric key in info["metrics"], column label, in percent). "success" is the episode's success flag.
@@ -64,7 +65,7 @@ class Row:
     env_id: str
     source: str
     policy: str
-    kind: str  # random | baseline | oracle | model | reported
+    kind: str  # random | baseline | oracle | model | trained | reported
     episodes: int = 0
     planned: int = 0
     metrics: dict[str, Stat] = field(default_factory=dict)
@@ -155,17 +156,61 @@ def metric_columns(env_id: str) -> tuple[tuple[str, str], ...]:
 
 
 def build_rows(store: ResultsStore) -> list[Row]:
-    """One row per stored run, then the reported rows of each env family on the board."""
+    """One row per stored run (a trained agent's two runs under their names), and a ``missing`` row for each row of
+    a training that did not finish."""
+    trainings = store.trainings()
+    names = {spec: (label, rec) for rec in trainings for spec, label in trained_labels(rec).items()}
     rows: list[Row] = []
     for run in store.runs():
         episodes = store.episodes(run["id"])
-        row = Row(run["env_id"], run["source"] or "", run["policy"], run["policy_kind"] or "", len(episodes),
-                  run["episodes"] or 0, status=run["status"] or "", message=run["message"], seed=run["seed"],
-                  meta={k: str(run[k]) for k in ("env_version", "package_version", "git_commit", "updated_at")},
-                  options=options_label(run["env_kwargs"] or ""))
+        label, rec = names.get(run["policy"], (run["policy"], None))
+        row = Row(run["env_id"], run["source"] or "", label, "trained" if rec else run["policy_kind"] or "",
+                  len(episodes), run["episodes"] or 0, status=run["status"] or "", message=run["message"],
+                  seed=run["seed"], options=options_label(run["env_kwargs"] or ""),
+                  meta={k: str(run[k]) for k in ("env_version", "package_version", "git_commit", "updated_at")})
+        if rec is not None and rec.status != "done" and row.status != "done":
+            row.status, row.message = "missing", training_state(rec)
         fill(row, episodes)
         rows.append(row)
+    stored = {run["policy"] for run in store.runs()}
+    for rec in trainings:
+        status = "skipped" if rec.status == "skipped" else "missing"
+        rows += [Row(rec.env_id, rec.source, label, "trained", status=status, message=training_state(rec),
+                     options=options_label(rec.env_kwargs)) for spec, label in trained_labels(rec).items()
+                 if spec not in stored]
     return rows
+
+
+def trained_labels(rec: TrainingRecord) -> dict[str, str]:
+    """The board's names of a trained agent's two rows, by their policy spec (``hf:CHECKPOINT?...``)."""
+    b = rec.budget
+    return {rec.before_policy: f"tiny agent, before training (SFT {b.get('sft_steps')} steps)",
+            rec.after_policy: f"tiny agent, after training (SFT + GRPO {b.get('grpo_steps')} steps)"}
+
+
+def training_state(rec: TrainingRecord) -> str:
+    """Why a training's row is missing (or that it is still training), in one line."""
+    again = "rerun `agentgym-r1 leaderboard run --suite quick` to train it again"
+    if rec.status == "running":
+        if rec.pid and _alive(rec.pid):
+            return f"still training (pid {rec.pid}, {rec.message})"
+        return (f"the training process (pid {rec.pid}) ended before it finished, during {rec.message} (killed?); "
+                f"{again}")
+    if rec.status in ("done", "skipped"):
+        return rec.message or "trained"
+    return f"{rec.message}; {again}"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # this process shows the board, so it is not training
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process with that id
+        return True
+    return True
 
 
 def fill(row: Row, episodes: list[EpisodeRecord]) -> Row:

@@ -28,6 +28,12 @@ def add_leaderboard_parser(sub: Any) -> None:
     run.add_argument("--workers", type=int, default=None, help="envs run in parallel (default: CPU cores)")
     add_play_options(run)
     run.add_argument("--html", default=None, help="where to write the HTML board (default: beside the results)")
+    run.add_argument("--no-train", action="store_true",
+                     help="skip the tiny agent the quick suite trains in the run (SFT, then GRPO on GSM8K)")
+    run.add_argument("--sft-steps", type=int, default=None, help="the trained agent's SFT steps (default: TrainBudget.sft_steps)")
+    run.add_argument("--train-steps", type=int, default=None, help="the trained agent's GRPO steps (default: TrainBudget.grpo_steps)")
+    run.add_argument("--train-dir", default=None,
+                     help="where the trained agent's checkpoints go (default: beside the results, <results>-train/)")
     run.set_defaults(func=_run)
     show = lsub.add_parser("show", help="print the board in the terminal")
     show.set_defaults(func=_show)
@@ -90,7 +96,9 @@ def _open_store(path: str):
     return store
 
 
-def _jobs(args: argparse.Namespace) -> list:
+def _plan(args: argparse.Namespace, budget: Any = None) -> tuple[list, list]:
+    """The run's evaluation jobs, and the agents it trains (:class:`~agentgym_r1.leaderboard.training.TrainPlan`):
+    none with ``--no-train``, ``--only``, ``--env-kwargs`` (the agent trains on its own options) or ``--samples``."""
     from agentgym_r1.error import ConfigError
     from agentgym_r1.leaderboard.jobs import Job, canonical
     from agentgym_r1.leaderboard.suites import parse_env_kwargs, suite
@@ -102,25 +110,50 @@ def _jobs(args: argparse.Namespace) -> list:
                           f"(evaluate any other env id with `agentgym-r1 eval`)")
     check_play_options(args, [e.env_id for e in entries])
     extra = parse_env_kwargs(args.env_kwargs)
-    jobs = []
+    train = not (args.no_train or args.only or extra or args.samples != 1)
+    jobs, plans = [], []
     for entry in entries:
-        if args.env and entry.env_id not in args.env:
+        if (args.env and entry.env_id not in args.env) or (entry.train and not train):
             continue
+        if entry.train:
+            plans.append(_train_plan(args, entry, budget))
         options = canonical({**dict(entry.env_kwargs), **extra})
         policies = [*([] if args.only else entry.policies), *args.policy]
         for policy in dict.fromkeys(policies):
             jobs.append(Job(entry.env_id, entry.source, policy, args.seed, args.episodes or entry.episodes,
                             args.suite, args.timeout, args.samples, args.concurrency, env_backend=args.env_backend,
                             env_workers=args.env_workers, ray_address=args.ray_address, env_kwargs=options))
-    return list(dict.fromkeys(jobs))  # --env-kwargs over a suite's levels can make two entries one
+    return list(dict.fromkeys(jobs)), plans  # --env-kwargs over a suite's levels can make two entries one
+
+
+def _train_plan(args: argparse.Namespace, entry: Any, budget: Any) -> Any:
+    import dataclasses
+
+    from agentgym_r1.leaderboard.training import TrainBudget, TrainPlan
+
+    budget = budget or TrainBudget()
+    steps = {k: v for k, v in (("sft_steps", args.sft_steps), ("grpo_steps", args.train_steps)) if v is not None}
+    budget = dataclasses.replace(budget, **steps)  # a step count under 1 is refused here, before any work
+    out = Path(args.train_dir) if args.train_dir else Path(args.results).with_name(Path(args.results).stem + "-train")
+    return TrainPlan(args.results, out, args.episodes or entry.episodes, args.seed, args.suite, args.concurrency,
+                     args.timeout, budget)
 
 
 def _run(args: argparse.Namespace) -> int:
+    return run_board(args)
+
+
+def run_board(args: argparse.Namespace, train_budget: Any = None, train_callbacks: Any = ()) -> int:
+    """``leaderboard run``: the suite's jobs, then the agents it trains (``train_budget`` replaces the default
+    :class:`~agentgym_r1.leaderboard.training.TrainBudget`; ``train_callbacks`` go to the GRPO trainer), then the
+    board. A training that fails or is interrupted (Ctrl-C) leaves the board with the rows that finished, saying
+    which training row is missing and why; the exit status is then 1 (130 after Ctrl-C)."""
     from agentgym_r1.leaderboard.jobs import Progress, run_jobs
 
+    jobs, plans = _plan(args, train_budget)  # bad options are refused before any file is touched
     _open_store(args.results).close()  # recovers a damaged file before any worker opens it
-    jobs = _jobs(args)
     outcomes = run_jobs(jobs, args.results, workers=args.workers, progress=Progress())
+    trained, interrupted = _train(plans, train_callbacks)
     store = _open_store(args.results)
     try:
         _print_board(store, not args.no_reference)
@@ -134,7 +167,35 @@ def _run(args: argparse.Namespace) -> int:
           f"results in {args.results}; HTML board in {html_path}")
     for o in failed:
         print(f"agentgym-r1: failed: {o.job.env_id} {o.job.policy}: {o.message}", file=sys.stderr)
-    return 1 if failed else 0
+    missing = [r for r in trained if r.status not in ("done", "skipped")]
+    for r in trained:
+        if r.status != "done":
+            print(f"agentgym-r1: {r.status}: the trained agent on {r.env_id}: {r.message}", file=sys.stderr)
+    return 130 if interrupted else 1 if failed or missing else 0
+
+
+def _train(plans: list, callbacks: Any) -> tuple[list, bool]:
+    """Train each plan's agent; on Ctrl-C stop training (what finished is stored) and say so."""
+    from agentgym_r1.leaderboard.jobs import Progress
+    from agentgym_r1.leaderboard.training import train_on_board
+
+    if plans:  # transformers' bars for every checkpoint written and loaded: our own lines say where training is
+        try:
+            from transformers.utils import logging as hf_logging
+        except ImportError:  # no train extra: the training is skipped, saying so
+            pass
+        else:
+            hf_logging.disable_progress_bar()
+    done = []
+    for plan in plans:
+        try:
+            done.append(train_on_board(plan, callbacks, say=lambda line: print(line, file=sys.stderr, flush=True),
+                                       progress=Progress()))
+        except KeyboardInterrupt:
+            print("agentgym-r1: training interrupted (Ctrl-C); the board shows the rows that finished",
+                  file=sys.stderr)
+            return done, True
+    return done, False
 
 
 def _render(store, fmt: str, references: bool) -> str:
@@ -142,7 +203,8 @@ def _render(store, fmt: str, references: bool) -> str:
     from agentgym_r1.leaderboard.board import board
 
     boards = board(store, references)
-    return {"md": render.markdown, "csv": render.to_csv, "html": render.to_html, "text": render.terminal}[fmt](boards)
+    return {"md": render.markdown, "csv": render.to_csv, "html": render.to_html,
+            "text": render.terminal}[fmt](boards, store.trainings())
 
 
 def _print_board(store, references: bool) -> None:

@@ -10,12 +10,15 @@ import csv
 import io
 import math
 import time
+from collections.abc import Sequence
 from importlib import resources
 
-from agentgym_r1.leaderboard.board import REFERENCE_SOURCE, Row, Stat, metric_columns
+from agentgym_r1.leaderboard.board import REFERENCE_SOURCE, Row, Stat, metric_columns, training_state, wilson
+from agentgym_r1.leaderboard.store import TrainingRecord
+from agentgym_r1.leaderboard.suites import options_label
 
 KIND_LABEL = {"random": "random", "baseline": "baseline", "oracle": "ORACLE (reads the answer)", "model": "model",
-              "reported": "reported, not run", "unknown": "?"}
+              "trained": "trained in this run", "reported": "reported, not run", "unknown": "?"}
 ALL_METRICS = ("accuracy", "em", "f1", "success", "score")
 
 
@@ -68,32 +71,56 @@ def _passk(row: Row) -> list[str]:
     return [pct(one), pct(at_k)]
 
 
-def terminal(boards: dict[str, list[Row]]) -> str:
+def training_summary(rec: TrainingRecord) -> str:
+    """One paragraph on an agent trained in the run: the recipe, held-out success before and after, the learning
+    curve's points, the checkpoint; or why its row is missing."""
+    b = rec.budget
+    what = (f"Trained in this run on {rec.env_id} ({rec.source}, {options_label(rec.env_kwargs)}): a tiny Qwen2 "
+            f"({b.get('layers')} layers, hidden {b.get('hidden')}) and its tokenizer built on the spot, SFT "
+            f"{b.get('sft_steps')} steps on expert episodes, then GRPO {b.get('grpo_steps')} steps "
+            f"({b.get('grpo_prompts')} tasks x {b.get('generations')} samples a step), seed {b.get('seed')}.")
+    curve = ", ".join(f"{int(p[0])}: {100 * p[1]:.1f}" for p in rec.curve)
+    points = f" Held-out success by GRPO step (greedy, {int(rec.curve[0][2])} episodes): {curve}." if rec.curve else ""
+    if rec.status == "skipped":
+        return f"{what} Not trained here: {training_state(rec)}"
+    if rec.status != "done":
+        return f"{what} TRAINING ROW MISSING: {training_state(rec)}.{points}"
+    (_, first, n), (steps, last, _) = rec.curve[0], rec.curve[-1]
+    return (f"{what} Held-out success {100 * first:.1f}% -> {100 * last:.1f}% ({100 * (last - first):+.1f} points "
+            f"after {int(steps)} GRPO steps, {int(n)} episodes).{points} Checkpoint: {rec.checkpoint}.")
+
+
+def _summaries(env_id: str, trainings: Sequence[TrainingRecord]) -> list[str]:
+    return [training_summary(t) for t in trainings if t.env_id == env_id]
+
+
+def terminal(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] = ()) -> str:
     from tabulate import tabulate
 
     out = []
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
         out.append(f"== {env_id} ({', '.join(sorted({r.source for r in rows if not r.reported}))})")
-        out += [tabulate(cells, header, tablefmt="simple", disable_numparse=True), ""]
+        out += [tabulate(cells, header, tablefmt="simple", disable_numparse=True), *_summaries(env_id, trainings), ""]
     out.append(f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Reported rows: "
                f"{REFERENCE_SOURCE}.")
     return "\n".join(out)
 
 
-def markdown(boards: dict[str, list[Row]]) -> str:
+def markdown(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] = ()) -> str:
     from tabulate import tabulate
 
     out = ["# agentgym-r1 leaderboard", ""]
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
         out += [f"## {env_id}", "", tabulate(cells, header, tablefmt="github", disable_numparse=True), ""]
+        out += [line for text in _summaries(env_id, trainings) for line in (text, "")]
     out.append(f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Rows marked *reported, not run* are copied from "
                f"{REFERENCE_SOURCE}; oracle rows read the gold answer and are upper bounds, not results.")
     return "\n".join(out) + "\n"
 
 
-def to_csv(boards: dict[str, list[Row]]) -> str:
+def to_csv(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] = ()) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["env_id", "source", "policy", "kind", "seed", "episodes", "planned",
@@ -116,14 +143,14 @@ def _f(v: float | None) -> str:
 
 
 # -- HTML ------------------------------------------------------------------------------------------------------------
-COLOURS = {"random": "#9aa5b1", "baseline": "#2f6fdf", "oracle": "#e08a1e", "model": "#1c9c6b", "reported": "#b9b9b9"}
+COLOURS = {"random": "#9aa5b1", "baseline": "#2f6fdf", "oracle": "#e08a1e", "model": "#1c9c6b", "trained": "#8e44ad",
+           "reported": "#b9b9b9"}
 
 
 def bar_chart(env_id: str, rows: list[Row]) -> str:
     """A horizontal bar chart of the primary metric (percent) with 95% CI whiskers, as an inline ``<svg
     class="plot">`` drawn by matplotlib's SVG backend (text kept as text). Each bar is a group ``id="bar-KIND-I"``;
     reported rows are hatched."""
-    import matplotlib
     from matplotlib.figure import Figure
 
     key, label = metric_columns(env_id)[0]
@@ -146,15 +173,49 @@ def bar_chart(env_id: str, rows: list[Row]) -> str:
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(axis="x", color="#e3e3e3")
     ax.set_axisbelow(True)
+    return _svg(fig, env_id, f"{env_id} {label}")
+
+
+def _svg(fig, salt: str, label: str) -> str:
+    import matplotlib
+
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": env_id}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
         fig.savefig(buf, format="svg")
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
-    return svg.replace("<svg", f'<svg class="plot" role="img" aria-label="{env_id} {label}"', 1)
+    return svg.replace("<svg", f'<svg class="plot" role="img" aria-label="{label}"', 1)
 
 
-def to_html(boards: dict[str, list[Row]], title: str = "agentgym-r1 leaderboard") -> str:
+def curve_chart(rec: TrainingRecord) -> str:
+    """The trained agent's held-out learning curve: success (percent) by GRPO step with the 95% Wilson band, as an
+    inline ``<svg class="plot curve">`` (matplotlib's SVG backend). The first point is the SFT checkpoint's row, the
+    last (when training finished) the trained policy's."""
+    from matplotlib.figure import Figure
+
+    steps = [p[0] for p in rec.curve]
+    stats = [wilson(round(p[1] * p[2]), int(p[2])) for p in rec.curve]
+    fig = Figure(figsize=(7.5, 2.6))
+    ax = fig.add_axes((0.09, 0.2, 0.88, 0.7))
+    ax.fill_between(steps, [100 * s.low for s in stats], [100 * s.high for s in stats], color=COLOURS["trained"],
+                    alpha=0.15, linewidth=0)
+    ax.plot(steps, [100 * s.value for s in stats], marker="o", color=COLOURS["trained"], linewidth=1.5, markersize=4)
+    for x, s in zip(steps, stats, strict=True):
+        ax.annotate(f"{100 * s.value:.1f}", (x, 100 * s.value), textcoords="offset points", xytext=(0, 6),
+                    ha="center", fontsize=7)
+    ax.set_xlim(-0.5, max(rec.steps, max(steps, default=0)) + 0.5)
+    ax.set_ylim(0, min(100, max((100 * s.high for s in stats), default=10) + 10))
+    ax.set_xlabel("GRPO step (0: the SFT checkpoint)", fontsize=8)
+    ax.set_ylabel("held-out success (%)", fontsize=8)
+    ax.tick_params(labelsize=8)
+    ax.grid(color="#e3e3e3")
+    ax.set_axisbelow(True)
+    svg = _svg(fig, rec.key, f"{rec.env_id} trained agent: held-out success by GRPO step")
+    return svg.replace('class="plot"', 'class="plot curve"', 1)
+
+
+def to_html(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] = (),
+            title: str = "agentgym-r1 leaderboard") -> str:
     """The page from the ``templates/board.html.j2`` template (autoescaped; the plots are inserted as markup)."""
     import jinja2
 
@@ -164,7 +225,10 @@ def to_html(boards: dict[str, list[Row]], title: str = "agentgym-r1 leaderboard"
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
         envs.append({"id": env_id, "plot": bar_chart(env_id, rows), "header": header,
-                     "rows": [{"kind": r.kind, "cells": c} for r, c in zip(rows, cells, strict=True)]})
+                     "rows": [{"kind": r.kind, "cells": c} for r, c in zip(rows, cells, strict=True)],
+                     "trainings": [{"summary": training_summary(t), "missing": t.status != "done",
+                                    "curve": curve_chart(t) if t.curve else ""}
+                                   for t in trainings if t.env_id == env_id]})
     failed = sum(r.errors for rows in boards.values() for r in rows)
     return template.render(title=title, generated=time.strftime("%Y-%m-%d %H:%M:%S"), envs=envs, failed=failed,
                            reference_source=REFERENCE_SOURCE)

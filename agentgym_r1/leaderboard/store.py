@@ -34,6 +34,11 @@ CREATE TABLE IF NOT EXISTS episodes (
     success INTEGER, reward REAL, turns INTEGER, invalid INTEGER, truncated INTEGER, metrics TEXT, error TEXT,
     seconds REAL, finished_at TEXT, PRIMARY KEY (run_id, idx)
 );
+CREATE TABLE IF NOT EXISTS trainings (
+    key TEXT PRIMARY KEY, env_id TEXT NOT NULL, source TEXT, env_kwargs TEXT, status TEXT, message TEXT,
+    before_policy TEXT, after_policy TEXT, steps INTEGER, curve TEXT, budget TEXT, checkpoint TEXT, pid INTEGER,
+    started_at TEXT, updated_at TEXT
+);
 """
 RUN_FIELDS = ("key", "suite", "env_id", "env_version", "source", "policy", "policy_kind", "seed", "episodes",
               "package_version", "git_commit", "started_at", "updated_at", "status", "message", "env_kwargs")
@@ -71,6 +76,32 @@ class RunMeta:
             self.env_version = self.env_id.rpartition("-")[2] if "-v" in self.env_id else ""
         self.started_at = self.started_at or now()
         self.updated_at = self.updated_at or self.started_at
+
+
+@dataclass
+class TrainingRecord:
+    """An agent trained in a run (the quick suite's tiny agent): where it stands, its held-out learning curve and
+    which stored runs are its rows. ``status`` is ``running`` while it trains, then ``done``, ``failed`` or
+    ``interrupted``; a record left ``running`` by a process that is gone was killed."""
+
+    key: str
+    env_id: str
+    source: str
+    env_kwargs: str = ""  # the held-out episodes' env options, as canonical JSON (those of its rows)
+    status: str = "running"
+    message: str | None = None
+    before_policy: str = ""  # the policy specs of its two rows (hf:CHECKPOINT?...)
+    after_policy: str = ""
+    steps: int = 0  # RL steps planned
+    curve: list[list[float]] = field(default_factory=list)  # [step, held-out success] points
+    budget: dict[str, Any] = field(default_factory=dict)
+    checkpoint: str = ""
+    pid: int = 0
+    started_at: str = ""
+    updated_at: str = ""
+
+
+TRAINING_FIELDS = tuple(TrainingRecord.__dataclass_fields__)
 
 
 @dataclass
@@ -190,6 +221,9 @@ class ResultsStore:
             for line in f:
                 try:
                     entry = json.loads(line)
+                    if "training" in entry:
+                        self._upsert_training(db, TrainingRecord(**entry["training"]))
+                        continue
                     run = RunMeta(**entry["run"])
                     run_id = self._upsert_run(db, run)
                     runs[run.key] = run_id
@@ -220,6 +254,25 @@ class ResultsStore:
         db.execute("INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    (run_id, ep.idx, ep.seed, ep.task_id, int(ep.success), float(ep.reward), ep.turns, ep.invalid,
                     int(ep.truncated), json.dumps(ep.metrics), ep.error, ep.seconds, ep.finished_at))
+
+    @staticmethod
+    def _upsert_training(db: sqlite3.Connection, rec: TrainingRecord) -> None:
+        values = [json.dumps(v) if k in ("curve", "budget") else v for k, v in asdict(rec).items()]
+        db.execute(f"INSERT OR REPLACE INTO trainings ({', '.join(TRAINING_FIELDS)}) "
+                   f"VALUES ({', '.join('?' * len(TRAINING_FIELDS))})", values)
+
+    def save_training(self, rec: TrainingRecord) -> None:
+        """Store (or update) a training record: committed and journaled before returning, like an episode."""
+        rec.started_at = rec.started_at or now()
+        rec.updated_at = now()
+        with self._retry():
+            self._upsert_training(self.db, rec)
+        self._journal({"training": asdict(rec)})
+
+    def trainings(self) -> list[TrainingRecord]:
+        rows = self.db.execute(f"SELECT {', '.join(TRAINING_FIELDS)} FROM trainings ORDER BY env_id, key").fetchall()
+        return [TrainingRecord(**{k: json.loads(r[k] or ("[]" if k == "curve" else "{}")) if k in ("curve", "budget")
+                                  else r[k] for k in TRAINING_FIELDS}) for r in rows]
 
     def begin_run(self, run: RunMeta) -> int:
         """Create or update the run (its status, episode count and metadata) and return its id."""

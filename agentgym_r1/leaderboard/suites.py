@@ -1,7 +1,7 @@
 """The evaluation suites: which envs, on which offline sources, with which baselines and how many episodes.
 
 ``quick`` (the README's main job) runs in a few minutes on a laptop CPU, on the generated sources' default ``easy``
-level; ``full`` runs enough episodes for tight confidence intervals, at every difficulty level (``easy``, ``medium``,
+level, and trains a tiny agent on GSM8K in the run (:data:`TRAINED_ENTRY`, :mod:`agentgym_r1.leaderboard.training`); ``full`` runs enough episodes for tight confidence intervals, at every difficulty level (``easy``, ``medium``,
 ``hard``). Both name all five envs with their offline sources; an env id that is not registered in this
 checkout is recorded as skipped, with the reason, and the rest of the suite runs.
 """
@@ -24,6 +24,16 @@ class SuiteEntry:
     episodes: int
     policies: tuple[str, ...]
     env_kwargs: tuple[tuple[str, Any], ...] = ()  # options beyond the source (the difficulty level)
+    train: bool = False  # a tiny agent is trained in the run and its rows stand beside these baselines
+
+
+# The trained agent's env (:mod:`agentgym_r1.leaderboard.training`): GSM8K's synthetic source with one calculator step
+# per problem and a one-line system prompt, as in benchmarks/train_gsm8k_proof.py. Training draws its tasks from the
+# generator seeded 0; the board's episodes come from the generator seeded 1, which training never sees.
+TRAINED_TASK_OPTIONS: dict[str, Any] = {"min_steps": 1, "max_steps": 1, "system_prompt": "Solve it."}
+TRAINED_HELD_OUT_OPTIONS: dict[str, Any] = {**TRAINED_TASK_OPTIONS, "seed": 1}
+TRAINED_ENTRY = SuiteEntry("AgentR1/GSM8K-v0", "synthetic", 128, ("random", "scripted", "oracle"),
+                           tuple(TRAINED_HELD_OUT_OPTIONS.items()), train=True)
 
 
 def _entries(scale: int, levels: tuple[str, ...]) -> tuple[SuiteEntry, ...]:
@@ -45,7 +55,7 @@ def _entries(scale: int, levels: tuple[str, ...]) -> tuple[SuiteEntry, ...]:
     )
 
 
-SUITES: dict[str, tuple[SuiteEntry, ...]] = {"quick": _entries(1, ("easy",)),
+SUITES: dict[str, tuple[SuiteEntry, ...]] = {"quick": (*_entries(1, ("easy",)), TRAINED_ENTRY),
                                              "full": _entries(10, ("easy", "medium", "hard"))}
 
 

@@ -18,6 +18,9 @@ from agentgym_r1.error import ConfigError
 from agentgym_r1.trainers.advantages import ESTIMATORS
 
 SKIP_EXACT_LOSSES = ("dapo", "cispo", "vespo")
+# TRL 1.16 ``GRPOTrainer._compute_loss``: these average over the rows of a micro-batch (grpo, sapo: the mean of
+# per-row means; dr_grpo: divided by rows x max_completion_length; luspo: the mean of row sums)
+ROW_MEAN_LOSSES = ("grpo", "sapo", "dr_grpo", "luspo")
 
 
 def _as_dict(name: str, value: Any) -> dict[str, Any]:
@@ -113,6 +116,7 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
         self._check_grpo()
         self._check_env()
         super().__post_init__()
+        self._check_step_rows()
         if self.use_vllm:
             from agentgym_r1.trainers.vllm import check_vllm_config
 
@@ -142,6 +146,19 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
             raise ConfigError("layout='step' with use_vllm=True is not supported yet: vLLM's importance-sampling "
                               "correction is computed on TRL's one-row-per-prompt batch. Use layout='concatenated' "
                               "with vLLM, or generate with transformers for step rows.")
+
+    def _check_step_rows(self) -> None:
+        """Step rows and the micro-batches TRL splits them into (after ``steps_per_generation`` is resolved)."""
+        if self.layout != "step" or self.steps_per_generation == 1 or self.loss_type not in ROW_MEAN_LOSSES:
+            return
+        raise ConfigError(
+            f"layout='step' with loss_type={self.loss_type!r} and steps_per_generation={self.steps_per_generation}: "
+            "an episode's turns are its rows, so a generation batch has a varying number of rows, padded with empty "
+            "rows to a multiple of steps_per_generation and shuffled into micro-batches; this loss averages over "
+            "the rows of a micro-batch, so the padding would shrink each update by an amount that depends on how "
+            "many turns the episodes took. Use a token-sum loss (loss_type in "
+            f"{SKIP_EXACT_LOSSES}, normalised by the trained tokens of the whole batch), or one optimizer step per "
+            "generation (steps_per_generation: 1, or gradient_accumulation_steps: 1 with no generation_batch_size).")
 
     def _check_grpo(self) -> None:
         if self.num_generations is not None and self.num_generations < 2:

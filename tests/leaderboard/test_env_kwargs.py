@@ -88,4 +88,6 @@ def test_the_full_suite_runs_every_level_and_quick_keeps_easy():
         levels.setdefault(entry.env_id, set()).add(dict(entry.env_kwargs).get("difficulty", "easy"))
     assert levels.pop("AgentR1/ToolEnv-v0") == {"easy"}  # hand-written tasks: no levels
     assert all(v == {"easy", "medium", "hard"} for v in levels.values()), levels
-    assert all(not e.env_kwargs for e in SUITES["quick"])
+    assert all(not e.env_kwargs for e in SUITES["quick"] if not e.train)
+    (trained,) = [e for e in SUITES["quick"] if e.train]  # the trained agent's own options, at the easy level
+    assert "difficulty" not in dict(trained.env_kwargs) and not any(e.train for e in SUITES["full"])

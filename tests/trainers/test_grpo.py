@@ -238,27 +238,58 @@ def test_step_layout_rows_share_their_episode_advantage(tmp_path, tokenizer, con
 def test_step_layout_config_errors(tmp_path) -> None:
     with pytest.raises(ConfigError, match="could not hold one turn"):
         grpo_args(tmp_path, layout="step", max_new_tokens=64, max_completion_length=32)
+    # a loss that averages over a micro-batch's rows would be diluted by the rows padding step rows to a multiple of
+    # steps_per_generation (issue 12, bad input)
+    for kw in ({"steps_per_generation": 2}, {"gradient_accumulation_steps": 2}):
+        with pytest.raises(ConfigError, match=r"layout='step' with loss_type='grpo' and steps_per_generation=2.*"
+                                              r"Use a token-sum loss"):
+            grpo_args(tmp_path, layout="step", loss_type="grpo", **kw)
+    with pytest.raises(ConfigError, match="loss_type='dr_grpo'"):
+        grpo_args(tmp_path, layout="step", loss_type="dr_grpo", steps_per_generation=2)
+    grpo_args(tmp_path, layout="step", loss_type="grpo")  # one optimizer step per generation: no padding rows
+    grpo_args(tmp_path, layout="step", steps_per_generation=2)  # dapo: token sums over the whole batch
+    grpo_args(tmp_path, layout="step", loss_type="bnpo", steps_per_generation=2)  # a token mean: padding adds 0
+    grpo_args(tmp_path, loss_type="grpo", steps_per_generation=2)  # concatenated rows are never padded
     with pytest.raises(ConfigError, match="needs layout='step'"):
         grpo_args(tmp_path, step_context="2")
     with pytest.raises(ConfigError, match="layout="):
         grpo_args(tmp_path, layout="turns")
 
 
-def test_hotpotqa_grpo_step_keeps_env_tokens_at_zero_gradient(tmp_path, tokenizer) -> None:
-    """The headline task end to end: a GRPO step on synthetic HotpotQA episodes (search tool, env replies between
-    turns) moves the parameters and gives the env tokens no gradient."""
+@pytest.mark.parametrize("layout", ["concatenated", "step"])
+def test_hotpotqa_grpo_step_keeps_env_tokens_at_zero_gradient(tmp_path, tokenizer, layout) -> None:
+    """The headline task end to end (issue 12's CI test): a GRPO step on synthetic HotpotQA episodes (search tool,
+    env replies between turns), in both layouts, moves the parameters and gives the env tokens no gradient. The
+    gradient is read on the loss's per-token log-probabilities (their ``.grad``), one per completion token: env tokens
+    inside a completion (concatenated rows) get exactly zero; in step rows the env tokens are in the prompt (the
+    context of the next turn), which takes no loss, and every completion token is the agent's."""
     pytest.importorskip("tantivy")
     args = grpo_args(tmp_path, env_id="AgentR1/HotpotQA-v0", env_kwargs={"source": "synthetic"},
                      max_prompt_tokens=4096, max_completion_length=256, max_new_tokens=48, max_turns=2,
-                     skip_zero_advantage=False)
+                     skip_zero_advantage=False, layout=layout)
     model = tiny_model(tokenizer, max_positions=4096)
     captured, changed = run_one_step(model, args, tokenizer, make_env=None)
     assert changed
     out, grad = captured["inputs"][-1], captured["logps"][-1].grad.abs()
-    rows = captured["trainer"]._batch.samples
-    assert not any(r.failed for r in rows)
+    batch = captured["trainer"]._batch
+    assert not any(r.failed for r in batch.samples)
+    assert grad.shape == out["completion_ids"].shape  # one log-probability per completion token, none for prompts
+    trained = (out["tool_mask"] == 1) & (out["completion_mask"] == 1)
     env = (out["tool_mask"] == 0) & (out["completion_mask"] == 1)
-    assert torch.all(grad[env] == 0)
+    assert grad[trained].sum() > 0 and torch.all(grad[env] == 0)
+    if layout == "concatenated":
+        assert env.any(), "the episodes have env tokens between the two turns"
+    else:
+        assert len(batch.samples) > len(batch.episodes), "episodes with two turns: two rows"
+        episodes = {e.episode_id: e for e in batch.episodes}
+        for row in batch.samples:  # a step row's completion is exactly the turn the agent sampled
+            assert row.completion_ids == episodes[row.episode_id].turns[row.turn].completion_ids
+        second = [r for r in batch.samples if r.turn == 1]
+        assert second
+        for row in second:  # the env's reply to turn 0 is in the prompt of turn 1 (no loss there)
+            ep, first = episodes[row.episode_id], episodes[row.episode_id].turns[0]
+            assert first.env_ids
+            assert row.prompt_ids == ep.prompt_ids + first.completion_ids + first.env_ids
 
 
 @pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is not None, reason="vllm is installed here")

@@ -1,0 +1,285 @@
+"""The quick suite's trained agent: the mission on the board, not only scripted baselines.
+
+A tokenizer and a tiny Qwen2 model are built on the spot (:mod:`agentgym_r1.adapters.tiny`), fine-tuned on expert
+episodes of GSM8K's synthetic source (:func:`agentgym_r1.trainers.sft.sft`), then trained with
+:class:`~agentgym_r1.trainers.grpo.AgentGRPOTrainer` for a fixed number of steps (a step budget, not wall time, so a
+run is reproducible; seeds fixed). Its two rows, *before training* (the SFT checkpoint) and *after training* (the
+GRPO policy), are evaluation jobs like any other (``hf:CHECKPOINT``: greedy, on the rollout engine, the same
+held-out episodes as the baselines beside them, stored as they finish). The held-out learning curve is read every
+``eval_every`` GRPO steps through the same player (:meth:`~agentgym_r1.leaderboard.batched.EnginePlayer.from_model`,
+the same episodes and batches), so its first and last points are the two rows.
+
+The recipe is the proof of learning's (``benchmarks/train_gsm8k_proof.py``, "Training" in ``benchmarks/README.md``):
+one calculator step per problem and a one-line system prompt; training tasks from the generator seeded 0, held-out
+episodes from the generator seeded 1 (:data:`HELD_OUT_OPTIONS`), which training never sees.
+
+What happens is recorded in the results store (:class:`~agentgym_r1.leaderboard.store.TrainingRecord`) as it goes:
+``running`` when it starts, each curve point as it is read, then ``done``, ``failed`` (an exception, with its
+message) or ``interrupted`` (Ctrl-C); ``skipped`` without the ``train`` extra. A process killed outright leaves ``running``, which the board reads as
+interrupted once the process is gone. The board then shows the rows that finished and says which training row is
+missing and why. The checkpoints go to ``out_dir`` (``sft/``, ``grpo/``); a rerun keeps a finished SFT checkpoint and
+trains again what did not finish.
+
+``callbacks`` (transformers ``TrainerCallback`` objects) are given to the GRPO trainer: a hook to watch or stop
+training (the tests inject a failure through one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from agentgym_r1.error import DependencyNotInstalled, require
+from agentgym_r1.leaderboard.jobs import Job, canonical, job_meta, run_jobs
+from agentgym_r1.leaderboard.store import ResultsStore, TrainingRecord
+from agentgym_r1.leaderboard.suites import TRAINED_ENTRY, TRAINED_HELD_OUT_OPTIONS, TRAINED_TASK_OPTIONS
+from agentgym_r1.leaderboard.suites import env_kwargs as full_env_kwargs
+
+ENV_ID, SOURCE = TRAINED_ENTRY.env_id, TRAINED_ENTRY.source
+TASK_OPTIONS: dict[str, Any] = TRAINED_TASK_OPTIONS
+HELD_OUT_OPTIONS: dict[str, Any] = TRAINED_HELD_OUT_OPTIONS  # the generator seeded 1: never trained on
+COMPLETE = ".complete"  # written in a checkpoint folder once it is saved whole
+
+
+@dataclass(frozen=True)
+class TrainBudget:
+    """How much training the run does: fixed step counts (reproducible), the model's size and the recipe."""
+
+    sft_steps: int = 850
+    grpo_steps: int = 40
+    eval_every: int = 10
+    sft_episodes: int = 4000
+    sft_batch: int = 16
+    sft_lr: float = 3e-3
+    grpo_prompts: int = 16
+    generations: int = 8
+    grpo_lr: float = 3e-4
+    layers: int = 4
+    hidden: int = 128
+    vocab: int = 1000
+    tokenizer_episodes: int = 300
+    max_new_tokens: int = 40
+    max_turns: int = 3
+    max_completion_length: int = 160
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        from agentgym_r1.error import ConfigError
+
+        for name in ("sft_steps", "grpo_steps", "eval_every", "sft_episodes", "sft_batch", "grpo_prompts", "layers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"the training budget's {name} must be at least 1, got {getattr(self, name)}")
+        if self.generations < 2:
+            raise ConfigError(f"the training budget's generations must be at least 2 (GRPO compares samples of one "
+                              f"task), got {self.generations}")
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """Where the trained agent's results and checkpoints go, and how its rows are evaluated (as the board's jobs)."""
+
+    results: str
+    out_dir: Path
+    episodes: int = 128
+    seed: int = 0
+    suite: str = "quick"
+    concurrency: int = 16
+    timeout: float = 60.0
+    budget: TrainBudget = TrainBudget()
+
+    @property
+    def key(self) -> str:
+        return json.dumps([ENV_ID, SOURCE, HELD_OUT_OPTIONS, self.episodes, self.seed, asdict(self.budget)],
+                          sort_keys=True, separators=(",", ":"))
+
+    def spec(self, stage: str) -> str:
+        return f"hf:{self.out_dir / stage}?max_new_tokens={self.budget.max_new_tokens}"
+
+    def job(self, stage: str) -> Job:
+        return Job(ENV_ID, SOURCE, self.spec(stage), self.seed, self.episodes, self.suite, self.timeout, 1,
+                   self.concurrency, env_kwargs=canonical(HELD_OUT_OPTIONS))
+
+
+def train_on_board(plan: TrainPlan, callbacks: Sequence[Any] = (), say: Callable[[str], None] = lambda _: None,
+                   progress: Callable[..., None] | None = None) -> TrainingRecord:
+    """Train the tiny agent and evaluate its two rows into ``plan.results``; returns the record. An exception in
+    training is recorded (``failed``) and returned, not raised; Ctrl-C is recorded (``interrupted``) and re-raised."""
+    store = ResultsStore(plan.results)
+    try:
+        try:  # the README's main job installs the train extra; without it the board says so, and goes on
+            for module in ("torch", "transformers", "trl"):
+                require(module, "train", "the quick suite's trained agent")
+        except DependencyNotInstalled as e:
+            rec = TrainingRecord(plan.key, ENV_ID, SOURCE, canonical(HELD_OUT_OPTIONS), "skipped", str(e),
+                                 plan.spec("sft"), plan.spec("grpo"), plan.budget.grpo_steps, [], asdict(plan.budget))
+            store.save_training(rec)
+            return rec
+        old = next((r for r in store.trainings() if r.key == plan.key), None)
+        if old is not None and old.status == "done" and _complete(plan.out_dir / "grpo"):
+            say(f"tiny agent: trained already ({plan.out_dir / 'grpo'}); its rows resume")
+            for stage in ("sft", "grpo"):
+                run_jobs([plan.job(stage)], plan.results, workers=1, progress=progress)
+            return old
+        rec = TrainingRecord(plan.key, ENV_ID, SOURCE, canonical(HELD_OUT_OPTIONS), "running", "setup",
+                             plan.spec("sft"), plan.spec("grpo"), plan.budget.grpo_steps, [], asdict(plan.budget),
+                             str(plan.out_dir / "grpo"), os.getpid())
+        store.save_training(rec)
+        try:
+            _train(plan, rec, store, callbacks, say, progress)
+        except KeyboardInterrupt:
+            _stop(store, rec, "interrupted", f"training interrupted (Ctrl-C) during {rec.message}")
+            raise
+        except Exception as e:  # a failure of the training is its row's, not the board's
+            _stop(store, rec, "failed", f"training failed during {rec.message}: {type(e).__name__}: {e}")
+        return rec
+    finally:
+        store.close()
+
+
+def _stop(store: ResultsStore, rec: TrainingRecord, status: str, message: str) -> None:
+    rec.status, rec.message = status, message
+    store.save_training(rec)
+
+
+def _complete(path: Path) -> bool:
+    return (path / COMPLETE).exists()
+
+
+def _save(model: Any, tokenizer: Any, path: Path) -> None:
+    (path / COMPLETE).unlink(missing_ok=True)
+    model.save_pretrained(str(path))
+    tokenizer.save_pretrained(str(path))
+    (path / COMPLETE).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n", encoding="utf-8")
+
+
+def _train(plan: TrainPlan, rec: TrainingRecord, store: ResultsStore, callbacks: Sequence[Any],
+           say: Callable[[str], None], progress: Callable[..., None] | None) -> None:
+    budget, out = plan.budget, plan.out_dir
+
+    def mark(stage: str) -> None:  # where training is, stored: a killed process leaves it for the board
+        rec.message = stage
+        store.save_training(rec)
+
+    start = time.monotonic()
+    if _complete(out / "sft"):
+        say(f"tiny agent: SFT checkpoint kept from an earlier run ({out / 'sft'})")
+    else:
+        mark(f"SFT (0/{budget.sft_steps} steps)")
+        _sft(budget, out / "sft", mark)
+        say(f"tiny agent: SFT {budget.sft_steps} steps in {time.monotonic() - start:.0f} s -> {out / 'sft'}")
+    mark("the evaluation of the SFT checkpoint")
+    rec.curve = [_row_point(plan, "sft", 0, progress)]
+    mark(f"GRPO (0/{budget.grpo_steps} steps)")
+    start = time.monotonic()
+    model, tokenizer = _grpo(plan, rec, store, mark, callbacks, say)
+    say(f"tiny agent: GRPO {budget.grpo_steps} steps in {time.monotonic() - start:.0f} s -> {out / 'grpo'}")
+    _save(model, tokenizer, out / "grpo")
+    mark("the evaluation of the trained policy")
+    rec.curve.append(_row_point(plan, "grpo", budget.grpo_steps, progress))
+    rec.status, rec.message = "done", None
+    store.save_training(rec)
+
+
+def _row_point(plan: TrainPlan, stage: str, step: int, progress: Callable[..., None] | None) -> list[float]:
+    """Evaluate one of the two rows as a board job (resumable), and return it as a curve point
+    ``[step, success, episodes]``."""
+    job = plan.job(stage)
+    (outcome,) = run_jobs([job], plan.results, workers=1, progress=progress)
+    store = ResultsStore(plan.results)
+    try:
+        (run,) = [r for r in store.runs() if r["key"] == job_meta(job).key]
+        episodes = store.episodes(run["id"])
+    finally:
+        store.close()
+    if outcome.status != "done" or not episodes:
+        raise RuntimeError(f"the evaluation of {plan.spec(stage)} ended {outcome.status}: {outcome.message}")
+    return [step, sum(e.success for e in episodes) / len(episodes), len(episodes)]
+
+
+def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
+    import gymnasium as gym
+
+    from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
+    from agentgym_r1.envs.gsm8k.expert import expert_actions
+    from agentgym_r1.trainers.sft import expert_episode, sft
+
+    env = gym.make(ENV_ID, source=SOURCE, **TASK_OPTIONS)
+    try:
+        texts = []
+        for seed in range(budget.tokenizer_episodes):
+            play_expert(env, seed, expert_actions)
+            texts.append(render_chat(env.unwrapped.transcript.messages()))
+        tokenizer = train_tokenizer(texts, vocab_size=budget.vocab, split_digits=True, cross_spaces=True)
+        model = make_model(tokenizer, hidden=budget.hidden, layers=budget.layers, mlp_ratio=4,
+                           seed=budget.seed).train()
+        episodes = [expert_episode(env, tokenizer, seed) for seed in range(budget.sft_episodes)]
+    finally:
+        env.close()
+
+    def on_step(step: int, _loss: float) -> None:
+        if (step + 1) % 50 == 0:
+            mark(f"SFT ({step + 1}/{budget.sft_steps} steps)")
+
+    sft(model, episodes, tokenizer.pad_token_id, steps=budget.sft_steps, batch_size=budget.sft_batch,
+        lr=budget.sft_lr, seed=budget.seed, on_step=on_step)
+    _save(model, tokenizer, path)
+
+
+def _grpo(plan: TrainPlan, rec: TrainingRecord, store: ResultsStore, mark: Callable[[str], None],
+          callbacks: Sequence[Any], say: Callable[[str], None]) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    from agentgym_r1.leaderboard.batched import EnginePlayer
+    from agentgym_r1.trainers.configs import AgentGRPOConfig
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    budget, sft_dir = plan.budget, plan.out_dir / "sft"
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(sft_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(sft_dir))
+    args = AgentGRPOConfig(
+        output_dir=str(plan.out_dir / "grpo-trainer"), env_id=ENV_ID, env_kwargs={"source": SOURCE, **TASK_OPTIONS},
+        max_turns=budget.max_turns, max_new_tokens=budget.max_new_tokens, num_generations=budget.generations,
+        per_device_train_batch_size=budget.grpo_prompts * budget.generations,
+        max_completion_length=budget.max_completion_length, learning_rate=budget.grpo_lr,
+        lr_scheduler_type="constant", beta=0.0, temperature=1.0, max_steps=budget.grpo_steps,
+        logging_steps=budget.eval_every, report_to="none", gradient_checkpointing=False, save_strategy="no",
+        use_cpu=True, bf16=False, num_tasks=max(1024, budget.grpo_steps * budget.grpo_prompts), seed=budget.seed,
+        data_seed=budget.seed, disable_tqdm=True)
+    job = plan.job("grpo")
+    held_out = full_env_kwargs(ENV_ID, SOURCE, HELD_OUT_OPTIONS)
+
+    class Curve(TrainerCallback):
+        """Where training is, and the held-out success every ``eval_every`` steps (the last step's point is the
+        after-training row, evaluated from the saved checkpoint)."""
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            step = state.global_step
+            mark(f"GRPO ({step}/{budget.grpo_steps} steps)")
+            if step % budget.eval_every or step >= budget.grpo_steps:
+                return control
+            player = EnginePlayer.from_model(model, tokenizer, budget.max_new_tokens, plan.timeout)
+            try:
+                records = list(player.play(ENV_ID, held_out, job.items(), job.concurrency))
+            finally:
+                player.close()
+            success = sum(r.success for r in records) / len(records)
+            rec.curve.append([step, success, len(records)])
+            store.save_training(rec)
+            say(f"tiny agent: GRPO step {step}/{budget.grpo_steps}: held-out success {success:.3f}")
+            return control
+
+    trainer = AgentGRPOTrainer(model, args, tokenizer, callbacks=[Curve(), *callbacks])
+    for printer in (PrinterCallback, ProgressCallback):  # our own lines instead of the log dicts
+        trainer.remove_callback(printer)
+    try:
+        trainer.train()
+    finally:
+        trainer.rollouts.close()
+    return model, tokenizer

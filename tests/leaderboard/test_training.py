@@ -1,0 +1,229 @@
+"""The quick suite's trained agent (``leaderboard run --suite quick``): a tiny model trained in the run (SFT, then
+GRPO for a fixed number of steps), its rows before and after training on the board beside the baselines, evaluated
+by the board's own jobs, its held-out learning curve on the page; ``--no-train``; and a training that fails, is
+interrupted or is killed leaves the board with the rows that finished and says which row is missing.
+
+Tiny budgets (a 1-layer model, 2 SFT and 2 GRPO steps, 4 held-out episodes), so each run takes seconds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("trl")
+torch = pytest.importorskip("torch")
+
+from transformers import TrainerCallback  # noqa: E402
+
+from agentgym_r1.cli import build_parser, main  # noqa: E402
+from agentgym_r1.leaderboard.board import board  # noqa: E402
+from agentgym_r1.leaderboard.cli import run_board  # noqa: E402
+from agentgym_r1.leaderboard.store import ResultsStore, TrainingRecord  # noqa: E402
+from agentgym_r1.leaderboard.training import TrainBudget  # noqa: E402
+
+GSM8K = "AgentR1/GSM8K-v0"
+TINY = TrainBudget(sft_steps=2, grpo_steps=2, eval_every=1, sft_episodes=16, sft_batch=4, grpo_prompts=2,
+                   generations=2, layers=1, hidden=32, vocab=300, tokenizer_episodes=20, max_new_tokens=16,
+                   max_turns=2, max_completion_length=64)
+
+
+def board_args(results, *extra: str):
+    return build_parser().parse_args(["leaderboard", "run", "--suite", "quick", "--env", GSM8K, "--episodes", "4",
+                                      "--workers", "1", "--results", str(results), *extra])
+
+
+def trainings(results) -> list[TrainingRecord]:
+    store = ResultsStore(results)
+    try:
+        return store.trainings()
+    finally:
+        store.close()
+
+
+def gsm8k_rows(results):
+    store = ResultsStore(results)
+    try:
+        return board(store, references=False)[GSM8K]
+    finally:
+        store.close()
+
+
+class Fail(TrainerCallback):
+    """Raises ``error`` at the end of GRPO step ``at``: a failure inside the trainer, through its callback hook."""
+
+    def __init__(self, error: BaseException, at: int = 1) -> None:
+        self.error, self.at = error, at
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.at:
+            raise self.error
+        return control
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One quick-suite run on GSM8K with the tiny budget; its results file and printed output."""
+    results = tmp_path_factory.mktemp("board") / "lb.sqlite"
+    rc = run_board(board_args(results), TINY)
+    return results, rc
+
+
+def test_the_quick_suite_trains_an_agent_and_its_rows_stand_beside_the_baselines(trained):
+    results, rc = trained
+    assert rc == 0
+    (rec,) = trainings(results)
+    assert rec.status == "done" and rec.message is None
+    assert [p[0] for p in rec.curve] == [0, 1, 2] and all(p[2] == 4 for p in rec.curve)
+    rows = {r.policy: r for r in gsm8k_rows(results)}
+    before = rows["tiny agent, before training (SFT 2 steps)"]
+    after = rows["tiny agent, after training (SFT + GRPO 2 steps)"]
+    options = "max_steps=1 min_steps=1 seed=1 system_prompt=Solve it."
+    for row in (before, after):
+        assert row.kind == "trained" and row.status == "done" and row.episodes == 4 and row.options == options
+    # beside the baselines of the same env and options, on the same held-out episodes
+    assert {r.policy for r in rows.values() if r.options == options} >= {"random", "scripted", "oracle"}
+    store = ResultsStore(results)
+    try:
+        runs = {r["policy"]: r for r in store.runs() if r["env_kwargs"] == rec.env_kwargs}
+        seeds = {p: [e.seed for e in store.episodes(r["id"])] for p, r in runs.items()}
+    finally:
+        store.close()
+    assert seeds[rec.before_policy] == seeds[rec.after_policy] == seeds["scripted"] == [0, 1, 2, 3]
+    assert rec.before_policy.startswith("hf:") and rec.after_policy.startswith("hf:")  # the board's model path
+    # the curve's ends are the two rows
+    assert rec.curve[0][1] == before.metrics["accuracy"].value and rec.curve[-1][1] == after.metrics["accuracy"].value
+    checkpoint = results.with_name("lb-train") / "grpo"
+    assert rec.checkpoint == str(checkpoint) and (checkpoint / "model.safetensors").exists()
+
+
+def test_the_curve_is_plotted_on_the_page_and_summarised_in_the_text_renders(trained, capsys):
+    results, _ = trained
+    page = results.with_suffix(".html").read_text(encoding="utf-8")
+    assert page.count('<svg class="plot curve"') == 1 and "held-out learning curve" in page
+    assert 'tr class="trained"' in page
+    assert main(["leaderboard", "show", "--results", str(results)]) == 0
+    text = capsys.readouterr().out
+    assert "Trained in this run on AgentR1/GSM8K-v0" in text and "Held-out success by GRPO step" in text
+    assert main(["leaderboard", "export", "--format", "md", "--results", str(results)]) == 0
+    assert "-> " in capsys.readouterr().out
+
+
+def test_a_rerun_resumes_without_training_again(trained, capsys):
+    results, _ = trained
+    (rec,) = trainings(results)
+    assert run_board(board_args(results), TINY) == 0
+    assert "trained already" in capsys.readouterr().err
+    (again,) = trainings(results)
+    assert again.curve == rec.curve and again.updated_at == rec.updated_at
+
+
+def test_training_is_reproducible(trained, tmp_path):
+    """Fixed seeds and a step budget: a second run trains the same weights and reads the same curve."""
+    results, _ = trained
+    other = tmp_path / "lb.sqlite"
+    assert run_board(board_args(other), TINY) == 0
+    assert trainings(other)[0].curve == trainings(results)[0].curve
+    from safetensors.torch import load_file
+
+    a = load_file(results.with_name("lb-train") / "grpo" / "model.safetensors")
+    b = load_file(other.with_name("lb-train") / "grpo" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_no_train_skips_the_training(tmp_path, capsys):
+    results = tmp_path / "lb.sqlite"
+    assert main(["leaderboard", "run", "--suite", "quick", "--env", GSM8K, "--episodes", "2", "--workers", "1",
+                 "--no-train", "--results", str(results)]) == 0
+    assert trainings(results) == []
+    assert not results.with_name("lb-train").exists()
+    assert "tiny agent" not in capsys.readouterr().out
+    assert {r.options for r in gsm8k_rows(results)} == {""}  # the trained agent's env is left out too
+
+
+def test_an_exception_in_the_trainer_leaves_the_finished_rows_and_says_the_row_is_missing(tmp_path, capsys):
+    results = tmp_path / "lb.sqlite"
+    assert run_board(board_args(results), TINY, [Fail(RuntimeError("injected failure"))]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    (rec,) = trainings(results)
+    assert rec.status == "failed"
+    assert rec.message == "training failed during GRPO (1/2 steps): RuntimeError: injected failure"
+    rows = {r.policy: r for r in gsm8k_rows(results)}
+    assert rows["tiny agent, before training (SFT 2 steps)"].status == "done"  # finished: kept
+    missing = rows["tiny agent, after training (SFT + GRPO 2 steps)"]
+    assert missing.status == "missing" and "injected failure" in missing.message and missing.episodes == 0
+    assert rows["scripted"].status == "done"
+    assert "TRAINING ROW MISSING" in captured.out and "missing: training failed during GRPO" in captured.out
+    assert "rerun `agentgym-r1 leaderboard run --suite quick`" in captured.out
+    assert 'class="note missing"' in results.with_suffix(".html").read_text(encoding="utf-8")
+    # the rerun keeps the SFT checkpoint and trains the rest
+    assert run_board(board_args(results), TINY) == 0
+    assert "SFT checkpoint kept" in capsys.readouterr().err
+    assert trainings(results)[0].status == "done"
+
+
+def test_ctrl_c_during_training_prints_the_board_and_exits_130(tmp_path, capsys):
+    results = tmp_path / "lb.sqlite"
+    assert run_board(board_args(results), TINY, [Fail(KeyboardInterrupt())]) == 130
+    captured = capsys.readouterr()
+    assert "training interrupted (Ctrl-C)" in captured.err and "Traceback" not in captured.out + captured.err
+    (rec,) = trainings(results)
+    assert rec.status == "interrupted" and rec.message == "training interrupted (Ctrl-C) during GRPO (1/2 steps)"
+    assert "missing: training interrupted (Ctrl-C) during GRPO (1/2 steps)" in captured.out
+
+
+def test_a_killed_training_process_is_reported_as_missing(tmp_path, capsys):
+    """SIGKILL runs no cleanup: the record stays ``running``; once its process is gone the board says so."""
+    results = tmp_path / "lb.sqlite"
+    code = ("import sys; from agentgym_r1.leaderboard.cli import run_board; from agentgym_r1.cli import build_parser;"
+            "from tests.leaderboard.test_training import TINY, board_args; import dataclasses;"
+            "run_board(board_args(sys.argv[1]), dataclasses.replace(TINY, grpo_steps=1000))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(results)], cwd=os.getcwd(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            recs = trainings(results) if results.exists() else []
+            if recs and recs[0].message.startswith("GRPO (") and not recs[0].message.startswith("GRPO (0/"):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the training never reached its first GRPO step")
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    (rec,) = trainings(results)
+    assert rec.status == "running"  # nothing ran to say otherwise
+    assert main(["leaderboard", "show", "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert f"the training process (pid {proc.pid}) ended before it finished, during {rec.message} (killed?)" in out
+    rows = {r.policy: r for r in gsm8k_rows(results)}
+    assert rows["tiny agent, before training (SFT 2 steps)"].status == "done"
+    assert rows["tiny agent, after training (SFT + GRPO 1000 steps)"].status == "missing"
+
+
+def test_a_bad_step_budget_is_refused_before_any_work(tmp_path, capsys):
+    assert main(["leaderboard", "run", "--suite", "quick", "--env", GSM8K, "--train-steps", "0",
+                 "--results", str(tmp_path / "lb.sqlite")]) == 2
+    assert "grpo_steps must be at least 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "lb.sqlite").exists()
+
+
+def test_without_the_train_extra_the_agent_is_skipped_saying_so(tmp_path):
+    """The board's own install (no ``train`` extra): the training is skipped with the install line, the rest runs."""
+    results = tmp_path / "lb.sqlite"
+    code = ("import sys; sys.modules['trl'] = None;"  # an import of trl now raises ImportError, as if not installed
+            "from agentgym_r1.cli import main; sys.exit(main(['leaderboard', 'run', '--suite', 'quick', '--env', "
+            f"'{GSM8K}', '--episodes', '2', '--workers', '1', '--results', sys.argv[1]]))")
+    done = subprocess.run([sys.executable, "-c", code, str(results)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    (rec,) = trainings(results)
+    assert rec.status == "skipped" and 'pip install "agentgym-r1[train]"' in rec.message
+    assert "Not trained here" in done.stdout and "skipped: the quick suite's trained agent needs" in done.stdout
