@@ -24,13 +24,14 @@ def _call(call: str, tool: str, arg: str, value: str) -> str:
     return call.replace("_echo", tool).replace("text", arg).replace("abc", value)
 
 
-def _play(tokenizer, name: str, env_id: str, kwargs: dict, script: list[tuple[str, bool]]):
+def _play(tokenizer, name: str, env_id: str, kwargs: dict, script: list[tuple[str, bool]],
+          env_backend: str = "thread"):
     from agentgym_r1.adapters.tiny import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
     end_id = chat.tokenizer.convert_tokens_to_ids(chat.family.end_of_turn[0])
     backend = ScriptedBackend(chat, lambda ctx, turn: script[turn], end_id=end_id)
-    engine = RolloutEngine(backend, chat, RolloutConfig(max_turns=len(script),
+    engine = RolloutEngine(backend, chat, RolloutConfig(max_turns=len(script), env_backend=env_backend, env_workers=1,
                                                         sampling=SamplingParams(max_new_tokens=10_000)))
     try:
         batch = engine.rollout([Prompt(env_id, {**kwargs, "parser": "auto"}, seed=0, options={"index": 0})])
@@ -56,25 +57,30 @@ def _check(chat, episode, needle: str) -> None:
     assert last.valid, last.error  # the episode went on after the malformed call
 
 
-@pytest.mark.parametrize("name", FAMILIES)
-def test_webshop_reads_the_family_s_own_tool_calls(tokenizer, name):
+# every family on threads; a response-template reader and a documented one in an env worker process as well (the
+# family's parser is pickled into the worker with the env's options)
+CASES = [(name, "thread") for name in FAMILIES] + [("qwen2_5", "process"), ("llama3_1", "process")]
+
+
+@pytest.mark.parametrize(("name", "env_backend"), CASES)
+def test_webshop_reads_the_family_s_own_tool_calls(tokenizer, name, env_backend):
     call = NATIVE_CALLS[name]
     broken = BROKEN[name][0]
     script = [(_call(call, "search", "query", "shoes"), False), (_call(broken, "click", "button", "x"), False),
               (_call(call, "click", "button", "back to search"), False)]
-    chat, episode = _play(tokenizer, name, "AgentR1/WebShop-v0", {"num_products": 50}, script)
+    chat, episode = _play(tokenizer, name, "AgentR1/WebShop-v0", {"num_products": 50}, script, env_backend)
     _check(chat, episode, "Back to Search")
 
 
-@pytest.mark.parametrize("name", FAMILIES)
-def test_alfworld_reads_the_family_s_own_tool_calls(tokenizer, name, tmp_path):
+@pytest.mark.parametrize(("name", "env_backend"), CASES)
+def test_alfworld_reads_the_family_s_own_tool_calls(tokenizer, name, env_backend, tmp_path):
     pytest.importorskip("textworld")
     call = NATIVE_CALLS[name]
     broken = BROKEN[name][0]
     script = [(_call(call, "act", "command", "look"), False), (_call(broken, "act", "command", "look"), False),
               (_call(call, "act", "command", "inventory"), False)]
     kwargs = {"num_games": 1, "cache_dir": str(tmp_path)}
-    chat, episode = _play(tokenizer, name, "AgentR1/ALFWorld-v1", kwargs, script)
+    chat, episode = _play(tokenizer, name, "AgentR1/ALFWorld-v1", kwargs, script, env_backend)
     _check(chat, episode, "You are")
 
 
