@@ -227,3 +227,24 @@ def test_without_the_train_extra_the_agent_is_skipped_saying_so(tmp_path):
     (rec,) = trainings(results)
     assert rec.status == "skipped" and 'pip install "agentgym-r1[train]"' in rec.message
     assert "Not trained here" in done.stdout and "skipped: the quick suite's trained agent needs" in done.stdout
+
+
+def test_a_training_record_is_journaled_and_rebuilt_with_the_results_file(tmp_path):
+    """The training's record (status, curve) is in the journal like every episode: a deleted results file gets it
+    back, so the board still shows the curve and why a row is missing."""
+    results = tmp_path / "lb.sqlite"
+    store = ResultsStore(results)
+    rec = TrainingRecord("k", GSM8K, "synthetic", '{"seed":1}', "failed", "training failed during GRPO (3/40 steps)",
+                         "hf:a", "hf:b", 40, [[0, 0.25, 8], [10, 0.5, 8]], {"sft_steps": 1, "grpo_steps": 40})
+    store.save_training(rec)
+    store.close()
+    results.unlink()
+    store = ResultsStore(results)
+    try:
+        assert "rebuilt" in store.recovery
+        (back,) = store.trainings()
+    finally:
+        store.close()
+    assert back.curve == rec.curve and back.status == "failed" and back.budget == rec.budget
+    rows = {r.policy: r for r in gsm8k_rows(results)}
+    assert rows["tiny agent, after training (SFT + GRPO 40 steps)"].status == "missing"
