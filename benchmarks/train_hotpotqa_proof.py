@@ -63,6 +63,8 @@ def questions(seeds: Sequence[int]) -> list[Any]:
     """The tasks that ``reset(seed=s)`` draws, for each seed."""
     import gymnasium as gym
 
+    import agentgym_r1  # noqa: F401  (registers the ids)
+
     env = gym.make(ENV_ID, **ENV_KWARGS)
     tasks = []
     for s in seeds:
@@ -81,6 +83,8 @@ def held_out(out: Path) -> tuple[list[int], list[int]]:
         cached = json.loads(path.read_text())
         return cached["monitor"], cached["final"]
     import gymnasium as gym
+
+    import agentgym_r1  # noqa: F401  (registers the ids)
 
     train = {t.prompt for t in questions(range(TRAIN_SEEDS))}
     env = gym.make(ENV_ID, **ENV_KWARGS)
@@ -225,10 +229,10 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
         steps += chunk
         em = react_em(model, tokenizer, monitor)
         print(f"sft step {steps:4d}  held-out EM {em:.3f}  {time.time() - start:.0f}s", flush=True)
+        model.save_pretrained(out / "sft")  # after every chunk: the last one is the checkpoint
+        tokenizer.save_pretrained(out / "sft")
         if em >= target:
             break
-    model.save_pretrained(out / "sft")
-    tokenizer.save_pretrained(out / "sft")
     print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  monitoring EM {em:.3f}", flush=True)
     save_result(out, "sft", react_em(model.eval(), tokenizer, final), steps=steps, minutes=(time.time() - start) / 60,
                 monitor=em)
