@@ -1,0 +1,484 @@
+"""HotpotQA proof of learning on CPU: the Agent-R1 table in miniature (issue 12).
+
+A tiny Qwen2-style model (tokenizer trained here) learns to search a generated multi-hop knowledge base:
+
+    python benchmarks/train_hotpotqa_proof.py sft  --out runs/hotpot    # tokenizer, model, ReAct SFT checkpoint
+    python benchmarks/train_hotpotqa_proof.py rag  --out runs/hotpot    # naive RAG: answer from one retrieval
+    python benchmarks/train_hotpotqa_proof.py grpo --out runs/hotpot --layout step --estimator rloo --seed 1
+    python benchmarks/train_hotpotqa_proof.py ppo  --out runs/hotpot --no-advantage-mask --no-loss-mask
+    python benchmarks/train_hotpotqa_proof.py eval --out runs/hotpot --checkpoint runs/hotpot/sft
+    python benchmarks/train_hotpotqa_proof.py table --out runs/hotpot   # the rows, as Markdown
+    python benchmarks/train_hotpotqa_proof.py plot  --out runs/hotpot   # learning curves -> benchmarks/plots/
+
+The env is ``AgentR1/HotpotQA-v0``, ``source="synthetic"``, ``difficulty="easy"``, Search-R1 tags
+(``<search>q</search>``, ``<answer>a</answer>``), one passage per search (``top_k=1``) and a one-line system prompt
+(the tag instructions follow it). Expert episodes: search each supporting title in turn (the first entity, then the
+bridge entity its passage names, or the two entities compared), then answer. Training questions come from the
+knowledge base seeded 0; held-out questions from the knowledge base seeded 1 (other names, other facts), so nothing
+held out can be answered from memory. ``sft`` prints the check that no held-out question is a training question.
+
+Held-out EM is greedy: 128 questions (reset seeds 0..127) to monitor runs, and 1,024 further ones (seeds 1000..2023,
+never used to pick anything) for the table, with a 95% Wilson interval. The ReAct SFT stops at the first chunk whose
+monitoring EM reaches ``--sft-target``; the RAG SFT keeps its best chunk and stops when it no longer improves.
+Each RL run trains for ``--minutes`` of wall time (lr on a cosine over that time) and writes its learning curve to
+``OUT/<run>/curve.json`` and its result to ``OUT/results/<run>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ENV_ID = "AgentR1/HotpotQA-v0"
+TOP_K = 1
+ENV_KWARGS: dict[str, Any] = {"source": "synthetic", "seed": 0, "kb_size": 5000, "difficulty": "easy",
+                              "parser": "tag", "top_k": TOP_K, "system_prompt": "Answer it."}
+MAX_TURNS, MAX_NEW_TOKENS, MAX_COMPLETION = 4, 32, 320
+TRAIN_SEEDS = 8000  # SFT and RL draw training questions with reset seeds 0..TRAIN_SEEDS-1
+HELD_OUT_FROM = 1_000_000  # held-out questions: reset seeds from here on, skipping any training question
+N_MONITOR, N_FINAL = 128, 1024  # monitoring questions, then the table's (never seen before a run ends)
+RAG_SYSTEM = "Answer the question from the passage."
+ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+
+
+def gold(task: Any) -> str:
+    return str(task.answer[0]) if isinstance(task.answer, list | tuple) else str(task.answer)
+
+
+def expert_actions(task: Any) -> list[str]:
+    """Search each supporting title (first entity, then the bridge it names; or both entities compared), answer."""
+    from agentgym_r1.leaderboard.baselines.hotpotqa import supporting_titles
+
+    return [f"<search>{t}</search>" for t in supporting_titles(task.meta)] + [f"<answer>{gold(task)}</answer>"]
+
+
+def questions(seeds: Sequence[int]) -> list[Any]:
+    """The tasks that ``reset(seed=s)`` draws, for each seed."""
+    import gymnasium as gym
+
+    import agentgym_r1  # noqa: F401  (registers the ids)
+
+    env = gym.make(ENV_ID, **ENV_KWARGS)
+    tasks = []
+    for s in seeds:
+        env.reset(seed=s)
+        tasks.append(env.unwrapped.task)
+    env.close()
+    return tasks
+
+
+def held_out(out: Path) -> tuple[list[int], list[int]]:
+    """The reset seeds of the monitoring and the table's held-out questions (cached in ``OUT/held_out.json``): seeds
+    from ``HELD_OUT_FROM`` on, skipping a question that a training seed draws or an earlier held-out seed drew, so
+    the held-out questions are distinct and none is a training question. Prints the check."""
+    path = out / "held_out.json"
+    if path.exists():
+        cached = json.loads(path.read_text())
+        return cached["monitor"], cached["final"]
+    import gymnasium as gym
+
+    import agentgym_r1  # noqa: F401  (registers the ids)
+
+    train = {t.prompt for t in questions(range(TRAIN_SEEDS))}
+    env = gym.make(ENV_ID, **ENV_KWARGS)
+    seeds: list[int] = []
+    texts: set[str] = set()
+    seed, skipped = HELD_OUT_FROM, 0
+    while len(seeds) < N_MONITOR + N_FINAL:
+        env.reset(seed=seed)
+        text = env.unwrapped.task.prompt
+        if text in train or text in texts:
+            skipped += 1
+        else:
+            seeds.append(seed)
+            texts.add(text)
+        seed += 1
+    env.close()
+    check = {t.prompt for t in questions(seeds)}
+    print(f"overlap check: {len(train)} distinct training questions (reset seeds 0..{TRAIN_SEEDS - 1}: SFT and RL), "
+          f"{len(check)} distinct held-out questions (reset seeds {HELD_OUT_FROM}..{seed - 1}, {skipped} skipped as "
+          f"training or repeated questions); held-out questions that are training questions: {len(train & check)}",
+          flush=True)
+    if train & check or len(check) != len(seeds):
+        raise SystemExit("held-out questions overlap the training questions")
+    path.write_text(json.dumps({"monitor": seeds[:N_MONITOR], "final": seeds[N_MONITOR:]}))
+    return seeds[:N_MONITOR], seeds[N_MONITOR:]
+
+
+# -- evaluation --------------------------------------------------------------------------------------------------------
+def react_em(model: Any, tokenizer: Any, seeds: Sequence[int]) -> float:
+    """Greedy EM of the ReAct agent on the held-out questions of ``seeds``."""
+    from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, SamplingParams
+    from agentgym_r1.adapters.backends.hf import HFBackend
+
+    chat = ChatTokenizer(tokenizer)
+    config = RolloutConfig(max_turns=MAX_TURNS, max_context_tokens=1024, max_completion_tokens=MAX_COMPLETION,
+                           seed=None, sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0))
+    was_training = model.training
+    engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
+    solved = 0
+    try:
+        for start in range(0, len(seeds), 256):
+            batch = engine.rollout([{"env": ENV_ID, "env_kwargs": ENV_KWARGS, "seed": s}
+                                    for s in seeds[start:start + 256]])
+            solved += sum(e.success for e in batch.episodes)
+    finally:
+        engine.close()
+        model.train(was_training)
+    return solved / len(seeds)
+
+
+def rag_prompt(chat: Any, retriever: Any, question: str) -> list[int]:
+    from agentgym_r1.envs.hotpotqa.tools import render_hits
+
+    content = f"{question}\n\n{render_hits(retriever.search(question, TOP_K))}"
+    return chat.prompt_ids([{"role": "system", "content": RAG_SYSTEM}, {"role": "user", "content": content}])
+
+
+def rag_em(model: Any, tokenizer: Any, seeds: Sequence[int]) -> float:
+    """Greedy EM of the naive RAG model: one retrieval with the question, then the answer."""
+    import gymnasium as gym
+    import torch
+
+    from agentgym_r1.adapters import ChatTokenizer
+    from agentgym_r1.core.rewards import qa_scores
+
+    chat = ChatTokenizer(tokenizer)
+    env = gym.make(ENV_ID, **ENV_KWARGS)
+    retriever = env.unwrapped.retriever
+    tasks = questions(seeds)
+    was_training = model.training
+    model.eval()
+    solved = 0.0
+    for start in range(0, len(tasks), 128):
+        chunk = tasks[start:start + 128]
+        prompts = [rag_prompt(chat, retriever, t.prompt) for t in chunk]
+        width = max(map(len, prompts))
+        ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p for p in prompts])
+        attn = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=attn, max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
+                                 eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+        for task, row in zip(chunk, out[:, width:].tolist(), strict=True):
+            m = ANSWER.search(tokenizer.decode(row, skip_special_tokens=True))
+            solved += qa_scores(m[1], task.answer)["em"] if m else 0.0
+    env.close()
+    model.train(was_training)
+    return solved / len(tasks)
+
+
+def save_result(out: Path, label: str, em: float, **extra: Any) -> None:
+    from agentgym_r1.leaderboard.board import wilson
+
+    stat = wilson(em * N_FINAL, N_FINAL)
+    row = {"run": label, "em": stat.value, "low": stat.low, "high": stat.high, "n": N_FINAL, **extra}
+    (out / "results").mkdir(parents=True, exist_ok=True)
+    (out / "results" / f"{label}.json").write_text(json.dumps(row, indent=1))
+    print(f"{label}: held-out EM on {N_FINAL} questions {100 * stat.value:.1f}% "
+          f"[{100 * stat.low:.1f}, {100 * stat.high:.1f}]", flush=True)
+
+
+def agent_turns(demo: Any) -> list[list[int]]:
+    """The agent's turns of an expert episode (runs of ``env_mask`` 1)."""
+    turns: list[list[int]] = []
+    previous = 0
+    for token, mask in zip(demo.completion_ids, demo.env_mask, strict=True):
+        if mask:
+            if not previous:
+                turns.append([])
+            turns[-1].append(token)
+        previous = mask
+    return turns
+
+
+# -- supervised phases -------------------------------------------------------------------------------------------------
+def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: int, lr: float, batch: int,
+            layers: int) -> None:
+    import gymnasium as gym
+
+    from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
+    from agentgym_r1.trainers.sft import expert_episode, sft
+
+    if num_episodes > TRAIN_SEEDS:
+        raise SystemExit(f"--sft-episodes is at most {TRAIN_SEEDS} (the training seeds)")
+    monitor, final = held_out(out)
+    env = gym.make(ENV_ID, **ENV_KWARGS)
+    texts = []
+    for seed in range(300):
+        play_expert(env, seed, expert_actions)
+        texts.append(render_chat(env.unwrapped.transcript.messages()))
+    tokenizer = train_tokenizer(texts, out / "tokenizer", vocab_size=1000, split_digits=True, cross_spaces=True)
+    model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
+    episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(num_episodes)]
+    lengths = sorted(len(e.prompt_ids) + len(e.completion_ids) for e in episodes)
+    longest = max(len(chat_ids) for e in episodes for chat_ids in agent_turns(e))
+    print(f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, vocab {len(tokenizer)}, "
+          f"{len(episodes)} expert episodes ({sum(e.success for e in episodes)} solved), prompt "
+          f"{len(episodes[0].prompt_ids)} tokens, episode median {lengths[len(lengths) // 2]} max {lengths[-1]}, "
+          f"longest action {longest} tokens", flush=True)
+    start, steps, em = time.time(), 0, 0.0
+    while steps < max_steps:
+        sft(model, episodes, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
+        steps += chunk
+        em = react_em(model, tokenizer, monitor)
+        print(f"sft step {steps:4d}  held-out EM {em:.3f}  {time.time() - start:.0f}s", flush=True)
+        model.save_pretrained(out / "sft")  # after every chunk: the last one is the checkpoint
+        tokenizer.save_pretrained(out / "sft")
+        if em >= target:
+            break
+    print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  monitoring EM {em:.3f}", flush=True)
+    save_result(out, "sft", react_em(model.eval(), tokenizer, final), steps=steps, minutes=(time.time() - start) / 60,
+                monitor=em)
+
+
+def run_rag(out: Path, chunk: int, minutes: float, patience: int, num_episodes: int, lr: float, batch: int,
+            layers: int) -> None:
+    import copy
+
+    import gymnasium as gym
+    from transformers import PreTrainedTokenizerFast
+
+    from agentgym_r1.adapters import ChatTokenizer
+    from agentgym_r1.adapters.tiny import make_model
+    from agentgym_r1.trainers.sft import Demo, sft
+
+    monitor, final = held_out(out)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "tokenizer")  # the ReAct run's, a fresh model
+    model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
+    chat = ChatTokenizer(tokenizer)
+    env = gym.make(ENV_ID, **ENV_KWARGS)
+    demos = []
+    for task in questions(range(num_episodes)):
+        answer = [*chat.encode(f"<answer>{gold(task)}</answer>"), tokenizer.eos_token_id]
+        demos.append(Demo(rag_prompt(chat, env.unwrapped.retriever, task.prompt), answer, [1] * len(answer), True))
+    print(f"naive RAG: {len(demos)} examples, prompt median {sorted(len(d.prompt_ids) for d in demos)[len(demos) // 2]}"
+          " tokens", flush=True)
+    start, steps, best, best_state, best_steps, stale = time.time(), 0, -1.0, None, 0, 0
+    while time.time() - start < minutes * 60 and stale < patience:
+        sft(model, demos, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
+        steps += chunk
+        em = rag_em(model, tokenizer, monitor)
+        print(f"rag step {steps:4d}  held-out EM {em:.3f}  {time.time() - start:.0f}s", flush=True)
+        if em > best:
+            best, best_state, best_steps, stale = em, copy.deepcopy(model.state_dict()), steps, 0
+        else:
+            stale += 1
+    model.load_state_dict(best_state)
+    model.save_pretrained(out / "rag")
+    tokenizer.save_pretrained(out / "rag")
+    print(f"RAG checkpoint: {out / 'rag'}  best at step {best_steps} of {steps}  monitoring EM {best:.3f}", flush=True)
+    save_result(out, "rag", rag_em(model, tokenizer, final), steps=best_steps, minutes=(time.time() - start) / 60,
+                monitor=best)
+
+
+# -- RL ----------------------------------------------------------------------------------------------------------------
+def curve_callback(tokenizer: Any, monitor: list[int], minutes: float, every: int, label: str, path: Path) -> Any:
+    """Held-out EM every ``every`` steps (written to ``path`` as it goes), a stop once ``minutes`` have passed, and
+    the learning rate on a cosine from its initial value to zero over those minutes of wall time."""
+    from transformers import TrainerCallback
+
+    class Curve(TrainerCallback):
+        def __init__(self) -> None:
+            self.start = time.time()
+            self.history: list[dict[str, float]] = []
+
+        def record(self, step: int, model: Any) -> None:
+            elapsed = time.time() - self.start
+            em = react_em(getattr(model, "policy", model), tokenizer, monitor)  # PPO: the policy
+            self.history.append({"step": step, "minutes": elapsed / 60, "em": em})
+            path.write_text(json.dumps({"run": label, "curve": self.history}, indent=1))
+            print(f"{label} step {step:4d}  held-out EM {em:.3f}  {elapsed:.0f}s", flush=True)
+
+        def on_train_begin(self, args, state, control, lr_scheduler=None, model=None, **kwargs):
+            self.start = time.time()
+
+            def by_time(_step: int) -> float:
+                done = min(1.0, (time.time() - self.start) / (minutes * 60))
+                return 0.5 * (1.0 + math.cos(math.pi * done))
+
+            lr_scheduler.lr_lambdas = [by_time] * len(lr_scheduler.lr_lambdas)
+            self.record(0, model)
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            done = time.time() - self.start > minutes * 60
+            if state.global_step % every == 0 or done:
+                self.record(state.global_step, model)
+            if done:
+                control.should_training_stop = True
+            return control
+
+    return Curve()
+
+
+def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Any, final: list[int], **extra: Any) -> None:
+    last = callback.history[-1]
+    print(f"{label}: monitoring EM {callback.history[0]['em']:.3f} -> {last['em']:.3f} in {last['step']} steps, "
+          f"{last['minutes']:.1f} min", flush=True)
+    save_result(out, label, react_em(getattr(model, "policy", model).eval(), tokenizer, final), steps=last["step"],
+                minutes=last["minutes"], monitor=last["em"], **extra)
+
+
+def run_grpo(out: Path, minutes: float, every: int, lr: float, layout: str, estimator: str, seed: int, batch: int,
+             generations: int, threads: int) -> None:
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    from agentgym_r1.trainers.configs import AgentGRPOConfig
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
+    model = AutoModelForCausalLM.from_pretrained(out / "sft")
+    name = {"grpo": "grpo", "rloo": "rloo", "reinforce_pp": "reinforcepp"}[estimator]
+    label = f"{name}-{layout}-seed{seed}"
+    args = AgentGRPOConfig(
+        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
+        max_new_tokens=MAX_NEW_TOKENS, num_generations=generations, per_device_train_batch_size=batch,
+        max_completion_length=MAX_COMPLETION, layout=layout, advantage_estimator=estimator,
+        learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=1.0,
+        max_steps=100_000, logging_steps=5, report_to="tensorboard", gradient_checkpointing=False,
+        save_strategy="no", use_cpu=True, bf16=False, num_tasks=TRAIN_SEEDS, seed=seed, data_seed=seed)
+    (out / label).mkdir(parents=True, exist_ok=True)
+    monitor, final = held_out(out)
+    callback = curve_callback(tokenizer, monitor, minutes, every, label, out / label / "curve.json")
+    AgentGRPOTrainer(model, args, tokenizer, callbacks=[callback]).train()
+    finish(out, label, model, tokenizer, callback, final, threads=threads, lr=lr, batch=batch)
+
+
+def run_ppo(out: Path, minutes: float, every: int, lr: float, advantage_mask: bool, loss_mask: bool, seed: int,
+            batch: int, threads: int) -> None:
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    from agentgym_r1.trainers.configs import AgentPPOConfig
+    from agentgym_r1.trainers.ppo import AgentPPOTrainer
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
+    model = AutoModelForCausalLM.from_pretrained(out / "sft")
+    label = "ppo" + ("" if advantage_mask else "-noadv") + ("" if loss_mask else "-noloss") + f"-seed{seed}"
+    args = AgentPPOConfig(
+        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
+        max_new_tokens=MAX_NEW_TOKENS, rollout_batch_size=batch, mini_batch_size=batch // 2, ppo_epochs=2,
+        max_completion_length=MAX_COMPLETION, learning_rate=lr, lr_scheduler_type="constant", max_steps=100_000,
+        logging_steps=5, report_to="tensorboard", save_strategy="no", use_cpu=True, seed=seed,
+        num_tasks=TRAIN_SEEDS, advantage_mask=advantage_mask, loss_mask=loss_mask)
+    (out / label).mkdir(parents=True, exist_ok=True)
+    monitor, final = held_out(out)
+    callback = curve_callback(tokenizer, monitor, minutes, every, label, out / label / "curve.json")
+    AgentPPOTrainer(model, args, tokenizer, callbacks=[callback]).train()
+    finish(out, label, model, tokenizer, callback, final, threads=threads, lr=lr, batch=batch)
+
+
+# -- reporting ---------------------------------------------------------------------------------------------------------
+def run_eval(out: Path, checkpoint: Path, rag: bool) -> None:
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint).eval()
+    em = (rag_em if rag else react_em)(model, tokenizer, held_out(out)[1])
+    save_result(out, f"eval-{checkpoint.name}", em)
+
+
+def run_table(out: Path) -> None:
+    """The results as Markdown rows: run, held-out EM [95% CI] on the 1,024 questions, steps, minutes."""
+    print("| run | held-out EM (1,024 questions) [95% CI] | steps | wall min | monitoring EM (128) |\n|---|---|---|---|---|")
+    for path in sorted((out / "results").glob("*.json")):
+        r = json.loads(path.read_text())
+        print(f"| {r['run']} | {100 * r['em']:.1f}% [{100 * r['low']:.1f}, {100 * r['high']:.1f}] | "
+              f"{r.get('steps', '')} | {r.get('minutes', 0):.1f} | {100 * r.get('monitor', math.nan):.1f}% |")
+
+
+def run_plot(out: Path, plots: Path) -> None:
+    """Learning curves (monitoring EM against wall minutes): RL algorithms, and PPO's mask ablation; the SFT start and
+    naive RAG as horizontal lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = {p.parent.name: json.loads(p.read_text())["curve"] for p in sorted(out.glob("*/curve.json"))}
+    baselines = {}
+    for name in ("sft", "rag"):
+        path = out / "results" / f"{name}.json"
+        if path.exists():
+            baselines[name] = json.loads(path.read_text()).get("monitor")
+    plots.mkdir(parents=True, exist_ok=True)
+    groups = {"algorithms": lambda n: "-noadv" not in n and "-noloss" not in n,
+              "ppo_masks": lambda n: n.startswith("ppo") and n.endswith("seed0")}
+    for group, keep in groups.items():
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        for name, curve in curves.items():
+            if keep(name):
+                ax.plot([c["minutes"] for c in curve], [100 * c["em"] for c in curve], marker=".", label=name)
+        styles = {"sft": ("SFT start (ReAct)", ":"), "rag": ("naive RAG", "--")}
+        for name, value in baselines.items():
+            if value is not None:
+                ax.axhline(100 * value, color="grey", linestyle=styles[name][1], label=styles[name][0])
+        ax.set_xlabel("wall minutes of training (one core)")
+        ax.set_ylabel("held-out EM, 128 monitoring questions (%)")
+        ax.set_title(f"HotpotQA (synthetic, easy), tiny Qwen2: {group.replace('_', ' ')}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(plots / f"hotpotqa_{group}.svg")
+        plt.close(fig)
+        print(f"wrote {plots / f'hotpotqa_{group}.svg'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("phase", choices=["sft", "rag", "grpo", "ppo", "eval", "table", "plot"])
+    parser.add_argument("--out", type=Path, default=Path("runs/hotpot"))
+    parser.add_argument("--minutes", type=float, default=10.0, help="RL: wall minutes of training")
+    parser.add_argument("--eval-every", type=int, default=10, help="RL: monitoring EM every this many steps")
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--batch", type=int, default=64, help="RL: episodes per step (GRPO: groups x generations)")
+    parser.add_argument("--generations", type=int, default=8, help="GRPO: samples per question")
+    parser.add_argument("--layout", choices=["concatenated", "step"], default="concatenated")
+    parser.add_argument("--estimator", choices=["grpo", "rloo", "reinforce++"], default="grpo")
+    parser.add_argument("--no-advantage-mask", action="store_true", help="PPO: advantages on env tokens too")
+    parser.add_argument("--no-loss-mask", action="store_true", help="PPO: env tokens in the loss")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checkpoint", type=Path, help="eval: the model directory")
+    parser.add_argument("--rag", action="store_true", help="eval: the checkpoint is a naive RAG model")
+    parser.add_argument("--plots", type=Path, default=Path("benchmarks/plots"))
+    parser.add_argument("--sft-target", type=float, default=0.12)
+    parser.add_argument("--sft-chunk", type=int, default=50)
+    parser.add_argument("--sft-max-steps", type=int, default=3000)
+    parser.add_argument("--sft-episodes", type=int, default=20_000, help="expert episodes (training seeds 0..N-1)")
+    parser.add_argument("--sft-lr", type=float, default=3e-3)
+    parser.add_argument("--sft-batch", type=int, default=16)
+    parser.add_argument("--rag-minutes", type=float, default=6.0)
+    parser.add_argument("--rag-patience", type=int, default=3, help="RAG: chunks without improvement before stopping")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1)
+    a = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(a.threads)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    a.out.mkdir(parents=True, exist_ok=True)
+    if a.phase == "sft":
+        run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers)
+    elif a.phase == "rag":
+        run_rag(a.out, a.sft_chunk, a.rag_minutes, a.rag_patience, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers)
+    elif a.phase == "grpo":
+        estimator = "reinforce_pp" if a.estimator == "reinforce++" else a.estimator
+        run_grpo(a.out, a.minutes, a.eval_every, a.lr, a.layout, estimator, a.seed, a.batch, a.generations, a.threads)
+    elif a.phase == "ppo":
+        run_ppo(a.out, a.minutes, a.eval_every, a.lr, not a.no_advantage_mask, not a.no_loss_mask, a.seed, a.batch,
+                a.threads)
+    elif a.phase == "eval":
+        run_eval(a.out, a.checkpoint, a.rag)
+    elif a.phase == "table":
+        run_table(a.out)
+    else:
+        run_plot(a.out, a.plots)
+
+
+if __name__ == "__main__":
+    main()
