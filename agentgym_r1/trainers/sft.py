@@ -23,12 +23,14 @@ class Demo:
     success: bool = False
 
 
-def expert_episode(env: gym.Env, tokenizer: Any, seed: int) -> Demo:
-    """Play the task's expert actions in ``env`` and tokenize the episode exactly as the rollout engine does."""
+def expert_episode(env: gym.Env, tokenizer: Any, seed: int,
+                   actions: Callable[[Any], list[str]] = expert_actions) -> Demo:
+    """Play ``actions(task)`` (by default GSM8K's :func:`expert_actions`) in ``env`` reset with ``seed``, and tokenize
+    the episode exactly as the rollout engine does."""
     chat = ChatTokenizer(tokenizer)
     env.reset(seed=seed)
     demo = Demo(chat.prompt_ids(env.unwrapped.transcript.messages()))
-    for action in expert_actions(env.unwrapped.task):
+    for action in actions(env.unwrapped.task):
         ids = [*chat.encode(action), tokenizer.eos_token_id]
         demo.completion_ids += ids
         demo.env_mask += [1] * len(ids)
