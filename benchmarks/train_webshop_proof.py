@@ -185,32 +185,40 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
 
 
 def curve_callback(tokenizer: Any, seeds: list[int], minutes: float, every: int, path: Path) -> Any:
-    """Held-out monitoring every ``every`` steps (written to ``path``), a stop after ``minutes`` and the learning
-    rate on a cosine from its initial value to 0 over those minutes of wall time (as the GSM8K proof's ``--cosine``)."""
+    """Held-out monitoring every ``every`` steps (written to ``path``), a stop after ``minutes`` of training (wall
+    time less the held-out checks) and the learning rate on a cosine from its initial value to 0 over those minutes
+    (as the GSM8K proof's ``--cosine``, in training time)."""
     from transformers import TrainerCallback
 
     class Curve(TrainerCallback):
         def __init__(self) -> None:
-            self.start, self.points = time.time(), []
+            self.start, self.held_out, self.points = time.time(), 0.0, []
+
+        def training(self) -> float:
+            """Seconds of training so far: wall time less the held-out checks (which are not training)."""
+            return time.time() - self.start - self.held_out
 
         def record(self, step: int, model: Any) -> None:
-            self.points.append({"step": step, "seconds": time.time() - self.start,
-                                **monitor(model, tokenizer, seeds)})
+            begin = time.time()
+            point = {"step": step, "seconds": self.training(), **monitor(model, tokenizer, seeds)}
+            self.held_out += time.time() - begin
+            self.points.append({**point, "wall": time.time() - self.start})
             path.write_text(json.dumps(self.points, indent=1))
-            print(f"grpo step {step:4d}  held-out {fmt(self.points[-1])}  {self.points[-1]['seconds']:.0f}s",
-                  flush=True)
+            print(f"grpo step {step:4d}  held-out {fmt(point)}  training {point['seconds']:.0f}s, wall "
+                  f"{self.points[-1]['wall']:.0f}s", flush=True)
 
         def on_train_begin(self, args, state, control, lr_scheduler=None, model=None, **kwargs):
             self.record(0, model)
-            self.start = time.time()
+            self.start, self.held_out = time.time(), 0.0
+            self.points[0]["wall"] = 0.0
 
             def by_time(_step: int) -> float:
-                return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (time.time() - self.start) / (minutes * 60))))
+                return 0.5 * (1.0 + math.cos(math.pi * min(1.0, self.training() / (minutes * 60))))
 
             lr_scheduler.lr_lambdas = [by_time] * len(lr_scheduler.lr_lambdas)
 
         def on_step_end(self, args, state, control, model=None, **kwargs):
-            done = time.time() - self.start > minutes * 60
+            done = self.training() > minutes * 60
             if state.global_step % every == 0 or done:
                 self.record(state.global_step, model)
             if done:
@@ -221,7 +229,7 @@ def curve_callback(tokenizer: Any, seeds: list[int], minutes: float, every: int,
 
 
 def run_grpo(out: Path, minutes: float, every: int, lr: float, seed: int, prompts: int, generations: int,
-             temperature: float, sft_episodes: int) -> None:
+             temperature: float, sft_episodes: int, monitor_n: int = MONITOR_N) -> None:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
@@ -239,7 +247,7 @@ def run_grpo(out: Path, minutes: float, every: int, lr: float, seed: int, prompt
         report_to="none", gradient_checkpointing=False, save_strategy="no", use_cpu=True, bf16=False,
         seed=seed, data_seed=seed)
     tasks = Dataset.from_list([{"prompt": json.dumps({"seed": RL_FIRST + i})} for i in range(RL_TASKS)])
-    seeds, counts = held_out_seeds(MONITOR_FIRST, MONITOR_N, sft_episodes)
+    seeds, counts = held_out_seeds(MONITOR_FIRST, monitor_n, sft_episodes)
     print(f"monitoring set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
     callback = curve_callback(tokenizer, seeds, minutes, every, out / f"{label}_curve.json")
     trainer = AgentGRPOTrainer(model, args, tokenizer, train_dataset=tasks, callbacks=[callback])
@@ -248,15 +256,16 @@ def run_grpo(out: Path, minutes: float, every: int, lr: float, seed: int, prompt
     model.save_pretrained(out / label / "final")
     tokenizer.save_pretrained(out / label / "final")
     first, last = callback.points[0], callback.points[-1]
-    print(f"{label}: {last['step']} steps, {(time.time() - start) / 60:.1f} min wall; held-out (monitoring) "
+    print(f"{label}: {last['step']} steps, {last['seconds'] / 60:.1f} min training, {(time.time() - start) / 60:.1f} "
+          f"min wall with the held-out checks; held-out (monitoring) "
           f"score {first['score']:.3f} -> {last['score']:.3f}, success {100 * first['success']:.1f}% -> "
           f"{100 * last['success']:.1f}%")
 
 
-def run_eval(out: Path, seed: int, sft_episodes: int) -> None:
+def run_eval(out: Path, seed: int, sft_episodes: int, final_n: int = FINAL_N) -> None:
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
-    seeds, counts = held_out_seeds(FINAL_FIRST, FINAL_N, sft_episodes)
+    seeds, counts = held_out_seeds(FINAL_FIRST, final_n, sft_episodes)
     counts["products_also_trained_share"] = products_seen(seeds, sft_episodes)
     print(f"final held-out set: seeds from {FINAL_FIRST}, {counts}", flush=True)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
@@ -282,7 +291,8 @@ def run_plot(out: Path, plots: Path, seed: int) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, points, x, xlabel, title in (
             (axes[0], sft_curve, "step", "SFT step (batch 16)", "SFT warm start (stopped early)"),
-            (axes[1], grpo, "minutes", "GRPO wall time (minutes)", f"GRPO from the SFT checkpoint (seed {seed})")):
+            (axes[1], grpo, "minutes", "GRPO training time (minutes; held-out checks excluded)",
+             f"GRPO from the SFT checkpoint (seed {seed})")):
         xs = [p["step"] if x == "step" else p["seconds"] / 60 for p in points]
         for key, colour in (("success", "tab:blue"), ("score", "tab:orange")):
             ax.plot(xs, [p[key] for p in points], marker="o", ms=3, color=colour, label=f"held-out {key} (128)")
@@ -319,6 +329,8 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8, help="GRPO tasks per step")
     parser.add_argument("--generations", type=int, default=8, help="GRPO samples per task")
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--monitor", type=int, default=MONITOR_N, help="GRPO: held-out tasks checked during training")
+    parser.add_argument("--final", type=int, default=FINAL_N, help="eval: final held-out tasks")
     parser.add_argument("--sft-target", type=float, default=0.2, help="stop SFT at this held-out success")
     parser.add_argument("--sft-chunk", type=int, default=50)
     parser.add_argument("--sft-max-steps", type=int, default=2000)
@@ -338,9 +350,9 @@ def main() -> None:
                 a.vocab)
     elif a.phase == "grpo":
         run_grpo(a.out, a.minutes, a.eval_every, a.lr, a.seed, a.prompts, a.generations, a.temperature,
-                 a.sft_episodes)
+                 a.sft_episodes, a.monitor)
     elif a.phase == "eval":
-        run_eval(a.out, a.seed, a.sft_episodes)
+        run_eval(a.out, a.seed, a.sft_episodes, a.final)
     else:
         run_plot(a.out, a.plots, a.seed)
 
