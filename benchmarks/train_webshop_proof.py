@@ -149,7 +149,7 @@ def monitor(model: Any, tokenizer: Any, seeds: list[int]) -> dict[str, Any]:
 
 
 def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: int, lr: float, batch: int,
-            layers: int, vocab: int) -> None:
+            layers: int, vocab: int, minutes: float = math.inf) -> None:
     from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
     from agentgym_r1.trainers.sft import expert_episode, sft
 
@@ -172,15 +172,17 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
     print(f"monitoring set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
     curve: list[dict[str, Any]] = []  # no check at step 0: a random model's episodes fail (and are the slowest)
     steps, start = 0, time.time()
-    while steps < max_steps and (not curve or curve[-1]["success"] < target):
-        sft(model, episodes, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
+    while steps < max_steps and (not curve or curve[-1]["success"] < target) and time.time() - start < minutes * 60:
+        losses = sft(model, episodes, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
         steps += chunk
-        curve.append({"step": steps, "seconds": time.time() - start, **monitor(model, tokenizer, seeds)})
-        print(f"sft step {steps:4d}  held-out {fmt(curve[-1])}  {curve[-1]['seconds']:.0f}s", flush=True)
-    model.save_pretrained(out / "sft")
-    tokenizer.save_pretrained(out / "sft")
-    (out / "sft_curve.json").write_text(json.dumps({"env_kwargs": ENV_KWARGS, "episodes": len(episodes),
-                                                    "num_episodes": num_episodes, "curve": curve}, indent=1))
+        curve.append({"step": steps, "seconds": time.time() - start, "loss": sum(losses) / len(losses),
+                      **monitor(model, tokenizer, seeds)})
+        print(f"sft step {steps:4d}  loss {curve[-1]['loss']:.3f}  held-out {fmt(curve[-1])}  "
+              f"{curve[-1]['seconds']:.0f}s", flush=True)
+        model.save_pretrained(out / "sft")  # after every chunk: the last one saved is the start when time runs out
+        tokenizer.save_pretrained(out / "sft")
+        (out / "sft_curve.json").write_text(json.dumps({"env_kwargs": ENV_KWARGS, "episodes": len(episodes),
+                                                        "num_episodes": num_episodes, "curve": curve}, indent=1))
     print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  held-out {fmt(curve[-1])}")
 
 
@@ -336,6 +338,8 @@ def main() -> None:
     parser.add_argument("--sft-max-steps", type=int, default=2000)
     parser.add_argument("--sft-episodes", type=int, default=3000, help="SFT tasks (seeds 0..N-1)")
     parser.add_argument("--sft-lr", type=float, default=3e-3)
+    parser.add_argument("--sft-minutes", type=float, default=math.inf,
+                        help="stop SFT after this many minutes even under --sft-target (the last chunk is saved)")
     parser.add_argument("--sft-batch", type=int, default=16)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=2000)
@@ -347,7 +351,7 @@ def main() -> None:
     a.out.mkdir(parents=True, exist_ok=True)
     if a.phase == "sft":
         run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers,
-                a.vocab)
+                a.vocab, a.sft_minutes)
     elif a.phase == "grpo":
         run_grpo(a.out, a.minutes, a.eval_every, a.lr, a.seed, a.prompts, a.generations, a.temperature,
                  a.sft_episodes, a.monitor)
