@@ -264,19 +264,23 @@ def run_grpo(out: Path, minutes: float, every: int, lr: float, seed: int, prompt
           f"{100 * last['success']:.1f}%")
 
 
-def run_eval(out: Path, seed: int, sft_episodes: int, final_n: int = FINAL_N) -> None:
+def run_eval(out: Path, seed: int, sft_episodes: int, final_n: int = FINAL_N, which: str = "sft,grpo") -> None:
+    """Greedy play of the SFT checkpoint and/or the GRPO run's final model on the final held-out tasks; each
+    result in ``final_<label>.json`` with the overlap check."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     seeds, counts = held_out_seeds(FINAL_FIRST, final_n, sft_episodes)
     counts["products_also_trained_share"] = products_seen(seeds, sft_episodes)
-    print(f"final held-out set: seeds from {FINAL_FIRST}, {counts}", flush=True)
+    print(f"final held-out set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
-    result: dict[str, Any] = {"seeds": [seeds[0], seeds[-1]], "overlap": counts}
-    for name, path in (("sft", out / "sft"), (f"grpo-seed{seed}", out / f"grpo-seed{seed}" / "final")):
+    models = {"sft": out / "sft", "grpo": out / f"grpo-seed{seed}" / "final"}
+    for name in which.split(","):
+        label = "sft" if name == "sft" else f"grpo-seed{seed}"
         start = time.time()
-        result[name] = summary(*play(AutoModelForCausalLM.from_pretrained(path).eval(), tokenizer, seeds))
-        print(f"{name}: held-out {fmt(result[name])}  {time.time() - start:.0f}s", flush=True)
-    (out / f"final_seed{seed}.json").write_text(json.dumps(result, indent=1))
+        result = summary(*play(AutoModelForCausalLM.from_pretrained(models[name]).eval(), tokenizer, seeds))
+        print(f"{label}: final held-out {fmt(result)}  {time.time() - start:.0f}s", flush=True)
+        (out / f"final_{label}.json").write_text(json.dumps({**result, "seeds": [seeds[0], seeds[-1]],
+                                                             "overlap": counts}, indent=1))
 
 
 def run_plot(out: Path, plots: Path, seed: int) -> None:
@@ -288,8 +292,8 @@ def run_plot(out: Path, plots: Path, seed: int) -> None:
     plots.mkdir(parents=True, exist_ok=True)
     sft_curve = json.loads((out / "sft_curve.json").read_text())["curve"]
     grpo = json.loads((out / f"grpo-seed{seed}_curve.json").read_text())
-    final_path = out / f"final_seed{seed}.json"
-    final = json.loads(final_path.read_text()) if final_path.exists() else None
+    final = {name: json.loads((out / f"final_{name}.json").read_text()) for name in ("sft", f"grpo-seed{seed}")
+             if (out / f"final_{name}.json").exists()}
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, points, x, xlabel, title in (
             (axes[0], sft_curve, "step", "SFT step (batch 16)", "SFT warm start (stopped early)"),
@@ -302,7 +306,7 @@ def run_plot(out: Path, plots: Path, seed: int) -> None:
                             color=colour, alpha=0.15)
         ax.set(xlabel=xlabel, ylim=(0, 1), title=title)
         ax.grid(alpha=0.3)
-    if final:
+    if len(final) == 2:
         for key, colour, marker in (("success", "tab:blue", "s"), ("score", "tab:orange", "D")):
             for name, xpos in (("sft", 0.0), (f"grpo-seed{seed}", grpo[-1]["seconds"] / 60)):
                 r = final[name]
@@ -333,6 +337,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--monitor", type=int, default=MONITOR_N, help="GRPO: held-out tasks checked during training")
     parser.add_argument("--final", type=int, default=FINAL_N, help="eval: final held-out tasks")
+    parser.add_argument("--models", default="sft,grpo", help="eval: which of sft, grpo to play")
     parser.add_argument("--sft-target", type=float, default=0.2, help="stop SFT at this held-out success")
     parser.add_argument("--sft-chunk", type=int, default=50)
     parser.add_argument("--sft-max-steps", type=int, default=2000)
@@ -356,7 +361,7 @@ def main() -> None:
         run_grpo(a.out, a.minutes, a.eval_every, a.lr, a.seed, a.prompts, a.generations, a.temperature,
                  a.sft_episodes, a.monitor)
     elif a.phase == "eval":
-        run_eval(a.out, a.seed, a.sft_episodes, a.final)
+        run_eval(a.out, a.seed, a.sft_episodes, a.final, a.models)
     else:
         run_plot(a.out, a.plots, a.seed)
 
