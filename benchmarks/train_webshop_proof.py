@@ -1,0 +1,370 @@
+"""Proof of learning on a second multi-turn env (issue 12): GRPO on WebShop's generated catalogue from an SFT start.
+
+Phases (each prints what it measured; everything lands in ``--out``):
+
+    python benchmarks/train_webshop_proof.py sft  --out runs/webshop --threads 1   # tokenizer, tiny Qwen2, SFT
+    python benchmarks/train_webshop_proof.py grpo --out runs/webshop --minutes 15 --seed 0 --threads 1
+    python benchmarks/train_webshop_proof.py eval --out runs/webshop --seed 0      # SFT vs GRPO, >= 1,000 tasks
+    python benchmarks/train_webshop_proof.py plot --out runs/webshop               # benchmarks/plots/webshop_*.svg
+
+The env is ``AgentR1/WebShop-v0`` with ``source="generated"`` (1,000 products, catalogue seed 0, ``easy`` goals)
+and a one-line system prompt (:data:`ENV_KWARGS`). An episode is several clicks: ``search[...]`` on the search page,
+``click[<product>]`` on the results page, ``click[<option>]`` once per option the instruction names, then
+``click[buy now]``; the reward is WebShop's score in [0, 1] at the purchase (success: score 1).
+
+The expert is the rule shopper of the leaderboard (:class:`RuleShopperPolicy`): it searches the instruction without
+its price clause, opens the first result under the price limit, clicks the options the instruction names, buys. It
+reads only the page, so a model that reads the page can imitate it (the oracle searches the goal product's hidden
+title, which a model cannot know); its episodes that end in success are the SFT data.
+
+Tasks are reset seeds (the env draws the goal from its seed among 2**31 - 1 generated goals): SFT seeds
+``0 .. N-1``, RL seeds from :data:`RL_FIRST`, monitoring seeds from :data:`MONITOR_FIRST` (128 held-out tasks, checked
+during SFT and GRPO) and final seeds from :data:`FINAL_FIRST` (1,000 held-out tasks, used only by ``eval``). A held-out
+seed whose instruction is the instruction of any SFT or RL task is skipped (the count is printed), so no held-out task
+was trained on. Held-out play is greedy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+ENV_ID = "AgentR1/WebShop-v0"
+SYSTEM = "Buy what the instruction asks for: search[query], then click[...] on each page, and click[buy now] at the end."
+ENV_KWARGS = {"source": "generated", "num_products": 1000, "seed": 0, "difficulty": "easy", "system_prompt": SYSTEM}
+MAX_TURNS, MAX_NEW_TOKENS = 8, 48
+MAX_PROMPT, MAX_COMPLETION = 256, 1024
+RL_FIRST, RL_TASKS = 1_000_000, 10_000
+MONITOR_FIRST, MONITOR_N = 2_000_000, 128
+FINAL_FIRST, FINAL_N = 3_000_000, 1000
+
+
+@cache
+def _env(role: str = "tasks") -> Any:
+    """One env per role, built once: ``"tasks"`` reads instructions and records episodes, ``"expert"`` plays the
+    expert's episodes to find its actions."""
+    import gymnasium as gym
+
+    import agentgym_r1  # noqa: F401  (registers the ids)
+
+    return gym.make(ENV_ID, **ENV_KWARGS)
+
+
+def instruction(seed: int) -> str:
+    env = _env()
+    env.reset(seed=seed)
+    return env.unwrapped.task.prompt
+
+
+def expert_actions(task: Any) -> list[str]:
+    """The rule shopper's actions on ``task``, played in a private env (the shopper is deterministic)."""
+    from agentgym_r1.leaderboard.baselines.webshop import RuleShopperPolicy
+
+    env, policy, actions = _env("expert"), RuleShopperPolicy(), []
+    obs, info = env.reset(options={"task_id": task.id})
+    policy.reset(env, obs, info)
+    for _ in range(MAX_TURNS):
+        actions.append(policy.act(obs, info))
+        obs, _, terminated, truncated, info = env.step(actions[-1])
+        if terminated or truncated:
+            break
+    return actions
+
+
+@cache
+def trained_instructions(sft_episodes: int) -> frozenset[str]:
+    return frozenset({instruction(s) for s in range(sft_episodes)} | {instruction(RL_FIRST + i) for i in range(RL_TASKS)})
+
+
+def held_out_seeds(first: int, n: int, sft_episodes: int) -> tuple[list[int], dict[str, int]]:
+    """The first ``n`` seeds from ``first`` whose instruction is not one of the SFT or RL tasks'; and the counts."""
+    trained = trained_instructions(sft_episodes)
+    seeds, skipped, s = [], 0, first
+    while len(seeds) < n:
+        if instruction(s) in trained:
+            skipped += 1
+        else:
+            seeds.append(s)
+        s += 1
+    return seeds, {"held_out": n, "skipped_as_trained": skipped, "trained_instructions": len(trained)}
+
+
+def products_seen(seeds: list[int], sft_episodes: int) -> float:
+    """Share of held-out goals whose target product is also the target of a training task (same catalogue)."""
+    env = _env()
+
+    def asin(seed: int) -> str:
+        env.reset(seed=seed)
+        return env.unwrapped.task.meta["goal"].asin
+
+    trained = {asin(s) for s in range(sft_episodes)} | {asin(RL_FIRST + i) for i in range(RL_TASKS)}
+    return sum(asin(s) in trained for s in seeds) / len(seeds)
+
+
+def play(model: Any, tokenizer: Any, seeds: list[int], chunk: int = 256) -> tuple[list[float], list[bool]]:
+    """Greedy episodes on ``seeds``: each one's WebShop score (0 without a purchase) and success."""
+    from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, SamplingParams
+    from agentgym_r1.adapters.backends.hf import HFBackend
+
+    chat = ChatTokenizer(tokenizer)
+    config = RolloutConfig(max_turns=MAX_TURNS, max_context_tokens=MAX_PROMPT + MAX_COMPLETION,
+                           max_completion_tokens=MAX_COMPLETION, seed=None,
+                           sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0))
+    was_training = model.training
+    engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
+    scores, success = [], []
+    try:
+        for i in range(0, len(seeds), chunk):
+            batch = engine.rollout([{"env": ENV_ID, "env_kwargs": ENV_KWARGS, "seed": s} for s in seeds[i : i + chunk]])
+            scores += [float(e.metrics.get("score", 0.0)) for e in batch.episodes]
+            success += [bool(e.success) for e in batch.episodes]
+    finally:
+        engine.close()
+        model.train(was_training)
+    return scores, success
+
+
+def summary(scores: list[float], success: list[bool]) -> dict[str, Any]:
+    """Mean score with its 95% t-interval and success rate with its 95% Wilson interval."""
+    from agentgym_r1.leaderboard.board import mean_ci, wilson
+
+    s, w = mean_ci(scores, (0.0, 1.0)), wilson(sum(success), len(success))
+    return {"n": len(scores), "score": s.value, "score_ci": [s.low, s.high],
+            "success": w.value, "success_ci": [w.low, w.high]}
+
+
+def fmt(r: dict[str, Any]) -> str:
+    return (f"score {r['score']:.3f} [{r['score_ci'][0]:.3f}, {r['score_ci'][1]:.3f}]  success "
+            f"{100 * r['success']:.1f}% [{100 * r['success_ci'][0]:.1f}, {100 * r['success_ci'][1]:.1f}]  (n={r['n']})")
+
+
+def monitor(model: Any, tokenizer: Any, seeds: list[int]) -> dict[str, Any]:
+    return summary(*play(model, tokenizer, seeds))
+
+
+def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: int, lr: float, batch: int,
+            layers: int, vocab: int, minutes: float = math.inf) -> None:
+    from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
+    from agentgym_r1.trainers.sft import expert_episode, sft
+
+    start = time.time()
+    env = _env()
+    texts = []
+    for seed in range(300):
+        play_expert(env, seed, expert_actions)
+        texts.append(render_chat(env.unwrapped.transcript.messages()))
+    tokenizer = train_tokenizer(texts, vocab_size=vocab, cross_spaces=True)
+    model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
+    played = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(num_episodes)]
+    episodes = [d for d in played if d.success]
+    lengths = sorted(len(d.prompt_ids) + len(d.completion_ids) for d in episodes)
+    print(f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, {layers} layers, vocab "
+          f"{len(tokenizer)}; expert (rule shopper) succeeded on {len(episodes)} of {num_episodes} SFT tasks, kept "
+          f"those; episode tokens: median {lengths[len(lengths) // 2]}, max {lengths[-1]}; prompt "
+          f"{len(episodes[0].prompt_ids)} tokens; {time.time() - start:.0f}s", flush=True)
+    seeds, counts = held_out_seeds(MONITOR_FIRST, MONITOR_N, num_episodes)
+    print(f"monitoring set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
+    curve: list[dict[str, Any]] = []  # no check at step 0: a random model's episodes fail (and are the slowest)
+    steps, start = 0, time.time()
+    while steps < max_steps and (not curve or curve[-1]["success"] < target) and time.time() - start < minutes * 60:
+        losses = sft(model, episodes, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
+        steps += chunk
+        curve.append({"step": steps, "seconds": time.time() - start, "loss": sum(losses) / len(losses),
+                      **monitor(model, tokenizer, seeds)})
+        print(f"sft step {steps:4d}  loss {curve[-1]['loss']:.3f}  held-out {fmt(curve[-1])}  "
+              f"{curve[-1]['seconds']:.0f}s", flush=True)
+        model.save_pretrained(out / "sft")  # after every chunk: the last one saved is the start when time runs out
+        tokenizer.save_pretrained(out / "sft")
+        (out / "sft_curve.json").write_text(json.dumps({"env_kwargs": ENV_KWARGS, "episodes": len(episodes),
+                                                        "num_episodes": num_episodes, "curve": curve}, indent=1))
+    print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  held-out {fmt(curve[-1])}")
+
+
+def curve_callback(tokenizer: Any, seeds: list[int], minutes: float, every: int, path: Path) -> Any:
+    """Held-out monitoring every ``every`` steps (written to ``path``), a stop after ``minutes`` of training (wall
+    time less the held-out checks) and the learning rate on a cosine from its initial value to 0 over those minutes
+    (as the GSM8K proof's ``--cosine``, in training time)."""
+    from transformers import TrainerCallback
+
+    class Curve(TrainerCallback):
+        def __init__(self) -> None:
+            self.start, self.held_out, self.points = time.time(), 0.0, []
+
+        def training(self) -> float:
+            """Seconds of training so far: wall time less the held-out checks (which are not training)."""
+            return time.time() - self.start - self.held_out
+
+        def record(self, step: int, model: Any) -> None:
+            begin = time.time()
+            point = {"step": step, "seconds": self.training(), **monitor(model, tokenizer, seeds)}
+            self.held_out += time.time() - begin
+            self.points.append({**point, "wall": time.time() - self.start})
+            path.write_text(json.dumps(self.points, indent=1))
+            print(f"grpo step {step:4d}  held-out {fmt(point)}  training {point['seconds']:.0f}s, wall "
+                  f"{self.points[-1]['wall']:.0f}s", flush=True)
+
+        def on_train_begin(self, args, state, control, lr_scheduler=None, model=None, **kwargs):
+            self.record(0, model)
+            self.start, self.held_out = time.time(), 0.0
+            self.points[0]["wall"] = 0.0
+
+            def by_time(_step: int) -> float:
+                return 0.5 * (1.0 + math.cos(math.pi * min(1.0, self.training() / (minutes * 60))))
+
+            lr_scheduler.lr_lambdas = [by_time] * len(lr_scheduler.lr_lambdas)
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            done = self.training() > minutes * 60
+            if state.global_step % every == 0 or done:
+                self.record(state.global_step, model)
+            if done:
+                control.should_training_stop = True
+            return control
+
+    return Curve()
+
+
+def run_grpo(out: Path, minutes: float, every: int, lr: float, seed: int, prompts: int, generations: int,
+             temperature: float, sft_episodes: int, monitor_n: int = MONITOR_N) -> None:
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    from agentgym_r1.trainers.configs import AgentGRPOConfig
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
+    model = AutoModelForCausalLM.from_pretrained(out / "sft")
+    label = f"grpo-seed{seed}"
+    args = AgentGRPOConfig(
+        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
+        max_new_tokens=MAX_NEW_TOKENS, max_prompt_tokens=MAX_PROMPT, max_completion_length=MAX_COMPLETION,
+        num_generations=generations, per_device_train_batch_size=prompts * generations, learning_rate=lr,
+        lr_scheduler_type="constant", beta=0.0, temperature=temperature, max_steps=100_000, logging_steps=5,
+        report_to="none", gradient_checkpointing=False, save_strategy="no", use_cpu=True, bf16=False,
+        seed=seed, data_seed=seed)
+    tasks = Dataset.from_list([{"prompt": json.dumps({"seed": RL_FIRST + i})} for i in range(RL_TASKS)])
+    seeds, counts = held_out_seeds(MONITOR_FIRST, monitor_n, sft_episodes)
+    print(f"monitoring set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
+    callback = curve_callback(tokenizer, seeds, minutes, every, out / f"{label}_curve.json")
+    trainer = AgentGRPOTrainer(model, args, tokenizer, train_dataset=tasks, callbacks=[callback])
+    start = time.time()
+    trainer.train()
+    model.save_pretrained(out / label / "final")
+    tokenizer.save_pretrained(out / label / "final")
+    first, last = callback.points[0], callback.points[-1]
+    print(f"{label}: {last['step']} steps, {last['seconds'] / 60:.1f} min training, {(time.time() - start) / 60:.1f} "
+          f"min wall with the held-out checks; held-out (monitoring) "
+          f"score {first['score']:.3f} -> {last['score']:.3f}, success {100 * first['success']:.1f}% -> "
+          f"{100 * last['success']:.1f}%")
+
+
+def run_eval(out: Path, seed: int, sft_episodes: int, final_n: int = FINAL_N, which: str = "sft,grpo") -> None:
+    """Greedy play of the SFT checkpoint and/or the GRPO run's final model on the final held-out tasks; each
+    result in ``final_<label>.json`` with the overlap check."""
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    seeds, counts = held_out_seeds(FINAL_FIRST, final_n, sft_episodes)
+    counts["products_also_trained_share"] = products_seen(seeds, sft_episodes)
+    print(f"final held-out set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
+    models = {"sft": out / "sft", "grpo": out / f"grpo-seed{seed}" / "final"}
+    for name in which.split(","):
+        label = "sft" if name == "sft" else f"grpo-seed{seed}"
+        start = time.time()
+        result = summary(*play(AutoModelForCausalLM.from_pretrained(models[name]).eval(), tokenizer, seeds))
+        print(f"{label}: final held-out {fmt(result)}  {time.time() - start:.0f}s", flush=True)
+        (out / f"final_{label}.json").write_text(json.dumps({**result, "seeds": [seeds[0], seeds[-1]],
+                                                             "overlap": counts}, indent=1))
+
+
+def run_plot(out: Path, plots: Path, seed: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots.mkdir(parents=True, exist_ok=True)
+    sft_curve = json.loads((out / "sft_curve.json").read_text())["curve"]
+    grpo = json.loads((out / f"grpo-seed{seed}_curve.json").read_text())
+    final = {name: json.loads((out / f"final_{name}.json").read_text()) for name in ("sft", f"grpo-seed{seed}")
+             if (out / f"final_{name}.json").exists()}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, points, x, xlabel, title in (
+            (axes[0], sft_curve, "step", "SFT step (batch 16)", "SFT warm start (stopped early)"),
+            (axes[1], grpo, "minutes", "GRPO training time (minutes; held-out checks excluded)",
+             f"GRPO from the SFT checkpoint (seed {seed})")):
+        xs = [p["step"] if x == "step" else p["seconds"] / 60 for p in points]
+        for key, colour in (("success", "tab:blue"), ("score", "tab:orange")):
+            ax.plot(xs, [p[key] for p in points], marker="o", ms=3, color=colour, label=f"held-out {key} (128)")
+            ax.fill_between(xs, [p[f"{key}_ci"][0] for p in points], [p[f"{key}_ci"][1] for p in points],
+                            color=colour, alpha=0.15)
+        ax.set(xlabel=xlabel, ylim=(0, 1), title=title)
+        ax.grid(alpha=0.3)
+    if len(final) == 2:
+        for key, colour, marker in (("success", "tab:blue", "s"), ("score", "tab:orange", "D")):
+            for name, xpos in (("sft", 0.0), (f"grpo-seed{seed}", grpo[-1]["seconds"] / 60)):
+                r = final[name]
+                axes[1].errorbar([xpos], [r[key]], yerr=[[r[key] - r[f"{key}_ci"][0]], [r[f"{key}_ci"][1] - r[key]]],
+                                 fmt=marker, color=colour, mfc="white", capsize=3,
+                                 label=f"{key} on {r['n']} final held-out" if name == "sft" else None)
+    axes[1].legend(fontsize=7, loc="lower right")
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("WebShop (generated catalogue, 1k products): tiny Qwen2, SFT then GRPO on CPU", fontsize=10)
+    fig.tight_layout()
+    path = plots / "webshop_learning_curve.svg"
+    fig.savefig(path)
+    print(f"plot: {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("phase", choices=["sft", "grpo", "eval", "plot"])
+    parser.add_argument("--out", type=Path, default=Path("runs/webshop"))
+    parser.add_argument("--plots", type=Path, default=Path("benchmarks/plots"))
+    parser.add_argument("--minutes", type=float, default=15.0, help="GRPO wall-time budget")
+    parser.add_argument("--seed", type=int, default=0, help="GRPO: the trainer's seed (task order, sampling)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--eval-every", type=int, default=10, help="GRPO steps between held-out checks")
+    parser.add_argument("--lr", type=float, default=3e-4, help="GRPO learning rate (cosine to 0 over --minutes)")
+    parser.add_argument("--prompts", type=int, default=8, help="GRPO tasks per step")
+    parser.add_argument("--generations", type=int, default=8, help="GRPO samples per task")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--monitor", type=int, default=MONITOR_N, help="GRPO: held-out tasks checked during training")
+    parser.add_argument("--final", type=int, default=FINAL_N, help="eval: final held-out tasks")
+    parser.add_argument("--models", default="sft,grpo", help="eval: which of sft, grpo to play")
+    parser.add_argument("--sft-target", type=float, default=0.2, help="stop SFT at this held-out success")
+    parser.add_argument("--sft-chunk", type=int, default=50)
+    parser.add_argument("--sft-max-steps", type=int, default=2000)
+    parser.add_argument("--sft-episodes", type=int, default=3000, help="SFT tasks (seeds 0..N-1)")
+    parser.add_argument("--sft-lr", type=float, default=3e-3)
+    parser.add_argument("--sft-minutes", type=float, default=math.inf,
+                        help="stop SFT after this many minutes even under --sft-target (the last chunk is saved)")
+    parser.add_argument("--sft-batch", type=int, default=16)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--vocab", type=int, default=2000)
+    a = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(a.threads)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    a.out.mkdir(parents=True, exist_ok=True)
+    if a.phase == "sft":
+        run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers,
+                a.vocab, a.sft_minutes)
+    elif a.phase == "grpo":
+        run_grpo(a.out, a.minutes, a.eval_every, a.lr, a.seed, a.prompts, a.generations, a.temperature,
+                 a.sft_episodes, a.monitor)
+    elif a.phase == "eval":
+        run_eval(a.out, a.seed, a.sft_episodes, a.final, a.models)
+    else:
+        run_plot(a.out, a.plots, a.seed)
+
+
+if __name__ == "__main__":
+    main()
