@@ -301,7 +301,7 @@ def run_plot(out: Path, plots: Path, seed: int) -> None:
              f"GRPO from the SFT checkpoint (seed {seed})")):
         xs = [p["step"] if x == "step" else p["seconds"] / 60 for p in points]
         for key, colour in (("success", "tab:blue"), ("score", "tab:orange")):
-            ax.plot(xs, [p[key] for p in points], marker="o", ms=3, color=colour, label=f"held-out {key} (128)")
+            ax.plot(xs, [p[key] for p in points], marker="o", ms=3, color=colour, label=f"held-out {key} ({points[0]['n']} tasks)")
             ax.fill_between(xs, [p[f"{key}_ci"][0] for p in points], [p[f"{key}_ci"][1] for p in points],
                             color=colour, alpha=0.15)
         ax.set(xlabel=xlabel, ylim=(0, 1), title=title)
