@@ -13,15 +13,17 @@ A tiny Qwen2-style model (tokenizer trained here) learns to search a generated m
 The env is ``AgentR1/HotpotQA-v0``, ``source="synthetic"``, ``difficulty="easy"``, Search-R1 tags
 (``<search>q</search>``, ``<answer>a</answer>``), one passage per search (``top_k=1``) and a one-line system prompt
 (the tag instructions follow it). Expert episodes: search each supporting title in turn (the first entity, then the
-bridge entity its passage names, or the two entities compared), then answer. Training questions come from the
-knowledge base seeded 0; held-out questions from the knowledge base seeded 1 (other names, other facts), so nothing
-held out can be answered from memory. ``sft`` prints the check that no held-out question is a training question.
+bridge entity its passage names, or the two entities compared), then answer. SFT and RL draw training questions
+with reset seeds 0..7999; held-out questions are drawn from reset seed 1,000,000 on, skipping any question a training
+seed draws or an earlier held-out seed drew (the knowledge base is shared, the questions are not); ``sft`` prints that
+check.
 
-Held-out EM is greedy: 128 questions (reset seeds 0..127) to monitor runs, and 1,024 further ones (seeds 1000..2023,
-never used to pick anything) for the table, with a 95% Wilson interval. The ReAct SFT stops at the first chunk whose
-monitoring EM reaches ``--sft-target``; the RAG SFT keeps its best chunk and stops when it no longer improves.
-Each RL run trains for ``--minutes`` of wall time (lr on a cosine over that time) and writes its learning curve to
-``OUT/<run>/curve.json`` and its result to ``OUT/results/<run>.json``.
+Held-out EM is greedy: 128 questions to monitor runs, and 1,024 further ones (never used to pick anything) for the
+table, with a 95% Wilson interval. The ReAct SFT stops at the first chunk whose monitoring EM reaches
+``--sft-target`` (every chunk is kept under ``OUT/sft-steps/stepN``, ``--start`` picks one for RL); the RAG SFT keeps
+its best chunk and stops when it no longer improves. Each RL run trains for ``--minutes`` of wall time (lr on a
+cosine over that time) and writes its learning curve to ``OUT/<run>/curve.json`` and its result to
+``OUT/results/<run>.json``.
 """
 
 from __future__ import annotations
@@ -115,6 +117,11 @@ def held_out(out: Path) -> tuple[list[int], list[int]]:
 # -- evaluation --------------------------------------------------------------------------------------------------------
 def react_em(model: Any, tokenizer: Any, seeds: Sequence[int]) -> float:
     """Greedy EM of the ReAct agent on the held-out questions of ``seeds``."""
+    return sum(react_solved(model, tokenizer, seeds)) / len(seeds)
+
+
+def react_solved(model: Any, tokenizer: Any, seeds: Sequence[int]) -> list[bool]:
+    """Whether the greedy ReAct agent answers each question of ``seeds`` exactly."""
     from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, SamplingParams
     from agentgym_r1.adapters.backends.hf import HFBackend
 
@@ -123,16 +130,16 @@ def react_em(model: Any, tokenizer: Any, seeds: Sequence[int]) -> float:
                            seed=None, sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0))
     was_training = model.training
     engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
-    solved = 0
+    solved: list[bool] = []
     try:
         for start in range(0, len(seeds), 256):
             batch = engine.rollout([{"env": ENV_ID, "env_kwargs": ENV_KWARGS, "seed": s}
                                     for s in seeds[start:start + 256]])
-            solved += sum(e.success for e in batch.episodes)
+            solved += [e.success for e in batch.episodes]
     finally:
         engine.close()
         model.train(was_training)
-    return solved / len(seeds)
+    return solved
 
 
 def rag_prompt(chat: Any, retriever: Any, question: str) -> list[int]:
@@ -229,8 +236,9 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
         steps += chunk
         em = react_em(model, tokenizer, monitor)
         print(f"sft step {steps:4d}  held-out EM {em:.3f}  {time.time() - start:.0f}s", flush=True)
-        model.save_pretrained(out / "sft")  # after every chunk: the last one is the checkpoint
-        tokenizer.save_pretrained(out / "sft")
+        for path in (out / "sft", out / "sft-steps" / f"step{steps}"):  # the last chunk, and every chunk
+            model.save_pretrained(path)
+            tokenizer.save_pretrained(path)
         if em >= target:
             break
     print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  monitoring EM {em:.3f}", flush=True)
@@ -321,19 +329,22 @@ def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Any, fin
     last = callback.history[-1]
     print(f"{label}: monitoring EM {callback.history[0]['em']:.3f} -> {last['em']:.3f} in {last['step']} steps, "
           f"{last['minutes']:.1f} min", flush=True)
-    save_result(out, label, react_em(getattr(model, "policy", model).eval(), tokenizer, final), steps=last["step"],
+    policy = getattr(model, "policy", model)
+    policy.save_pretrained(out / label / "final")  # for `eval --checkpoint OUT/<run>/final`
+    tokenizer.save_pretrained(out / label / "final")
+    save_result(out, label, react_em(policy.eval(), tokenizer, final), steps=last["step"],
                 minutes=last["minutes"], monitor=last["em"], **extra)
 
 
-def run_grpo(out: Path, minutes: float, every: int, lr: float, layout: str, estimator: str, seed: int, batch: int,
-             generations: int, threads: int) -> None:
+def run_grpo(out: Path, start: Path, minutes: float, every: int, lr: float, layout: str, estimator: str, seed: int,
+             batch: int, generations: int, threads: int) -> None:
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     from agentgym_r1.trainers.configs import AgentGRPOConfig
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
-    model = AutoModelForCausalLM.from_pretrained(out / "sft")
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(start)
+    model = AutoModelForCausalLM.from_pretrained(start)
     name = {"grpo": "grpo", "rloo": "rloo", "reinforce_pp": "reinforcepp"}[estimator]
     label = f"{name}-{layout}-seed{seed}"
     args = AgentGRPOConfig(
@@ -347,18 +358,19 @@ def run_grpo(out: Path, minutes: float, every: int, lr: float, layout: str, esti
     monitor, final = held_out(out)
     callback = curve_callback(tokenizer, monitor, minutes, every, label, out / label / "curve.json")
     AgentGRPOTrainer(model, args, tokenizer, callbacks=[callback]).train()
-    finish(out, label, model, tokenizer, callback, final, threads=threads, lr=lr, batch=batch)
+    finish(out, label, model, tokenizer, callback, final, threads=threads, lr=lr, batch=batch,
+           start=str(start))
 
 
-def run_ppo(out: Path, minutes: float, every: int, lr: float, advantage_mask: bool, loss_mask: bool, seed: int,
-            batch: int, threads: int) -> None:
+def run_ppo(out: Path, start: Path, minutes: float, every: int, lr: float, advantage_mask: bool, loss_mask: bool,
+            seed: int, batch: int, threads: int) -> None:
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     from agentgym_r1.trainers.configs import AgentPPOConfig
     from agentgym_r1.trainers.ppo import AgentPPOTrainer
 
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
-    model = AutoModelForCausalLM.from_pretrained(out / "sft")
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(start)
+    model = AutoModelForCausalLM.from_pretrained(start)
     label = "ppo" + ("" if advantage_mask else "-noadv") + ("" if loss_mask else "-noloss") + f"-seed{seed}"
     args = AgentPPOConfig(
         output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
@@ -370,7 +382,8 @@ def run_ppo(out: Path, minutes: float, every: int, lr: float, advantage_mask: bo
     monitor, final = held_out(out)
     callback = curve_callback(tokenizer, monitor, minutes, every, label, out / label / "curve.json")
     AgentPPOTrainer(model, args, tokenizer, callbacks=[callback]).train()
-    finish(out, label, model, tokenizer, callback, final, threads=threads, lr=lr, batch=batch)
+    finish(out, label, model, tokenizer, callback, final, threads=threads, lr=lr, batch=batch,
+           start=str(start))
 
 
 # -- reporting ---------------------------------------------------------------------------------------------------------
@@ -379,8 +392,19 @@ def run_eval(out: Path, checkpoint: Path, rag: bool) -> None:
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(checkpoint)
     model = AutoModelForCausalLM.from_pretrained(checkpoint).eval()
-    em = (rag_em if rag else react_em)(model, tokenizer, held_out(out)[1])
-    save_result(out, f"eval-{checkpoint.name}", em)
+    seeds = held_out(out)[1]
+    if rag:
+        save_result(out, f"eval-{checkpoint.name}", rag_em(model, tokenizer, seeds))
+        return
+    solved = react_solved(model, tokenizer, seeds)
+    kinds: dict[str, list[bool]] = {}
+    for task, ok in zip(questions(seeds), solved, strict=True):
+        yes_no = gold(task).lower() in ("yes", "no")
+        kinds.setdefault(f"{task.meta['type']}{' (yes/no)' if yes_no else ''}", []).append(ok)
+    by_type = {kind: sum(oks) / len(oks) for kind, oks in sorted(kinds.items())}
+    print("EM by question type: " + ", ".join(f"{k} {100 * v:.1f}% of {len(kinds[k])}" for k, v in by_type.items()))
+    save_result(out, f"eval-{checkpoint.parent.name if checkpoint.name == 'final' else checkpoint.name}",
+                sum(solved) / len(solved), by_type=by_type)
 
 
 def run_table(out: Path) -> None:
@@ -444,6 +468,8 @@ def main() -> None:
     parser.add_argument("--no-loss-mask", action="store_true", help="PPO: env tokens in the loss")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoint", type=Path, help="eval: the model directory")
+    parser.add_argument("--start", type=Path, help="RL: the checkpoint to start from (default OUT/sft, the SFT stop; "
+                        "OUT/sft-steps/stepN is the SFT model after N steps)")
     parser.add_argument("--rag", action="store_true", help="eval: the checkpoint is a naive RAG model")
     parser.add_argument("--plots", type=Path, default=Path("benchmarks/plots"))
     parser.add_argument("--sft-target", type=float, default=0.12)
@@ -468,10 +494,11 @@ def main() -> None:
         run_rag(a.out, a.sft_chunk, a.rag_minutes, a.rag_patience, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers)
     elif a.phase == "grpo":
         estimator = "reinforce_pp" if a.estimator == "reinforce++" else a.estimator
-        run_grpo(a.out, a.minutes, a.eval_every, a.lr, a.layout, estimator, a.seed, a.batch, a.generations, a.threads)
+        run_grpo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, a.layout, estimator, a.seed, a.batch,
+                 a.generations, a.threads)
     elif a.phase == "ppo":
-        run_ppo(a.out, a.minutes, a.eval_every, a.lr, not a.no_advantage_mask, not a.no_loss_mask, a.seed, a.batch,
-                a.threads)
+        run_ppo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, not a.no_advantage_mask,
+                not a.no_loss_mask, a.seed, a.batch, a.threads)
     elif a.phase == "eval":
         run_eval(a.out, a.checkpoint, a.rag)
     elif a.phase == "table":
