@@ -430,6 +430,8 @@ def run_plot(out: Path, plots: Path) -> None:
         path = out / "results" / f"{name}.json"
         if path.exists():
             baselines[name] = json.loads(path.read_text()).get("monitor")
+    if curves and baselines.get("sft") is None:  # every run starts from the SFT checkpoint: its step-0 point
+        baselines["sft"] = next(iter(curves.values()))[0]["em"]
     plots.mkdir(parents=True, exist_ok=True)
     groups = {"algorithms": lambda n: "-noadv" not in n and "-noloss" not in n,
               "ppo_masks": lambda n: n.startswith("ppo") and n.endswith("seed0")}
@@ -442,7 +444,7 @@ def run_plot(out: Path, plots: Path) -> None:
         for name, value in baselines.items():
             if value is not None:
                 ax.axhline(100 * value, color="grey", linestyle=styles[name][1], label=styles[name][0])
-        ax.set_xlabel("wall minutes of training (one core)")
+        ax.set_xlabel("wall minutes of training (one torch thread, two runs on two cores)")
         ax.set_ylabel("held-out EM, 128 monitoring questions (%)")
         ax.set_title(f"HotpotQA (synthetic, easy), tiny Qwen2: {group.replace('_', ' ')}")
         ax.grid(alpha=0.3)
