@@ -336,15 +336,26 @@ def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Any, fin
                 minutes=last["minutes"], monitor=last["em"], **extra)
 
 
-def run_grpo(out: Path, start: Path, minutes: float, every: int, lr: float, layout: str, estimator: str, seed: int,
-             batch: int, generations: int, threads: int) -> None:
+def train(out: Path, start: Path, label: str, trainer_class: Any, args: Any, minutes: float, every: int,
+          **extra: Any) -> None:
+    """Train the checkpoint ``start`` with ``trainer_class(model, args, tokenizer)`` for ``minutes`` (its learning curve
+    in ``OUT/<label>/curve.json``), then save the policy and its held-out result."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-
-    from agentgym_r1.trainers.configs import AgentGRPOConfig
-    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(start)
     model = AutoModelForCausalLM.from_pretrained(start)
+    (out / label).mkdir(parents=True, exist_ok=True)
+    monitor, final = held_out(out)
+    callback = curve_callback(tokenizer, monitor, minutes, every, label, out / label / "curve.json")
+    trainer_class(model, args, tokenizer, callbacks=[callback]).train()
+    finish(out, label, model, tokenizer, callback, final, start=str(start), **extra)
+
+
+def run_grpo(out: Path, start: Path, minutes: float, every: int, lr: float, layout: str, estimator: str, seed: int,
+             batch: int, generations: int, threads: int) -> None:
+    from agentgym_r1.trainers.configs import AgentGRPOConfig
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+
     name = {"grpo": "grpo", "rloo": "rloo", "reinforce_pp": "reinforcepp"}[estimator]
     label = f"{name}-{layout}-seed{seed}"
     args = AgentGRPOConfig(
@@ -354,23 +365,14 @@ def run_grpo(out: Path, start: Path, minutes: float, every: int, lr: float, layo
         learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=1.0,
         max_steps=100_000, logging_steps=5, report_to="tensorboard", gradient_checkpointing=False,
         save_strategy="no", use_cpu=True, bf16=False, num_tasks=TRAIN_SEEDS, seed=seed, data_seed=seed)
-    (out / label).mkdir(parents=True, exist_ok=True)
-    monitor, final = held_out(out)
-    callback = curve_callback(tokenizer, monitor, minutes, every, label, out / label / "curve.json")
-    AgentGRPOTrainer(model, args, tokenizer, callbacks=[callback]).train()
-    finish(out, label, model, tokenizer, callback, final, threads=threads, lr=lr, batch=batch,
-           start=str(start))
+    train(out, start, label, AgentGRPOTrainer, args, minutes, every, threads=threads, lr=lr, batch=batch)
 
 
 def run_ppo(out: Path, start: Path, minutes: float, every: int, lr: float, advantage_mask: bool, loss_mask: bool,
             seed: int, batch: int, threads: int) -> None:
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-
     from agentgym_r1.trainers.configs import AgentPPOConfig
     from agentgym_r1.trainers.ppo import AgentPPOTrainer
 
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(start)
-    model = AutoModelForCausalLM.from_pretrained(start)
     label = "ppo" + ("" if advantage_mask else "-noadv") + ("" if loss_mask else "-noloss") + f"-seed{seed}"
     args = AgentPPOConfig(
         output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
@@ -378,12 +380,7 @@ def run_ppo(out: Path, start: Path, minutes: float, every: int, lr: float, advan
         max_completion_length=MAX_COMPLETION, learning_rate=lr, lr_scheduler_type="constant", max_steps=100_000,
         logging_steps=5, report_to="tensorboard", save_strategy="no", use_cpu=True, seed=seed,
         num_tasks=TRAIN_SEEDS, advantage_mask=advantage_mask, loss_mask=loss_mask)
-    (out / label).mkdir(parents=True, exist_ok=True)
-    monitor, final = held_out(out)
-    callback = curve_callback(tokenizer, monitor, minutes, every, label, out / label / "curve.json")
-    AgentPPOTrainer(model, args, tokenizer, callbacks=[callback]).train()
-    finish(out, label, model, tokenizer, callback, final, threads=threads, lr=lr, batch=batch,
-           start=str(start))
+    train(out, start, label, AgentPPOTrainer, args, minutes, every, threads=threads, lr=lr, batch=batch)
 
 
 # -- reporting ---------------------------------------------------------------------------------------------------------
