@@ -1,4 +1,5 @@
-"""Expert episodes for the supervised warm start: GSM8K's expert by default, any env's actions when given."""
+"""Expert episodes for the supervised warm start: GSM8K's expert by default, any env's actions when given
+(HotpotQA's searches, WebShop's several clicks), tokenized as the rollout engine does."""
 
 from __future__ import annotations
 
@@ -11,25 +12,50 @@ pytest.importorskip("transformers")
 import agentgym_r1  # noqa: F401  (registers the ids)
 from agentgym_r1.adapters.tiny import play_expert, render_chat, train_tokenizer
 from agentgym_r1.envs.gsm8k.expert import expert_actions
+from agentgym_r1.leaderboard.baselines.hotpotqa import supporting_titles
+from agentgym_r1.leaderboard.baselines.webshop import RuleShopperPolicy
 from agentgym_r1.trainers.sft import collate, expert_episode
+
+WEBSHOP = {"source": "generated", "num_products": 200, "system_prompt": "Buy it."}
 
 
 def hotpot_actions(task) -> list[str]:
     """Search each supporting title (first entity, then the bridge; or the two compared), then answer."""
     answer = task.answer[0] if isinstance(task.answer, list) else task.answer
-    return [f"<search>{t}</search>" for t in task.meta["supporting_titles"]] + [f"<answer>{answer}</answer>"]
+    return [f"<search>{t}</search>" for t in supporting_titles(task.meta)] + [f"<answer>{answer}</answer>"]
 
 
-def tokenizer_for(env, actions) -> object:
+def shopper_actions(task) -> list[str]:
+    """The rule shopper's actions on ``task``, found by playing it in an env of its own."""
+    env, policy, actions = gym.make("AgentR1/WebShop-v0", **WEBSHOP), RuleShopperPolicy(), []
+    obs, info = env.reset(options={"task_id": task.id})
+    policy.reset(env, obs, info)
+    for _ in range(10):
+        actions.append(policy.act(obs, info))
+        obs, _, terminated, truncated, info = env.step(actions[-1])
+        if terminated or truncated:
+            break
+    return actions
+
+
+def tokenizer_for(env, actions, seeds: int = 5, split_digits: bool = True) -> object:
     texts = []
-    for seed in range(5):
+    for seed in range(seeds):
         play_expert(env, seed, actions)
         texts.append(render_chat(env.unwrapped.transcript.messages()))
-    return train_tokenizer(texts, vocab_size=400, split_digits=True, cross_spaces=True)
+    return train_tokenizer(texts, vocab_size=400, split_digits=split_digits, cross_spaces=True)
 
 
 def agent_text(demo, tokenizer) -> str:
     return tokenizer.decode([t for t, m in zip(demo.completion_ids, demo.env_mask, strict=True) if m])
+
+
+def env_text(demo, tokenizer) -> str:
+    return tokenizer.decode([t for t, m in zip(demo.completion_ids, demo.env_mask, strict=True) if not m])
+
+
+def labelled_tokens(demo, tokenizer) -> int:
+    return int((collate([demo], tokenizer.pad_token_id)["labels"][0] != -100).sum())
 
 
 def test_default_actions_are_gsm8k_expert():
@@ -51,7 +77,18 @@ def test_actions_callable_plays_another_env():
     actions = hotpot_actions(env.unwrapped.task)
     assert len(actions) == 3 and demo.success
     assert agent_text(demo, tokenizer) == "<|im_end|>".join(actions) + "<|im_end|>"
-    env_text = tokenizer.decode([t for t, m in zip(demo.completion_ids, demo.env_mask, strict=True) if not m])
-    assert f"(Title: {env.unwrapped.task.meta['supporting_titles'][1]})" in env_text  # the bridge passage
-    labels = collate([demo], tokenizer.pad_token_id)["labels"][0]
-    assert int((labels != -100).sum()) == sum(demo.env_mask)
+    assert f"(Title: {env.unwrapped.task.meta['supporting_titles'][1]})" in env_text(demo, tokenizer)  # the bridge
+    assert labelled_tokens(demo, tokenizer) == sum(demo.env_mask)
+
+
+def test_actions_callable_plays_webshop_clicks():
+    env = gym.make("AgentR1/WebShop-v0", **WEBSHOP)
+    tokenizer = tokenizer_for(env, shopper_actions, seeds=3, split_digits=False)
+    demo = expert_episode(env, tokenizer, 0, shopper_actions)
+    env.reset(seed=0)
+    actions = shopper_actions(env.unwrapped.task)
+    assert len(actions) >= 3 and actions[0].startswith("search[") and actions[-1] == "click[buy now]"
+    assert demo.success
+    assert agent_text(demo, tokenizer) == "<|im_end|>".join(actions) + "<|im_end|>"
+    assert "Available actions: click[back to search]" in env_text(demo, tokenizer)  # the pages are env tokens
+    assert labelled_tokens(demo, tokenizer) == sum(demo.env_mask)
