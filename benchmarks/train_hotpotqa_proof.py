@@ -181,6 +181,18 @@ def rag_em(model: Any, tokenizer: Any, seeds: Sequence[int]) -> float:
     return solved / len(tasks)
 
 
+def em_by_type(seeds: Sequence[int], solved: Sequence[bool]) -> dict[str, float]:
+    """EM on each question type of ``seeds`` (bridge, named comparison, yes/no comparison), printed."""
+    kinds: dict[str, list[bool]] = {}
+    for task, ok in zip(questions(seeds), solved, strict=True):
+        yes_no = gold(task).lower() in ("yes", "no")
+        kinds.setdefault(f"{task.meta['type']}{' (yes/no)' if yes_no else ''}", []).append(ok)
+    by_type = {kind: sum(oks) / len(oks) for kind, oks in sorted(kinds.items())}
+    print("EM by question type: " + ", ".join(f"{k} {100 * v:.1f}% of {len(kinds[k])}" for k, v in by_type.items()),
+          flush=True)
+    return by_type
+
+
 def save_result(out: Path, label: str, em: float, **extra: Any) -> None:
     from agentgym_r1.leaderboard.board import wilson
 
@@ -332,14 +344,29 @@ def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Any, fin
     policy = getattr(model, "policy", model)
     policy.save_pretrained(out / label / "final")  # for `eval --checkpoint OUT/<run>/final`
     tokenizer.save_pretrained(out / label / "final")
-    save_result(out, label, react_em(policy.eval(), tokenizer, final), steps=last["step"],
-                minutes=last["minutes"], monitor=last["em"], **extra)
+    solved = react_solved(policy.eval(), tokenizer, final)
+    save_result(out, label, sum(solved) / len(solved), steps=last["step"], minutes=last["minutes"], monitor=last["em"],
+                by_type=em_by_type(final, solved), **extra)
+
+
+def rl_tasks(types: str) -> Any:
+    """The RL task rows: every training seed (``all``), or only those whose question is a bridge question
+    (``bridge``: the one type whose answer a sampled episode can only get right by searching; a comparison's sampled
+    answer is one of the two names, or yes/no, right half the time by chance)."""
+    from datasets import Dataset
+
+    seeds = range(TRAIN_SEEDS)
+    if types == "bridge":
+        seeds = [s for s, t in zip(seeds, questions(seeds), strict=True) if t.meta["type"] == "bridge"]
+    print(f"RL tasks: {len(seeds)} training seeds ({types})", flush=True)
+    return Dataset.from_list([{"prompt": json.dumps({"seed": s})} for s in seeds])  # the trainers' task rows
 
 
 def train(out: Path, start: Path, label: str, trainer_class: Any, args: Any, minutes: float, every: int,
-          **extra: Any) -> None:
-    """Train the checkpoint ``start`` with ``trainer_class(model, args, tokenizer)`` for ``minutes`` (its learning curve
-    in ``OUT/<label>/curve.json``), then save the policy and its held-out result."""
+          types: str = "all", **extra: Any) -> None:
+    """Train the checkpoint ``start`` with ``trainer_class(model, args, tokenizer)`` on the training questions of
+    ``types`` for ``minutes`` (its learning curve in ``OUT/<label>/curve.json``), then save the policy and its held-out
+    result."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(start)
@@ -347,12 +374,12 @@ def train(out: Path, start: Path, label: str, trainer_class: Any, args: Any, min
     (out / label).mkdir(parents=True, exist_ok=True)
     monitor, final = held_out(out)
     callback = curve_callback(tokenizer, monitor, minutes, every, label, out / label / "curve.json")
-    trainer_class(model, args, tokenizer, callbacks=[callback]).train()
-    finish(out, label, model, tokenizer, callback, final, start=str(start), **extra)
+    trainer_class(model, args, tokenizer, train_dataset=rl_tasks(types), callbacks=[callback]).train()
+    finish(out, label, model, tokenizer, callback, final, start=str(start), types=types, **extra)
 
 
 def run_grpo(out: Path, start: Path, minutes: float, every: int, lr: float, layout: str, estimator: str, seed: int,
-             batch: int, generations: int, threads: int) -> None:
+             batch: int, generations: int, threads: int, temperature: float, types: str) -> None:
     from agentgym_r1.trainers.configs import AgentGRPOConfig
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
@@ -362,14 +389,15 @@ def run_grpo(out: Path, start: Path, minutes: float, every: int, lr: float, layo
         output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
         max_new_tokens=MAX_NEW_TOKENS, num_generations=generations, per_device_train_batch_size=batch,
         max_completion_length=MAX_COMPLETION, layout=layout, advantage_estimator=estimator,
-        learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=1.0,
+        learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=temperature,
         max_steps=100_000, logging_steps=5, report_to="tensorboard", gradient_checkpointing=False,
         save_strategy="no", use_cpu=True, bf16=False, num_tasks=TRAIN_SEEDS, seed=seed, data_seed=seed)
-    train(out, start, label, AgentGRPOTrainer, args, minutes, every, threads=threads, lr=lr, batch=batch)
+    train(out, start, label, AgentGRPOTrainer, args, minutes, every, types, threads=threads, lr=lr, batch=batch,
+          temperature=temperature)
 
 
 def run_ppo(out: Path, start: Path, minutes: float, every: int, lr: float, advantage_mask: bool, loss_mask: bool,
-            seed: int, batch: int, threads: int) -> None:
+            seed: int, batch: int, threads: int, temperature: float, types: str) -> None:
     from agentgym_r1.trainers.configs import AgentPPOConfig
     from agentgym_r1.trainers.ppo import AgentPPOTrainer
 
@@ -378,9 +406,10 @@ def run_ppo(out: Path, start: Path, minutes: float, every: int, lr: float, advan
         output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
         max_new_tokens=MAX_NEW_TOKENS, rollout_batch_size=batch, mini_batch_size=batch // 2, ppo_epochs=2,
         max_completion_length=MAX_COMPLETION, learning_rate=lr, lr_scheduler_type="constant", max_steps=100_000,
-        logging_steps=5, report_to="tensorboard", save_strategy="no", use_cpu=True, seed=seed,
+        logging_steps=5, report_to="tensorboard", save_strategy="no", use_cpu=True, seed=seed, temperature=temperature,
         num_tasks=TRAIN_SEEDS, advantage_mask=advantage_mask, loss_mask=loss_mask)
-    train(out, start, label, AgentPPOTrainer, args, minutes, every, threads=threads, lr=lr, batch=batch)
+    train(out, start, label, AgentPPOTrainer, args, minutes, every, types, threads=threads, lr=lr, batch=batch,
+          temperature=temperature)
 
 
 # -- reporting ---------------------------------------------------------------------------------------------------------
@@ -394,14 +423,8 @@ def run_eval(out: Path, checkpoint: Path, rag: bool) -> None:
         save_result(out, f"eval-{checkpoint.name}", rag_em(model, tokenizer, seeds))
         return
     solved = react_solved(model, tokenizer, seeds)
-    kinds: dict[str, list[bool]] = {}
-    for task, ok in zip(questions(seeds), solved, strict=True):
-        yes_no = gold(task).lower() in ("yes", "no")
-        kinds.setdefault(f"{task.meta['type']}{' (yes/no)' if yes_no else ''}", []).append(ok)
-    by_type = {kind: sum(oks) / len(oks) for kind, oks in sorted(kinds.items())}
-    print("EM by question type: " + ", ".join(f"{k} {100 * v:.1f}% of {len(kinds[k])}" for k, v in by_type.items()))
     save_result(out, f"eval-{checkpoint.parent.name if checkpoint.name == 'final' else checkpoint.name}",
-                sum(solved) / len(solved), by_type=by_type)
+                sum(solved) / len(solved), by_type=em_by_type(seeds, solved))
 
 
 def run_table(out: Path) -> None:
@@ -413,7 +436,7 @@ def run_table(out: Path) -> None:
               f"{r.get('steps', '')} | {r.get('minutes', 0):.1f} | {100 * r.get('monitor', math.nan):.1f}% |")
 
 
-def run_plot(out: Path, plots: Path) -> None:
+def run_plot(out: Path, plots: Path, stem: str, note: str) -> None:
     """Learning curves (monitoring EM against wall minutes): RL algorithms, and PPO's mask ablation; the SFT start and
     naive RAG as horizontal lines."""
     import matplotlib
@@ -443,13 +466,14 @@ def run_plot(out: Path, plots: Path) -> None:
                 ax.axhline(100 * value, color="grey", linestyle=styles[name][1], label=styles[name][0])
         ax.set_xlabel("wall minutes of training (one torch thread, two runs on two cores)")
         ax.set_ylabel("held-out EM, 128 monitoring questions (%)")
-        ax.set_title(f"HotpotQA (synthetic, easy), tiny Qwen2: {group.replace('_', ' ')}")
+        ax.set_title(f"HotpotQA (synthetic, easy), tiny Qwen2: {group.replace('_', ' ')}{note and f' ({note})'}",
+                     fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(plots / f"hotpotqa_{group}.svg")
+        fig.savefig(plots / f"{stem}_{group}.svg")
         plt.close(fig)
-        print(f"wrote {plots / f'hotpotqa_{group}.svg'}")
+        print(f"wrote {plots / f'{stem}_{group}.svg'}")
 
 
 def main() -> None:
@@ -461,6 +485,9 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--batch", type=int, default=64, help="RL: episodes per step (GRPO: groups x generations)")
     parser.add_argument("--generations", type=int, default=8, help="GRPO: samples per question")
+    parser.add_argument("--temperature", type=float, default=1.0, help="RL: sampling temperature of the rollouts")
+    parser.add_argument("--rl-types", choices=["all", "bridge"], default="all",
+                        help="RL: train on every training question, or on the bridge questions only")
     parser.add_argument("--layout", choices=["concatenated", "step"], default="concatenated")
     parser.add_argument("--estimator", choices=["grpo", "rloo", "reinforce++"], default="grpo")
     parser.add_argument("--no-advantage-mask", action="store_true", help="PPO: advantages on env tokens too")
@@ -471,6 +498,8 @@ def main() -> None:
                         "OUT/sft-steps/stepN is the SFT model after N steps)")
     parser.add_argument("--rag", action="store_true", help="eval: the checkpoint is a naive RAG model")
     parser.add_argument("--plots", type=Path, default=Path("benchmarks/plots"))
+    parser.add_argument("--plot-name", default="hotpotqa", help="plot: files PLOTS/<name>_{algorithms,ppo_masks}.svg")
+    parser.add_argument("--plot-note", default="", help="plot: a note on the setup for the titles")
     parser.add_argument("--sft-target", type=float, default=0.12)
     parser.add_argument("--sft-chunk", type=int, default=50)
     parser.add_argument("--sft-max-steps", type=int, default=3000)
@@ -494,16 +523,16 @@ def main() -> None:
     elif a.phase == "grpo":
         estimator = "reinforce_pp" if a.estimator == "reinforce++" else a.estimator
         run_grpo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, a.layout, estimator, a.seed, a.batch,
-                 a.generations, a.threads)
+                 a.generations, a.threads, a.temperature, a.rl_types)
     elif a.phase == "ppo":
         run_ppo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, not a.no_advantage_mask,
-                not a.no_loss_mask, a.seed, a.batch, a.threads)
+                not a.no_loss_mask, a.seed, a.batch, a.threads, a.temperature, a.rl_types)
     elif a.phase == "eval":
         run_eval(a.out, a.checkpoint, a.rag)
     elif a.phase == "table":
         run_table(a.out)
     else:
-        run_plot(a.out, a.plots)
+        run_plot(a.out, a.plots, a.plot_name, a.plot_note)
 
 
 if __name__ == "__main__":
