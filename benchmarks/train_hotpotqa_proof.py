@@ -22,8 +22,10 @@ Held-out EM is greedy: 128 questions to monitor runs, and 1,024 further ones (ne
 table, with a 95% Wilson interval. The ReAct SFT stops at the first chunk whose monitoring EM reaches
 ``--sft-target`` (every chunk is kept under ``OUT/sft-steps/stepN``, ``--start`` picks one for RL); the RAG SFT keeps
 its best chunk and stops when it no longer improves. Each RL run trains for ``--minutes`` of wall time (lr on a
-cosine over that time) and writes its learning curve to ``OUT/<run>/curve.json`` and its result to
-``OUT/results/<run>.json``.
+cosine over that time) and writes its learning curve to ``OUT/<run>/curve.json`` and its result (with EM by question
+type) to ``OUT/results/<run>.json``. ``--temperature`` sets the rollouts' sampling temperature and ``--rl-types
+bridge`` draws RL tasks only from the bridge questions (the README's second setup: ``--temperature 0.6 --rl-types
+bridge``).
 """
 
 from __future__ import annotations
@@ -353,13 +355,13 @@ def rl_tasks(types: str) -> Any:
     """The RL task rows: every training seed (``all``), or only those whose question is a bridge question
     (``bridge``: the one type whose answer a sampled episode can only get right by searching; a comparison's sampled
     answer is one of the two names, or yes/no, right half the time by chance)."""
-    from datasets import Dataset
+    from agentgym_r1.trainers.common import task_dataset
 
-    seeds = range(TRAIN_SEEDS)
+    rows = task_dataset(TRAIN_SEEDS)  # the trainers' own task rows: reset seeds 0..TRAIN_SEEDS-1
     if types == "bridge":
-        seeds = [s for s, t in zip(seeds, questions(seeds), strict=True) if t.meta["type"] == "bridge"]
-    print(f"RL tasks: {len(seeds)} training seeds ({types})", flush=True)
-    return Dataset.from_list([{"prompt": json.dumps({"seed": s})} for s in seeds])  # the trainers' task rows
+        rows = rows.select([i for i, t in enumerate(questions(range(TRAIN_SEEDS))) if t.meta["type"] == "bridge"])
+    print(f"RL tasks: {len(rows)} training seeds ({types})", flush=True)
+    return rows
 
 
 def train(out: Path, start: Path, label: str, trainer_class: Any, args: Any, minutes: float, every: int,
