@@ -206,6 +206,12 @@ def save_result(out: Path, label: str, em: float, **extra: Any) -> None:
           f"[{100 * stat.low:.1f}, {100 * stat.high:.1f}]", flush=True)
 
 
+def save_react_result(out: Path, label: str, model: Any, tokenizer: Any, seeds: Sequence[int], **extra: Any) -> None:
+    """The greedy ReAct agent's EM on ``seeds``, overall and by question type, saved as ``label``'s result."""
+    solved = react_solved(model, tokenizer, seeds)
+    save_result(out, label, sum(solved) / len(solved), by_type=em_by_type(seeds, solved), **extra)
+
+
 def agent_turns(demo: Any) -> list[list[int]]:
     """The agent's turns of an expert episode (runs of ``env_mask`` 1)."""
     turns: list[list[int]] = []
@@ -346,9 +352,8 @@ def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Any, fin
     policy = getattr(model, "policy", model)
     policy.save_pretrained(out / label / "final")  # for `eval --checkpoint OUT/<run>/final`
     tokenizer.save_pretrained(out / label / "final")
-    solved = react_solved(policy.eval(), tokenizer, final)
-    save_result(out, label, sum(solved) / len(solved), steps=last["step"], minutes=last["minutes"], monitor=last["em"],
-                by_type=em_by_type(final, solved), **extra)
+    save_react_result(out, label, policy.eval(), tokenizer, final, steps=last["step"], minutes=last["minutes"],
+                      monitor=last["em"], **extra)
 
 
 def rl_tasks(types: str) -> Any:
@@ -424,9 +429,8 @@ def run_eval(out: Path, checkpoint: Path, rag: bool) -> None:
     if rag:
         save_result(out, f"eval-{checkpoint.name}", rag_em(model, tokenizer, seeds))
         return
-    solved = react_solved(model, tokenizer, seeds)
-    save_result(out, f"eval-{checkpoint.parent.name if checkpoint.name == 'final' else checkpoint.name}",
-                sum(solved) / len(solved), by_type=em_by_type(seeds, solved))
+    save_react_result(out, f"eval-{checkpoint.parent.name if checkpoint.name == 'final' else checkpoint.name}",
+                      model, tokenizer, seeds)
 
 
 def run_table(out: Path) -> None:
