@@ -65,16 +65,9 @@ def instruction(seed: int) -> str:
 def expert_actions(task: Any) -> list[str]:
     """The rule shopper's actions on ``task``, played in a private env (the shopper is deterministic)."""
     from agentgym_r1.leaderboard.baselines.webshop import RuleShopperPolicy
+    from agentgym_r1.trainers.sft import policy_actions
 
-    env, policy, actions = _env("expert"), RuleShopperPolicy(), []
-    obs, info = env.reset(options={"task_id": task.id})
-    policy.reset(env, obs, info)
-    for _ in range(MAX_TURNS):
-        actions.append(policy.act(obs, info))
-        obs, _, terminated, truncated, info = env.step(actions[-1])
-        if terminated or truncated:
-            break
-    return actions
+    return policy_actions(_env("expert"), RuleShopperPolicy(), MAX_TURNS)(task)
 
 
 @cache

@@ -11,6 +11,7 @@ import torch
 
 from agentgym_r1.adapters import ChatTokenizer
 from agentgym_r1.envs.gsm8k.expert import expert_actions
+from agentgym_r1.error import ConfigError
 
 
 @dataclass
@@ -21,6 +22,28 @@ class Demo:
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     success: bool = False
+
+
+def policy_actions(env: gym.Env, policy: Any, max_turns: int) -> Callable[[Any], list[str]]:
+    """An ``actions`` callable for :func:`expert_episode` from a deterministic :class:`~agentgym_r1.leaderboard.
+    policies.Policy` (a scripted baseline such as WebShop's rule shopper): it plays ``policy`` on the task (found by
+    its id) in ``env``, an env of its own, not the one the episode is recorded in, for at most ``max_turns`` steps,
+    and returns the actions it took."""
+    if max_turns < 1:
+        raise ConfigError(f"policy_actions needs max_turns >= 1, got {max_turns}")
+
+    def actions(task: Any) -> list[str]:
+        taken: list[str] = []
+        obs, info = env.reset(options={"task_id": task.id})
+        policy.reset(env, obs, info)
+        for _ in range(max_turns):
+            taken.append(policy.act(obs, info))
+            obs, _, terminated, truncated, info = env.step(taken[-1])
+            if terminated or truncated:
+                break
+        return taken
+
+    return actions
 
 
 def expert_episode(env: gym.Env, tokenizer: Any, seed: int,

@@ -12,9 +12,10 @@ pytest.importorskip("transformers")
 import agentgym_r1  # noqa: F401  (registers the ids)
 from agentgym_r1.adapters.tiny import play_expert, render_chat, train_tokenizer
 from agentgym_r1.envs.gsm8k.expert import expert_actions
+from agentgym_r1.error import ConfigError
 from agentgym_r1.leaderboard.baselines.hotpotqa import supporting_titles
 from agentgym_r1.leaderboard.baselines.webshop import RuleShopperPolicy
-from agentgym_r1.trainers.sft import collate, expert_episode
+from agentgym_r1.trainers.sft import collate, expert_episode, policy_actions
 
 WEBSHOP = {"source": "generated", "num_products": 200, "system_prompt": "Buy it."}
 
@@ -27,15 +28,7 @@ def hotpot_actions(task) -> list[str]:
 
 def shopper_actions(task) -> list[str]:
     """The rule shopper's actions on ``task``, found by playing it in an env of its own."""
-    env, policy, actions = gym.make("AgentR1/WebShop-v0", **WEBSHOP), RuleShopperPolicy(), []
-    obs, info = env.reset(options={"task_id": task.id})
-    policy.reset(env, obs, info)
-    for _ in range(10):
-        actions.append(policy.act(obs, info))
-        obs, _, terminated, truncated, info = env.step(actions[-1])
-        if terminated or truncated:
-            break
-    return actions
+    return policy_actions(gym.make("AgentR1/WebShop-v0", **WEBSHOP), RuleShopperPolicy(), 10)(task)
 
 
 def tokenizer_for(env, actions, seeds: int = 5, split_digits: bool = True) -> object:
@@ -92,3 +85,17 @@ def test_actions_callable_plays_webshop_clicks():
     assert agent_text(demo, tokenizer) == "<|im_end|>".join(actions) + "<|im_end|>"
     assert "Available actions: click[back to search]" in env_text(demo, tokenizer)  # the pages are env tokens
     assert labelled_tokens(demo, tokenizer) == sum(demo.env_mask)
+
+
+def test_policy_actions_refuses_no_turns():
+    with pytest.raises(ConfigError, match="max_turns >= 1, got 0"):
+        policy_actions(gym.make("AgentR1/WebShop-v0", **WEBSHOP), RuleShopperPolicy(), 0)
+
+
+def test_policy_actions_stops_at_max_turns():
+    env = gym.make("AgentR1/WebShop-v0", **WEBSHOP)
+    env.reset(seed=0)
+    task = env.unwrapped.task
+    full = policy_actions(gym.make("AgentR1/WebShop-v0", **WEBSHOP), RuleShopperPolicy(), 10)(task)
+    cut = policy_actions(gym.make("AgentR1/WebShop-v0", **WEBSHOP), RuleShopperPolicy(), 2)(task)
+    assert len(full) >= 3 and cut == full[:2]
