@@ -183,12 +183,16 @@ def rag_em(model: Any, tokenizer: Any, seeds: Sequence[int]) -> float:
     return solved / len(tasks)
 
 
+def question_type(task: Any) -> str:
+    """``bridge``, ``comparison`` (the answer is one of the two names compared) or ``comparison (yes/no)``."""
+    return f"{task.meta['type']}{' (yes/no)' if gold(task).lower() in ('yes', 'no') else ''}"
+
+
 def em_by_type(seeds: Sequence[int], solved: Sequence[bool]) -> dict[str, float]:
     """EM on each question type of ``seeds`` (bridge, named comparison, yes/no comparison), printed."""
     kinds: dict[str, list[bool]] = {}
     for task, ok in zip(questions(seeds), solved, strict=True):
-        yes_no = gold(task).lower() in ("yes", "no")
-        kinds.setdefault(f"{task.meta['type']}{' (yes/no)' if yes_no else ''}", []).append(ok)
+        kinds.setdefault(question_type(task), []).append(ok)
     by_type = {kind: sum(oks) / len(oks) for kind, oks in sorted(kinds.items())}
     print("EM by question type: " + ", ".join(f"{k} {100 * v:.1f}% of {len(kinds[k])}" for k, v in by_type.items()),
           flush=True)
@@ -227,7 +231,7 @@ def agent_turns(demo: Any) -> list[list[int]]:
 
 # -- supervised phases -------------------------------------------------------------------------------------------------
 def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: int, lr: float, batch: int,
-            layers: int) -> None:
+            layers: int, start_from: Path | None = None, resume: int = 0) -> None:
     import gymnasium as gym
 
     from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
@@ -241,8 +245,15 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
     for seed in range(300):
         play_expert(env, seed, expert_actions)
         texts.append(render_chat(env.unwrapped.transcript.messages()))
-    tokenizer = train_tokenizer(texts, out / "tokenizer", vocab_size=1000, split_digits=True, cross_spaces=True)
-    model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
+    if resume:  # continue an SFT checkpoint that had `resume` steps: chunk k draws its batches with seed k * chunk,
+        # and each chunk starts a fresh optimizer, so this is the run that would have gone on (same tokenizer)
+        from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(start_from)
+        model = AutoModelForCausalLM.from_pretrained(start_from).train()
+    else:
+        tokenizer = train_tokenizer(texts, out / "tokenizer", vocab_size=1000, split_digits=True, cross_spaces=True)
+        model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
     episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(num_episodes)]
     lengths = sorted(len(e.prompt_ids) + len(e.completion_ids) for e in episodes)
     longest = max(len(chat_ids) for e in episodes for chat_ids in agent_turns(e))
@@ -250,7 +261,7 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
           f"{len(episodes)} expert episodes ({sum(e.success for e in episodes)} solved), prompt "
           f"{len(episodes[0].prompt_ids)} tokens, episode median {lengths[len(lengths) // 2]} max {lengths[-1]}, "
           f"longest action {longest} tokens", flush=True)
-    start, steps, em = time.time(), 0, 0.0
+    start, steps, em = time.time(), resume, 0.0
     while steps < max_steps:
         sft(model, episodes, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
         steps += chunk
@@ -356,15 +367,21 @@ def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Any, fin
                       monitor=last["em"], **extra)
 
 
+RL_TYPES = {"all": ("bridge", "comparison", "comparison (yes/no)"), "bridge": ("bridge",),
+            "names": ("bridge", "comparison"), "comparison": ("comparison",)}
+
+
 def rl_tasks(types: str) -> Any:
-    """The RL task rows: every training seed (``all``), or only those whose question is a bridge question
-    (``bridge``: the one type whose answer a sampled episode can only get right by searching; a comparison's sampled
-    answer is one of the two names, or yes/no, right half the time by chance)."""
+    """The RL task rows: the training seeds whose question type is in ``RL_TYPES[types]``: every one (``all``), the
+    bridge questions (``bridge``: the one type whose answer a sampled episode can only get right by searching), the
+    questions whose answer is a name (``names``: bridge and named comparisons, no yes/no question, whose sampled
+    answer is right half the time by chance) or the named comparisons alone (``comparison``)."""
     from agentgym_r1.trainers.common import task_dataset
 
     rows = task_dataset(TRAIN_SEEDS)  # the trainers' own task rows: reset seeds 0..TRAIN_SEEDS-1
-    if types == "bridge":
-        rows = rows.select([i for i, t in enumerate(questions(range(TRAIN_SEEDS))) if t.meta["type"] == "bridge"])
+    if types != "all":
+        rows = rows.select([i for i, t in enumerate(questions(range(TRAIN_SEEDS)))
+                            if question_type(t) in RL_TYPES[types]])
     print(f"RL tasks: {len(rows)} training seeds ({types})", flush=True)
     return rows
 
@@ -492,8 +509,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="RL: episodes per step (GRPO: groups x generations)")
     parser.add_argument("--generations", type=int, default=8, help="GRPO: samples per question")
     parser.add_argument("--temperature", type=float, default=1.0, help="RL: sampling temperature of the rollouts")
-    parser.add_argument("--rl-types", choices=["all", "bridge"], default="all",
-                        help="RL: train on every training question, or on the bridge questions only")
+    parser.add_argument("--rl-types", choices=sorted(RL_TYPES), default="all",
+                        help="RL: the training questions' types (all; bridge; names: bridge and named comparisons; "
+                        "comparison: named comparisons)")
     parser.add_argument("--layout", choices=["concatenated", "step"], default="concatenated")
     parser.add_argument("--estimator", choices=["grpo", "rloo", "reinforce++"], default="grpo")
     parser.add_argument("--no-advantage-mask", action="store_true", help="PPO: advantages on env tokens too")
@@ -509,6 +527,8 @@ def main() -> None:
     parser.add_argument("--sft-target", type=float, default=0.12)
     parser.add_argument("--sft-chunk", type=int, default=50)
     parser.add_argument("--sft-max-steps", type=int, default=3000)
+    parser.add_argument("--sft-resume", type=int, default=0,
+                        help="sft: continue the checkpoint --start, which had this many SFT steps")
     parser.add_argument("--sft-episodes", type=int, default=20_000, help="expert episodes (training seeds 0..N-1)")
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--sft-batch", type=int, default=16)
@@ -523,7 +543,10 @@ def main() -> None:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     a.out.mkdir(parents=True, exist_ok=True)
     if a.phase == "sft":
-        run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers)
+        if a.sft_resume and not a.start:
+            parser.error("--sft-resume N needs --start, the checkpoint that had N SFT steps")
+        run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers,
+                a.start, a.sft_resume)
     elif a.phase == "rag":
         run_rag(a.out, a.sft_chunk, a.rag_minutes, a.rag_patience, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers)
     elif a.phase == "grpo":
