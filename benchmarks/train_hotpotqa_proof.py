@@ -262,11 +262,19 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
           f"{len(episodes[0].prompt_ids)} tokens, episode median {lengths[len(lengths) // 2]} max {lengths[-1]}, "
           f"longest action {longest} tokens", flush=True)
     start, steps, em = time.time(), resume, 0.0
+    curve = []  # a continued SFT's learning curve, beside the RL runs' (`plot` draws it with them)
+    if resume:
+        curve.append({"step": 0, "minutes": 0.0, "em": react_em(model, tokenizer, monitor)})
+        start = time.time()
     while steps < max_steps:
         sft(model, episodes, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
         steps += chunk
         em = react_em(model, tokenizer, monitor)
         print(f"sft step {steps:4d}  held-out EM {em:.3f}  {time.time() - start:.0f}s", flush=True)
+        if resume:
+            curve.append({"step": steps - resume, "minutes": (time.time() - start) / 60, "em": em})
+            (out / "sft-continued").mkdir(exist_ok=True)
+            (out / "sft-continued" / "curve.json").write_text(json.dumps({"run": "sft-continued", "curve": curve}))
         for path in (out / "sft", out / "sft-steps" / f"step{steps}"):  # the last chunk, and every chunk
             model.save_pretrained(path)
             tokenizer.save_pretrained(path)
@@ -479,6 +487,8 @@ def run_plot(out: Path, plots: Path, stem: str, note: str) -> None:
     groups = {"algorithms": lambda n: "-noadv" not in n and "-noloss" not in n,
               "ppo_masks": lambda n: n.startswith("ppo") and n.endswith("seed0")}
     for group, keep in groups.items():
+        if not any(keep(name) for name in curves):
+            continue
         fig, ax = plt.subplots(figsize=(7, 4.2))
         for name, curve in curves.items():
             if keep(name):
