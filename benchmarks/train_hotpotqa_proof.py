@@ -25,7 +25,8 @@ its best chunk and stops when it no longer improves. Each RL run trains for ``--
 cosine over that time) and writes its learning curve to ``OUT/<run>/curve.json`` and its result (with EM by question
 type) to ``OUT/results/<run>.json``. ``--temperature`` sets the rollouts' sampling temperature and ``--rl-types
 bridge`` draws RL tasks only from the bridge questions (the README's second setup: ``--temperature 0.6 --rl-types
-bridge``).
+bridge``). ``sft --start CKPT --sft-resume N`` continues an SFT checkpoint that had N steps, its learning curve in
+``OUT/sft-continued/curve.json`` (the README's third look compares it with RL in the same wall time).
 """
 
 from __future__ import annotations
@@ -245,8 +246,8 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
     for seed in range(300):
         play_expert(env, seed, expert_actions)
         texts.append(render_chat(env.unwrapped.transcript.messages()))
-    if resume:  # continue an SFT checkpoint that had `resume` steps: chunk k draws its batches with seed k * chunk,
-        # and each chunk starts a fresh optimizer, so this is the run that would have gone on (same tokenizer)
+    if resume:  # continue an SFT checkpoint that had `resume` steps: a chunk draws its batches with the step count at
+        # its start as seed and starts a fresh optimizer, so this is the run that would have gone on (same tokenizer)
         from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
         tokenizer = PreTrainedTokenizerFast.from_pretrained(start_from)
