@@ -242,17 +242,17 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
         raise SystemExit(f"--sft-episodes is at most {TRAIN_SEEDS} (the training seeds)")
     monitor, final = held_out(out)
     env = gym.make(ENV_ID, **ENV_KWARGS)
-    texts = []
-    for seed in range(300):
-        play_expert(env, seed, expert_actions)
-        texts.append(render_chat(env.unwrapped.transcript.messages()))
     if resume:  # continue an SFT checkpoint that had `resume` steps: a chunk draws its batches with the step count at
         # its start as seed and starts a fresh optimizer, so this is the run that would have gone on (same tokenizer)
         from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
         tokenizer = PreTrainedTokenizerFast.from_pretrained(start_from)
         model = AutoModelForCausalLM.from_pretrained(start_from).train()
-    else:
+    else:  # the tokenizer is trained on 300 expert episodes
+        texts = []
+        for seed in range(300):
+            play_expert(env, seed, expert_actions)
+            texts.append(render_chat(env.unwrapped.transcript.messages()))
         tokenizer = train_tokenizer(texts, out / "tokenizer", vocab_size=1000, split_digits=True, cross_spaces=True)
         model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
     episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(num_episodes)]
