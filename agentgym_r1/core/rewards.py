@@ -9,6 +9,7 @@ Math answers compare by numeric value.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 import string
@@ -58,6 +59,28 @@ def f1_precision_recall(prediction: str, gold: str) -> tuple[float, float, float
 def f1_score(prediction: str, gold: str | Iterable[str]) -> float:
     """Best token F1 over the gold answers."""
     return max((f1_precision_recall(prediction, g)[0] for g in _golds(gold)), default=0.0)
+
+
+def char_f1(prediction: str, gold: str | Iterable[str]) -> float:
+    """Best character-bigram F1 over the gold answers: chrF (Popovic, 2015) with n = 2 and beta = 1, on normalised
+    text with its spaces. Partial credit for an answer a few characters off (a misspelt or half-copied name), where
+    token F1 gives a one-word answer all or nothing. ``yes``/``no``/``noanswer`` are all or nothing, as in HotpotQA's
+    F1. One pass over each string (a Counter of bigrams), so a long prediction costs linear time."""
+    p = normalize_answer(prediction)
+    return max((_char_f1(p, normalize_answer(g)) for g in _golds(gold)), default=0.0)
+
+
+def _char_f1(p: str, g: str) -> float:
+    if p == g:
+        return 1.0
+    if p in _YES_NO or g in _YES_NO or len(p) < 2 or len(g) < 2:
+        return 0.0
+    pred, ref = Counter(itertools.pairwise(p)), Counter(itertools.pairwise(g))
+    same = sum((pred & ref).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / (len(p) - 1), same / (len(g) - 1)
+    return 2 * precision * recall / (precision + recall)
 
 
 def qa_scores(prediction: str, gold: str | Iterable[str]) -> dict[str, float]:

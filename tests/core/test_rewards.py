@@ -3,6 +3,7 @@
 import pytest
 
 from agentgym_r1.core.rewards import (
+    char_f1,
     exact_match,
     f1_precision_recall,
     f1_score,
@@ -79,3 +80,29 @@ def test_numeric_equal():
     assert not numeric_equal("17", "18")
     assert not numeric_equal("eighteen", "18")
     assert numeric_equal("0.3333333", "1/3", rel_tol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold", "score"),
+    [
+        ("Kesstad", "Kesstad", 1.0),
+        ("the Kesstad!", "kesstad", 1.0),  # normalised as SQuAD does
+        # a blend of two names: bigrams ke es ss sm me er re against ke es ss st ta ad, 3 shared
+        ("Kessmere", "Kesstad", 2 * (3 / 7) * (3 / 6) / (3 / 7 + 3 / 6)),
+        ("Stuthmere", "Kesstad", 2 * (1 / 8) * (1 / 6) / (1 / 8 + 1 / 6)),  # the other name: 'st' alone
+        ("Pulox Univ", "Pulox University", 2 * 1.0 * (9 / 15) / (1.0 + 9 / 15)),  # the space is a character
+        ("yes", "no", 0.0),
+        ("yess", "yes", 0.0),  # yes/no/noanswer: all or nothing, as HotpotQA's F1
+        ("", "Kesstad", 0.0),
+        ("K", "Kesstad", 0.0),  # no bigram
+        ("Obama", ["Barack Obama", "Obama"], 1.0),  # the best gold
+    ],
+)
+def test_char_f1_is_character_bigram_f1(pred, gold, score):
+    assert char_f1(pred, gold) == pytest.approx(score)
+
+
+def test_char_f1_orders_near_misses_between_wrong_and_right():
+    gold = "Broudreivale"
+    assert char_f1("Grunhaven", gold) < char_f1("Broudrhaven", gold) < char_f1("Broudreivale", gold) == 1.0
+    assert char_f1("x" * 100_000, gold) == 0.0  # long text: one linear pass, no credit

@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 import agentgym_r1  # noqa: F401  (registers the ids)
-from agentgym_r1.core.rewards import qa_scores
+from agentgym_r1.core.rewards import char_f1, qa_scores
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.hotpotqa import HotpotQAEnv, SearchTool, qa_reward
 from agentgym_r1.envs.hotpotqa.data import load_file, synthetic
@@ -60,15 +60,32 @@ def test_qa_scores_follow_the_official_evaluation(prediction, gold, em, f1, sube
     assert scores["subem"] == subem
 
 
-@pytest.mark.parametrize("metric", ["em", "f1", "subem"])
-def test_reward_metric_picks_the_outcome_and_reports_all_three(metric):
+@pytest.mark.parametrize("metric", ["em", "f1", "subem", "char_f1"])
+def test_reward_metric_picks_the_outcome_and_reports_all_four(metric):
     task = Task("t", "q?", "Chief of Protocol")
     grade = qa_reward(metric)("Chief of Protocol of the United States", task)
-    assert grade.metrics == pytest.approx({"em": 0.0, "f1": 2 / 3, "subem": 1.0})
+    assert grade.metrics == pytest.approx({"em": 0.0, "f1": 2 / 3, "subem": 1.0,
+                                           "char_f1": char_f1("Chief of Protocol of the United States", task.answer)})
+    assert 0.0 < grade.metrics["char_f1"] < 1.0
     assert grade.score == pytest.approx(grade.metrics[metric])
     assert grade.success == (metric == "subem")
     with pytest.raises(ConfigError, match="reward_metric"):
         qa_reward("bleu")
+
+
+def test_char_f1_reward_gives_a_near_miss_partial_credit_but_success_only_on_exact_match():
+    env = gym.make("AgentR1/HotpotQA-v0", parser="tag", reward_metric="char_f1")
+    env.reset(seed=0)
+    answer = env.unwrapped.task.answer
+    gold = answer[0] if isinstance(answer, list | tuple) else answer
+    near = gold[:-1] + ("x" if gold[-1] != "x" else "y")  # the last letter wrong
+    _, reward, term, _, info = env.step(f"<answer>{near}</answer>")
+    assert term and not info["success"] and info["metrics"]["em"] == 0.0
+    assert reward == pytest.approx(info["metrics"]["char_f1"]) and 0.5 < reward < 1.0
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(f"<answer>{gold}</answer>")
+    assert reward == 1.0 and info["success"]
+    env.close()
 
 
 # -- the synthetic source -----------------------------------------------------------------------------------------
@@ -102,7 +119,7 @@ def test_synthetic_oracle_finds_every_supporting_passage_and_scores_one():
     policy = HotpotQAOraclePolicy()
     for seed in range(40):
         result = run_episode(env, policy, seed)
-        assert result.success and result.metrics == {"em": 1.0, "f1": 1.0, "subem": 1.0}
+        assert result.success and result.metrics == {"em": 1.0, "f1": 1.0, "subem": 1.0, "char_f1": 1.0}
         assert result.turns == 3
     env.close()
 
@@ -188,7 +205,7 @@ def test_search_returns_titled_passages_and_answer_ends_the_episode():
     assert info["env"]["support_recall"] == 0.5
     obs, reward, term, _, info = env.step(f"<think>sure</think><answer>{task.answer}</answer>")
     assert term and reward == 1.0 and info["success"]
-    assert info["metrics"] == {"em": 1.0, "f1": 1.0, "subem": 1.0}
+    assert info["metrics"] == {"em": 1.0, "f1": 1.0, "subem": 1.0, "char_f1": 1.0}
 
 
 def test_tag_format_reads_search_tags_and_answers_in_information():

@@ -8,7 +8,7 @@ from typing import Any
 
 from agentgym_r1.core.env import EnvMessage, Grade, init_options, reject_unknown
 from agentgym_r1.core.parsers import ActionParser
-from agentgym_r1.core.rewards import qa_scores
+from agentgym_r1.core.rewards import char_f1, qa_scores
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.hotpotqa.data import HotpotData, difficulty_of, load_source
 from agentgym_r1.envs.hotpotqa.tools import SearchTool
@@ -16,7 +16,7 @@ from agentgym_r1.envs.tool_env import RewardFn, ToolEnv
 from agentgym_r1.error import ConfigError
 from agentgym_r1.retrieval.base import Retriever
 
-REWARD_METRICS = ("em", "f1", "subem")
+REWARD_METRICS = ("em", "f1", "subem", "char_f1")
 SYSTEM_PROMPT = (
     "Answer the question. Search for the facts you need: each search returns passages with their titles. Many "
     "questions need two searches: find the first entity, then the one its passage leads to, or look up both entities "
@@ -25,14 +25,16 @@ SYSTEM_PROMPT = (
 
 
 def qa_reward(metric: str = "em") -> RewardFn:
-    """Outcome reward: ``metric`` (``em``, ``f1`` or ``subem``) of the answer against the gold answer(s); all three
-    are reported in the metrics. Solved when the chosen metric is 1."""
+    """Outcome reward: ``metric`` (``em``, ``f1``, ``subem`` or ``char_f1``) of the answer against the gold
+    answer(s); all four are reported in the metrics. Solved when the chosen metric is 1 (for ``char_f1``, on an exact
+    match: two different strings can share their bigrams)."""
     if metric not in REWARD_METRICS:
         raise ConfigError(f"reward_metric must be one of {REWARD_METRICS}, got {metric!r}")
 
     def reward(prediction: str, task: Task) -> Grade:
-        scores = qa_scores(prediction, task.answer)
-        return Grade(scores[metric], scores[metric] == 1.0, scores)
+        scores = {**qa_scores(prediction, task.answer), "char_f1": char_f1(prediction, task.answer)}
+        solved = scores["em" if metric == "char_f1" else metric] == 1.0
+        return Grade(scores[metric], solved, scores)
 
     return reward
 
@@ -90,7 +92,9 @@ class HotpotQAEnv(ToolEnv):
     the others are skipped with a message.
 
     **Reward.** ``outcome``: ``reward_metric`` of the answer, ``"em"`` (default), ``"f1"`` or ``"subem"``, as in the
-    official HotpotQA / SQuAD evaluation (Search-R1's substring EM); ``metrics`` holds all three. ``process``:
+    official HotpotQA / SQuAD evaluation (Search-R1's substring EM), or ``"char_f1"`` (character-bigram F1: partial
+    credit for a name a few letters off, a denser RL signal than EM when answers are single rare words); ``metrics``
+    holds all four. ``process``:
     ``valid_search_reward`` per search that ran, ``failed_call_penalty`` per failed call (empty or over-long query,
     unknown tool, bad arguments, a retriever error). ``format``: ``format_penalty`` for an action that does not parse.
 
@@ -112,7 +116,8 @@ class HotpotQAEnv(ToolEnv):
     :class:`~agentgym_r1.retrieval.base.Retriever` instance. One index per corpus and backend is built per process
     and shared by every env instance; a server that is down or slow gives the agent an error observation.
 
-    **Version history.** v0: first release.
+    **Version history.** v0: first release; ``reward_metric="char_f1"`` and the ``char_f1`` metric added later
+    (the default reward is unchanged).
     """
 
     def __init__(
