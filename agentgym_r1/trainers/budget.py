@@ -1,0 +1,82 @@
+"""A wall-clock training budget for any ``transformers.Trainer`` (TRL's GRPO, our PPO): stop after so many minutes,
+take the learning rate from its initial value to zero on a cosine over those minutes, and evaluate along the way.
+
+A step-count schedule needs the machine's speed in advance; a time budget does not. transformers has no such
+option (``TrainingArguments`` counts steps or epochs), so :class:`WallClockBudget` does it from the callback events:
+``on_train_begin`` receives the trainer's ``lr_scheduler`` (transformers 5.23: ``Trainer._inner_training_loop`` calls
+``_prepare_for_training``, which builds it, before ``callback_handler.on_train_begin``), a ``LambdaLR`` for the schedules
+``"constant"``, ``"linear"`` and ``"cosine"``, whose factor functions are replaced by one of elapsed time; and
+``on_step_end`` may set ``control.should_training_stop``, which the loop checks after each step.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from transformers import TrainerCallback
+
+from agentgym_r1.error import ConfigError
+
+Evaluate = Callable[[int, Any, float], None]  # (global step, model, seconds of training so far)
+
+
+class WallClockBudget(TrainerCallback):
+    """Stops training once ``minutes`` of training have passed and, with ``cosine``, scales the learning rate by
+    ``0.5 * (1 + cos(pi * elapsed / budget))``. With ``evaluate``, calls ``evaluate(step, model, seconds)`` when
+    training begins (step 0), every ``every`` steps, and at the step that spends the budget.
+
+    ``count_evaluation``: whether the time ``evaluate`` takes counts as training time (``False``: the budget and the
+    schedule see training alone, so a run's figures do not depend on how often it was evaluated). ``clock``: the
+    time source, in seconds (``time.monotonic``)."""
+
+    def __init__(self, minutes: float, *, cosine: bool = True, evaluate: Evaluate | None = None, every: int = 0,
+                 evaluate_at_start: bool = True, count_evaluation: bool = True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not isinstance(minutes, int | float) or isinstance(minutes, bool) or not minutes > 0:
+            raise ConfigError(f"minutes must be a positive number, got {minutes!r}")
+        if not isinstance(every, int) or isinstance(every, bool) or every < 0:
+            raise ConfigError(f"every must be an int >= 0 (0: evaluate only at the start and the stop), got {every!r}")
+        self.budget, self.cosine, self.evaluate, self.every = 60.0 * minutes, cosine, evaluate, every
+        self.evaluate_at_start, self.count_evaluation, self.clock = evaluate_at_start, count_evaluation, clock
+        self.start, self.evaluating = clock(), 0.0
+
+    def seconds(self) -> float:
+        """Seconds of training so far (less the evaluations unless ``count_evaluation``)."""
+        return self.clock() - self.start - (0.0 if self.count_evaluation else self.evaluating)
+
+    def spent(self) -> float:
+        """The share of the budget spent, in [0, 1]."""
+        return min(1.0, self.seconds() / self.budget)
+
+    def factor(self, _step: int = 0) -> float:
+        """The learning-rate factor now: the cosine of the budget spent (1 without ``cosine``)."""
+        return 0.5 * (1.0 + math.cos(math.pi * self.spent())) if self.cosine else 1.0
+
+    def _evaluate(self, step: int, model: Any) -> None:
+        if self.evaluate is None:
+            return
+        begin = self.clock()
+        self.evaluate(step, model, self.seconds())
+        self.evaluating += self.clock() - begin
+
+    def on_train_begin(self, args, state, control, lr_scheduler=None, model=None, **kwargs):
+        self.start, self.evaluating = self.clock(), 0.0
+        if self.cosine:
+            if lr_scheduler is None or not hasattr(lr_scheduler, "lr_lambdas"):
+                raise ConfigError(f"WallClockBudget(cosine=True) needs a LambdaLR schedule (lr_scheduler_type "
+                                  f"'constant', 'linear' or 'cosine'), got {type(lr_scheduler).__name__}; set "
+                                  "lr_scheduler_type='constant' or pass cosine=False")
+            lr_scheduler.lr_lambdas = [self.factor] * len(lr_scheduler.lr_lambdas)
+        if self.evaluate_at_start:
+            self._evaluate(state.global_step, model)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        done = self.seconds() >= self.budget
+        if (self.every and state.global_step % self.every == 0) or done:
+            self._evaluate(state.global_step, model)
+        if done:
+            control.should_training_stop = True
+        return control
