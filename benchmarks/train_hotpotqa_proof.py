@@ -327,45 +327,22 @@ def run_rag(out: Path, chunk: int, minutes: float, patience: int, num_episodes: 
 
 
 # -- RL ----------------------------------------------------------------------------------------------------------------
-def curve_callback(tokenizer: Any, monitor: list[int], minutes: float, every: int, label: str, path: Path) -> Any:
-    """Held-out EM every ``every`` steps (written to ``path`` as it goes), a stop once ``minutes`` have passed, and
-    the learning rate on a cosine from its initial value to zero over those minutes of wall time."""
-    from transformers import TrainerCallback
+class Curve:
+    """A run's learning curve: held-out EM on the monitoring questions, written to ``path`` after each point. The
+    ``evaluate`` of :class:`~agentgym_r1.trainers.budget.WallClockBudget` (which stops the run and sets the lr)."""
 
-    class Curve(TrainerCallback):
-        def __init__(self) -> None:
-            self.start = time.time()
-            self.history: list[dict[str, float]] = []
+    def __init__(self, tokenizer: Any, monitor: list[int], label: str, path: Path) -> None:
+        self.tokenizer, self.monitor, self.label, self.path = tokenizer, monitor, label, path
+        self.history: list[dict[str, float]] = []
 
-        def record(self, step: int, model: Any) -> None:
-            elapsed = time.time() - self.start
-            em = react_em(getattr(model, "policy", model), tokenizer, monitor)  # PPO: the policy
-            self.history.append({"step": step, "minutes": elapsed / 60, "em": em})
-            path.write_text(json.dumps({"run": label, "curve": self.history}, indent=1))
-            print(f"{label} step {step:4d}  held-out EM {em:.3f}  {elapsed:.0f}s", flush=True)
-
-        def on_train_begin(self, args, state, control, lr_scheduler=None, model=None, **kwargs):
-            self.start = time.time()
-
-            def by_time(_step: int) -> float:
-                done = min(1.0, (time.time() - self.start) / (minutes * 60))
-                return 0.5 * (1.0 + math.cos(math.pi * done))
-
-            lr_scheduler.lr_lambdas = [by_time] * len(lr_scheduler.lr_lambdas)
-            self.record(0, model)
-
-        def on_step_end(self, args, state, control, model=None, **kwargs):
-            done = time.time() - self.start > minutes * 60
-            if state.global_step % every == 0 or done:
-                self.record(state.global_step, model)
-            if done:
-                control.should_training_stop = True
-            return control
-
-    return Curve()
+    def __call__(self, step: int, model: Any, seconds: float) -> None:
+        em = react_em(getattr(model, "policy", model), self.tokenizer, self.monitor)  # PPO: the policy
+        self.history.append({"step": step, "minutes": seconds / 60, "em": em})
+        self.path.write_text(json.dumps({"run": self.label, "curve": self.history}, indent=1))
+        print(f"{self.label} step {step:4d}  held-out EM {em:.3f}  {seconds:.0f}s", flush=True)
 
 
-def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Any, final: list[int], **extra: Any) -> None:
+def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Curve, final: list[int], **extra: Any) -> None:
     last = callback.history[-1]
     print(f"{label}: monitoring EM {callback.history[0]['em']:.3f} -> {last['em']:.3f} in {last['step']} steps, "
           f"{last['minutes']:.1f} min", flush=True)
@@ -396,53 +373,68 @@ def rl_tasks(types: str) -> Any:
 
 
 def train(out: Path, start: Path, label: str, trainer_class: Any, args: Any, minutes: float, every: int,
-          types: str = "all", **extra: Any) -> None:
+          types: str = "all", budget: str = "wall", **extra: Any) -> None:
     """Train the checkpoint ``start`` with ``trainer_class(model, args, tokenizer)`` on the training questions of
     ``types`` for ``minutes`` (its learning curve in ``OUT/<label>/curve.json``), then save the policy and its held-out
-    result."""
+    result. ``budget="wall"``: the minutes are wall time, monitoring included; ``"train"``: training time alone."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    from agentgym_r1.trainers.budget import WallClockBudget
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(start)
     model = AutoModelForCausalLM.from_pretrained(start)
     (out / label).mkdir(parents=True, exist_ok=True)
     monitor, final = held_out(out)
-    callback = curve_callback(tokenizer, monitor, minutes, every, label, out / label / "curve.json")
-    trainer_class(model, args, tokenizer, train_dataset=rl_tasks(types), callbacks=[callback]).train()
-    finish(out, label, model, tokenizer, callback, final, start=str(start), types=types, **extra)
+    curve = Curve(tokenizer, monitor, label, out / label / "curve.json")
+    clock = WallClockBudget(minutes, evaluate=curve, every=every, count_evaluation=budget == "wall")
+    trainer_class(model, args, tokenizer, train_dataset=rl_tasks(types), callbacks=[clock]).train()
+    finish(out, label, model, tokenizer, curve, final, start=str(start), types=types, budget=budget, **extra)
+
+
+def rl_env_kwargs(reward: str) -> dict[str, Any]:
+    """The RL env: the held-out env with the outcome reward ``reward`` (``em``; ``char_f1``: partial credit for a name
+    a few characters off). Held-out EM is always measured with ``em``."""
+    return {**ENV_KWARGS, "reward_metric": reward}
+
+
+def run_label(base: str, seed: int, reward: str) -> str:
+    return f"{base}{'' if reward == 'em' else '-' + reward.replace('_', '')}-seed{seed}"
 
 
 def run_grpo(out: Path, start: Path, minutes: float, every: int, lr: float, layout: str, estimator: str, seed: int,
-             batch: int, generations: int, threads: int, temperature: float, types: str) -> None:
+             batch: int, generations: int, threads: int, temperature: float, types: str, reward: str = "em",
+             budget: str = "wall") -> None:
     from agentgym_r1.trainers.configs import AgentGRPOConfig
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
     name = {"grpo": "grpo", "rloo": "rloo", "reinforce_pp": "reinforcepp"}[estimator]
-    label = f"{name}-{layout}-seed{seed}"
+    label = run_label(f"{name}-{layout}", seed, reward)
     args = AgentGRPOConfig(
-        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
+        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=rl_env_kwargs(reward), max_turns=MAX_TURNS,
         max_new_tokens=MAX_NEW_TOKENS, num_generations=generations, per_device_train_batch_size=batch,
         max_completion_length=MAX_COMPLETION, layout=layout, advantage_estimator=estimator,
         learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=temperature,
         max_steps=100_000, logging_steps=5, report_to="tensorboard", gradient_checkpointing=False,
         save_strategy="no", use_cpu=True, bf16=False, num_tasks=TRAIN_SEEDS, seed=seed, data_seed=seed)
-    train(out, start, label, AgentGRPOTrainer, args, minutes, every, types, threads=threads, lr=lr, batch=batch,
-          temperature=temperature)
+    train(out, start, label, AgentGRPOTrainer, args, minutes, every, types, budget, threads=threads, lr=lr,
+          batch=batch, temperature=temperature, reward=reward)
 
 
 def run_ppo(out: Path, start: Path, minutes: float, every: int, lr: float, advantage_mask: bool, loss_mask: bool,
-            seed: int, batch: int, threads: int, temperature: float, types: str) -> None:
+            seed: int, batch: int, threads: int, temperature: float, types: str, reward: str = "em",
+            budget: str = "wall") -> None:
     from agentgym_r1.trainers.configs import AgentPPOConfig
     from agentgym_r1.trainers.ppo import AgentPPOTrainer
 
-    label = "ppo" + ("" if advantage_mask else "-noadv") + ("" if loss_mask else "-noloss") + f"-seed{seed}"
+    label = run_label("ppo" + ("" if advantage_mask else "-noadv") + ("" if loss_mask else "-noloss"), seed, reward)
     args = AgentPPOConfig(
-        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
+        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=rl_env_kwargs(reward), max_turns=MAX_TURNS,
         max_new_tokens=MAX_NEW_TOKENS, rollout_batch_size=batch, mini_batch_size=batch // 2, ppo_epochs=2,
         max_completion_length=MAX_COMPLETION, learning_rate=lr, lr_scheduler_type="constant", max_steps=100_000,
         logging_steps=5, report_to="tensorboard", save_strategy="no", use_cpu=True, seed=seed, temperature=temperature,
         num_tasks=TRAIN_SEEDS, advantage_mask=advantage_mask, loss_mask=loss_mask)
-    train(out, start, label, AgentPPOTrainer, args, minutes, every, types, threads=threads, lr=lr, batch=batch,
-          temperature=temperature)
+    train(out, start, label, AgentPPOTrainer, args, minutes, every, types, budget, threads=threads, lr=lr,
+          batch=batch, temperature=temperature, reward=reward)
 
 
 # -- reporting ---------------------------------------------------------------------------------------------------------
@@ -523,6 +515,10 @@ def main() -> None:
     parser.add_argument("--rl-types", choices=sorted(RL_TYPES), default="all",
                         help="RL: the training questions' types (all; bridge; names: bridge and named comparisons; "
                         "comparison: named comparisons)")
+    parser.add_argument("--reward", choices=["em", "char_f1"], default="em",
+                        help="RL: the env's outcome reward (held-out EM is measured with em either way)")
+    parser.add_argument("--budget", choices=["wall", "train"], default="wall",
+                        help="RL: --minutes of wall time, monitoring included (wall), or of training alone (train)")
     parser.add_argument("--layout", choices=["concatenated", "step"], default="concatenated")
     parser.add_argument("--estimator", choices=["grpo", "rloo", "reinforce++"], default="grpo")
     parser.add_argument("--no-advantage-mask", action="store_true", help="PPO: advantages on env tokens too")
@@ -563,10 +559,10 @@ def main() -> None:
     elif a.phase == "grpo":
         estimator = "reinforce_pp" if a.estimator == "reinforce++" else a.estimator
         run_grpo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, a.layout, estimator, a.seed, a.batch,
-                 a.generations, a.threads, a.temperature, a.rl_types)
+                 a.generations, a.threads, a.temperature, a.rl_types, a.reward, a.budget)
     elif a.phase == "ppo":
         run_ppo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, not a.no_advantage_mask,
-                not a.no_loss_mask, a.seed, a.batch, a.threads, a.temperature, a.rl_types)
+                not a.no_loss_mask, a.seed, a.batch, a.threads, a.temperature, a.rl_types, a.reward, a.budget)
     elif a.phase == "eval":
         run_eval(a.out, a.checkpoint, a.rag)
     elif a.phase == "table":
