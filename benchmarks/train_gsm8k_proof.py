@@ -22,7 +22,6 @@ one stopped early (see the Training section of benchmarks/README.md for the exac
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import time
 from pathlib import Path
@@ -91,38 +90,29 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, resume: int = 
     print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  held-out success {success:.3f}")
 
 
+class HeldOut:
+    """The held-out success along a run, as ``(step, seconds, success)``: the ``evaluate`` of
+    :class:`~agentgym_r1.trainers.budget.WallClockBudget`, which stops the run and sets the lr."""
+
+    def __init__(self, tokenizer, label: str) -> None:
+        self.tokenizer, self.label = tokenizer, label
+        self.history: list[tuple[int, float, float]] = []
+
+    def __call__(self, step: int, model, seconds: float) -> None:
+        success = held_out_success(getattr(model, "policy", model), self.tokenizer)  # PPO: the policy
+        self.history.append((step, seconds, success))
+        print(f"{self.label} step {step:4d}  held-out success {success:.3f}  {seconds:.0f}s", flush=True)
+
+
 def eval_callback(tokenizer, minutes: float, every: int, label: str, decay: bool = False):
-    """Held-out success every ``every`` steps, a stop once ``minutes`` have passed and, with ``decay``, a learning
-    rate that follows a cosine from its initial value to zero over those minutes (a schedule over the wall-time
-    budget, which a step count cannot give when the speed of the machine is not known in advance)."""
-    from transformers import TrainerCallback
+    """Held-out success every ``every`` steps (``.evaluate.history``), a stop once ``minutes`` of wall time have
+    passed (the checks included) and, with ``decay``, a learning rate that follows a cosine from its initial value
+    to zero over those minutes (a schedule over the wall-time budget, which a step count cannot give when the speed
+    of the machine is not known in advance)."""
+    from agentgym_r1.trainers.budget import WallClockBudget
 
-    class HeldOut(TrainerCallback):
-        def __init__(self) -> None:
-            self.start = time.time()
-            self.history: list[tuple[int, float, float]] = []
-
-        def on_train_begin(self, args, state, control, lr_scheduler=None, **kwargs):
-            self.start = time.time()
-            if decay:
-                def by_time(_step: int) -> float:
-                    done = min(1.0, (time.time() - self.start) / (minutes * 60))
-                    return 0.5 * (1.0 + math.cos(math.pi * done))
-
-                lr_scheduler.lr_lambdas = [by_time] * len(lr_scheduler.lr_lambdas)
-
-        def on_step_end(self, args, state, control, model=None, **kwargs):
-            elapsed = time.time() - self.start
-            done = elapsed > minutes * 60
-            if state.global_step % every == 0 or done:
-                success = held_out_success(getattr(model, "policy", model), tokenizer)  # PPO: the policy
-                self.history.append((state.global_step, elapsed, success))
-                print(f"{label} step {state.global_step:4d}  held-out success {success:.3f}  {elapsed:.0f}s", flush=True)
-            if done:
-                control.should_training_stop = True
-            return control
-
-    return HeldOut()
+    return WallClockBudget(minutes, cosine=decay, evaluate=HeldOut(tokenizer, label), every=every,
+                           evaluate_at_start=False)
 
 
 def report(label: str, unit: str, before: float, history: list[tuple[int, float, float]], model, tokenizer,
@@ -174,7 +164,7 @@ def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float, 
     callback = eval_callback(tokenizer, minutes, every, label, decay)
     trainer = AgentGRPOTrainer(model, args, tokenizer, callbacks=[callback])
     trainer.train()
-    report(label, "steps", before, callback.history, model, tokenizer, out, final_eval)
+    report(label, "steps", before, callback.evaluate.history, model, tokenizer, out, final_eval)
 
 
 def run_ppo(out: Path, minutes: float, every: int, lr: float, decay: bool = False, final_eval: int = 0,
@@ -197,7 +187,7 @@ def run_ppo(out: Path, minutes: float, every: int, lr: float, decay: bool = Fals
     callback = eval_callback(tokenizer, minutes, every, label, decay)
     trainer = AgentPPOTrainer(model, args, tokenizer, callbacks=[callback])
     trainer.train()
-    report(label, "iterations", before, callback.history, model, tokenizer, out, final_eval)
+    report(label, "iterations", before, callback.evaluate.history, model, tokenizer, out, final_eval)
 
 
 def main() -> None:

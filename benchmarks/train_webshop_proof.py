@@ -179,48 +179,31 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
     print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  held-out {fmt(curve[-1])}")
 
 
+class Curve:
+    """Held-out monitoring along a run (written to ``path``), each point with its training seconds and wall
+    seconds: the ``evaluate`` of :class:`~agentgym_r1.trainers.budget.WallClockBudget`."""
+
+    def __init__(self, tokenizer: Any, seeds: list[int], path: Path) -> None:
+        self.tokenizer, self.seeds, self.path = tokenizer, seeds, path
+        self.start, self.points = time.time(), []
+
+    def __call__(self, step: int, model: Any, seconds: float) -> None:
+        point = {"step": step, "seconds": seconds, **monitor(model, self.tokenizer, self.seeds)}
+        if step == 0:  # wall time counts from the end of the first check, as training time does
+            self.start = time.time()
+        self.points.append({**point, "wall": time.time() - self.start})
+        self.path.write_text(json.dumps(self.points, indent=1))
+        print(f"grpo step {step:4d}  held-out {fmt(point)}  training {seconds:.0f}s, wall "
+              f"{self.points[-1]['wall']:.0f}s", flush=True)
+
+
 def curve_callback(tokenizer: Any, seeds: list[int], minutes: float, every: int, path: Path) -> Any:
-    """Held-out monitoring every ``every`` steps (written to ``path``), a stop after ``minutes`` of training (wall
+    """Held-out monitoring every ``every`` steps (``.evaluate.points``), a stop after ``minutes`` of training (wall
     time less the held-out checks) and the learning rate on a cosine from its initial value to 0 over those minutes
     (as the GSM8K proof's ``--cosine``, in training time)."""
-    from transformers import TrainerCallback
+    from agentgym_r1.trainers.budget import WallClockBudget
 
-    class Curve(TrainerCallback):
-        def __init__(self) -> None:
-            self.start, self.held_out, self.points = time.time(), 0.0, []
-
-        def training(self) -> float:
-            """Seconds of training so far: wall time less the held-out checks (which are not training)."""
-            return time.time() - self.start - self.held_out
-
-        def record(self, step: int, model: Any) -> None:
-            begin = time.time()
-            point = {"step": step, "seconds": self.training(), **monitor(model, tokenizer, seeds)}
-            self.held_out += time.time() - begin
-            self.points.append({**point, "wall": time.time() - self.start})
-            path.write_text(json.dumps(self.points, indent=1))
-            print(f"grpo step {step:4d}  held-out {fmt(point)}  training {point['seconds']:.0f}s, wall "
-                  f"{self.points[-1]['wall']:.0f}s", flush=True)
-
-        def on_train_begin(self, args, state, control, lr_scheduler=None, model=None, **kwargs):
-            self.record(0, model)
-            self.start, self.held_out = time.time(), 0.0
-            self.points[0]["wall"] = 0.0
-
-            def by_time(_step: int) -> float:
-                return 0.5 * (1.0 + math.cos(math.pi * min(1.0, self.training() / (minutes * 60))))
-
-            lr_scheduler.lr_lambdas = [by_time] * len(lr_scheduler.lr_lambdas)
-
-        def on_step_end(self, args, state, control, model=None, **kwargs):
-            done = self.training() > minutes * 60
-            if state.global_step % every == 0 or done:
-                self.record(state.global_step, model)
-            if done:
-                control.should_training_stop = True
-            return control
-
-    return Curve()
+    return WallClockBudget(minutes, evaluate=Curve(tokenizer, seeds, path), every=every, count_evaluation=False)
 
 
 def run_grpo(out: Path, minutes: float, every: int, lr: float, seed: int, prompts: int, generations: int,
@@ -250,7 +233,7 @@ def run_grpo(out: Path, minutes: float, every: int, lr: float, seed: int, prompt
     trainer.train()
     model.save_pretrained(out / label / "final")
     tokenizer.save_pretrained(out / label / "final")
-    first, last = callback.points[0], callback.points[-1]
+    first, last = callback.evaluate.points[0], callback.evaluate.points[-1]
     print(f"{label}: {last['step']} steps, {last['seconds'] / 60:.1f} min training, {(time.time() - start) / 60:.1f} "
           f"min wall with the held-out checks; held-out (monitoring) "
           f"score {first['score']:.3f} -> {last['score']:.3f}, success {100 * first['success']:.1f}% -> "
