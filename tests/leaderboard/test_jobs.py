@@ -76,13 +76,16 @@ import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 _DRIVER = """
-import sys
+import sys, time
 from agentgym_r1.leaderboard.jobs import Job, run_jobs
 envs = [("AgentR1/WebShop-v0", "generated", 3), ("AgentR1/WebShop-v0", "generated", 4)]
+pace = None
 if sys.argv[3] != "1":
     envs = [("AgentR1/GSM8K-v0", "synthetic", 3), ("AgentR1/ToolEnv-v0", "lookup", 3)]
+else:  # in-process: 50 ms after each stored episode, so the test's 10 ms poll kills the run before it ends
+    pace = lambda *_: time.sleep(0.05)
 jobs = [Job(env, src, "random", seed=seed, episodes=int(sys.argv[2])) for env, src, seed in envs]
-run_jobs(jobs, sys.argv[1], workers=int(sys.argv[3]))
+run_jobs(jobs, sys.argv[1], workers=int(sys.argv[3]), progress=pace)
 """
 
 
