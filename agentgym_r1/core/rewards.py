@@ -48,11 +48,15 @@ def f1_precision_recall(prediction: str, gold: str) -> tuple[float, float, float
     p, g = normalize_answer(prediction), normalize_answer(gold)
     if (p in _YES_NO or g in _YES_NO) and p != g:
         return 0.0, 0.0, 0.0
-    common = Counter(p.split()) & Counter(g.split())
-    same = sum(common.values())
+    return _overlap_f1(Counter(p.split()), Counter(g.split()))
+
+
+def _overlap_f1(pred: Counter, ref: Counter) -> tuple[float, float, float]:
+    """F1, precision and recall of the multiset overlap of a prediction's units (tokens, bigrams) with the gold's."""
+    same = sum((pred & ref).values())
     if same == 0:
         return 0.0, 0.0, 0.0
-    precision, recall = same / len(p.split()), same / len(g.split())
+    precision, recall = same / pred.total(), same / ref.total()
     return 2 * precision * recall / (precision + recall), precision, recall
 
 
@@ -75,12 +79,7 @@ def _char_f1(p: str, g: str) -> float:
         return 1.0
     if p in _YES_NO or g in _YES_NO or len(p) < 2 or len(g) < 2:
         return 0.0
-    pred, ref = Counter(itertools.pairwise(p)), Counter(itertools.pairwise(g))
-    same = sum((pred & ref).values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / (len(p) - 1), same / (len(g) - 1)
-    return 2 * precision * recall / (precision + recall)
+    return _overlap_f1(Counter(itertools.pairwise(p)), Counter(itertools.pairwise(g)))[0]
 
 
 def qa_scores(prediction: str, gold: str | Iterable[str]) -> dict[str, float]:
