@@ -232,7 +232,7 @@ def agent_turns(demo: Any) -> list[list[int]]:
 
 # -- supervised phases -------------------------------------------------------------------------------------------------
 def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: int, lr: float, batch: int,
-            layers: int, start_from: Path | None = None, resume: int = 0) -> None:
+            layers: int, start_from: Path | None = None, resume: int = 0, hidden: int = 128) -> None:
     import gymnasium as gym
 
     from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
@@ -254,7 +254,7 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
             play_expert(env, seed, expert_actions)
             texts.append(render_chat(env.unwrapped.transcript.messages()))
         tokenizer = train_tokenizer(texts, out / "tokenizer", vocab_size=1000, split_digits=True, cross_spaces=True)
-        model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
+        model = make_model(tokenizer, hidden=hidden, layers=layers, mlp_ratio=4).train()
     episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(num_episodes)]
     lengths = sorted(len(e.prompt_ids) + len(e.completion_ids) for e in episodes)
     longest = max(len(chat_ids) for e in episodes for chat_ids in agent_turns(e))
@@ -478,7 +478,7 @@ def run_plot(out: Path, plots: Path, stem: str, note: str) -> None:
         baselines["sft"] = next(iter(curves.values()))[0]["em"]
     plots.mkdir(parents=True, exist_ok=True)
     groups = {"algorithms": lambda n: "-noadv" not in n and "-noloss" not in n,
-              "ppo_masks": lambda n: n.startswith("ppo") and n.endswith("seed0")}
+              "ppo_masks": lambda n: n.startswith("ppo")}
     for group, keep in groups.items():
         if not any(keep(name) for name in curves):
             continue
@@ -542,6 +542,7 @@ def main() -> None:
     parser.add_argument("--rag-minutes", type=float, default=6.0)
     parser.add_argument("--rag-patience", type=int, default=3, help="RAG: chunks without improvement before stopping")
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--hidden", type=int, default=128, help="sft: the model's width (4 heads, MLP 4x)")
     parser.add_argument("--threads", type=int, default=1)
     a = parser.parse_args()
     import torch
@@ -553,7 +554,7 @@ def main() -> None:
         if a.sft_resume and not a.start:
             parser.error("--sft-resume N needs --start, the checkpoint that had N SFT steps")
         run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers,
-                a.start, a.sft_resume)
+                a.start, a.sft_resume, a.hidden)
     elif a.phase == "rag":
         run_rag(a.out, a.sft_chunk, a.rag_minutes, a.rag_patience, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers)
     elif a.phase == "grpo":
