@@ -253,10 +253,33 @@ def run_eval(out: Path, seed: int, sft_episodes: int, final_n: int = FINAL_N, wh
     for name in which.split(","):
         label = "sft" if name == "sft" else f"grpo-seed{seed}"
         start = time.time()
-        result = summary(*play(AutoModelForCausalLM.from_pretrained(models[name]).eval(), tokenizer, seeds))
+        scores, success = play(AutoModelForCausalLM.from_pretrained(models[name]).eval(), tokenizer, seeds)
+        result = summary(scores, success)
         print(f"{label}: final held-out {fmt(result)}  {time.time() - start:.0f}s", flush=True)
         (out / f"final_{label}.json").write_text(json.dumps({**result, "seeds": [seeds[0], seeds[-1]],
-                                                             "overlap": counts}, indent=1))
+                                                             "overlap": counts, "per_task": {
+                                                                 "score": scores, "success": success}}, indent=1))
+    grpo = out / f"final_grpo-seed{seed}.json"
+    if (out / "final_sft.json").exists() and grpo.exists():
+        print(paired(json.loads((out / "final_sft.json").read_text()), json.loads(grpo.read_text())), flush=True)
+
+
+def paired(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """GRPO against SFT on the same final tasks: the mean score difference with its paired 95% t-interval, and the
+    success difference with McNemar's exact test (a two-sided binomial test on the tasks where only one succeeded)."""
+    from scipy.stats import binomtest, ttest_rel
+
+    a, b = before.get("per_task"), after.get("per_task")
+    if a is None or b is None or len(a["score"]) != len(b["score"]):
+        return "paired comparison: needs both evaluations' per-task results on the same tasks (re-run eval)"
+    test = ttest_rel(b["score"], a["score"])
+    ci = test.confidence_interval(0.95)
+    gained = sum(y and not x for x, y in zip(a["success"], b["success"], strict=True))
+    lost = sum(x and not y for x, y in zip(a["success"], b["success"], strict=True))
+    mcnemar = binomtest(gained, gained + lost, 0.5).pvalue if gained + lost else 1.0
+    diff = sum(b["score"]) / len(b["score"]) - sum(a["score"]) / len(a["score"])
+    return (f"paired on {len(a['score'])} tasks: score {diff:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}] (paired t, "
+            f"p={test.pvalue:.2g}); success: {gained} tasks gained, {lost} lost (McNemar exact p={mcnemar:.2g})")
 
 
 def run_plot(out: Path, plots: Path, seed: int) -> None:
