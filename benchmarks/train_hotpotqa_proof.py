@@ -287,7 +287,7 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
 
 
 def run_rag(out: Path, chunk: int, minutes: float, patience: int, num_episodes: int, lr: float, batch: int,
-            layers: int) -> None:
+            layers: int, hidden: int = 128) -> None:
     import copy
 
     import gymnasium as gym
@@ -299,7 +299,7 @@ def run_rag(out: Path, chunk: int, minutes: float, patience: int, num_episodes: 
 
     monitor, final = held_out(out)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "tokenizer")  # the ReAct run's, a fresh model
-    model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
+    model = make_model(tokenizer, hidden=hidden, layers=layers, mlp_ratio=4).train()
     chat = ChatTokenizer(tokenizer)
     env = gym.make(ENV_ID, **ENV_KWARGS)
     demos = []
@@ -542,7 +542,7 @@ def main() -> None:
     parser.add_argument("--rag-minutes", type=float, default=6.0)
     parser.add_argument("--rag-patience", type=int, default=3, help="RAG: chunks without improvement before stopping")
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--hidden", type=int, default=128, help="sft: the model's width (4 heads, MLP 4x)")
+    parser.add_argument("--hidden", type=int, default=128, help="sft, rag: the model's width (4 heads, MLP 4x)")
     parser.add_argument("--threads", type=int, default=1)
     a = parser.parse_args()
     import torch
@@ -556,7 +556,8 @@ def main() -> None:
         run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers,
                 a.start, a.sft_resume, a.hidden)
     elif a.phase == "rag":
-        run_rag(a.out, a.sft_chunk, a.rag_minutes, a.rag_patience, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers)
+        run_rag(a.out, a.sft_chunk, a.rag_minutes, a.rag_patience, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers,
+                a.hidden)
     elif a.phase == "grpo":
         estimator = "reinforce_pp" if a.estimator == "reinforce++" else a.estimator
         run_grpo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, a.layout, estimator, a.seed, a.batch,
