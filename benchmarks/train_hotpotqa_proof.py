@@ -19,14 +19,15 @@ seed draws or an earlier held-out seed drew (the knowledge base is shared, the q
 check.
 
 Held-out EM is greedy: 128 questions to monitor runs, and 1,024 further ones (never used to pick anything) for the
-table, with a 95% Wilson interval. The ReAct SFT stops at the first chunk whose monitoring EM reaches
-``--sft-target`` (every chunk is kept under ``OUT/sft-steps/stepN``, ``--start`` picks one for RL); the RAG SFT keeps
-its best chunk and stops when it no longer improves. Each RL run trains for ``--minutes`` of wall time (lr on a
-cosine over that time) and writes its learning curve to ``OUT/<run>/curve.json`` and its result (with EM by question
-type) to ``OUT/results/<run>.json``. ``--temperature`` sets the rollouts' sampling temperature and ``--rl-types
-bridge`` draws RL tasks only from the bridge questions (the README's second setup: ``--temperature 0.6 --rl-types
-bridge``). ``sft --start CKPT --sft-resume N`` continues an SFT checkpoint that had N steps, its learning curve in
-``OUT/sft-continued/curve.json`` (the README's third look compares it with RL in the same wall time).
+table, with a 95% Wilson interval. The ReAct SFT stops at the first chunk whose monitoring EM reaches ``--sft-target``
+(every chunk is kept under ``OUT/sft-steps/stepN``, ``--start`` picks one for RL); the RAG SFT keeps its best chunk and
+stops when it no longer improves. Each RL run trains for ``--minutes`` of wall time (lr on a cosine over that time;
+``grpo --schedule constant`` keeps it constant) and writes its learning curve to ``OUT/<run>/curve.json`` and its result
+(with EM by question type) to ``OUT/results/<run>.json``. ``--temperature`` sets the rollouts' sampling temperature and
+``--rl-types bridge`` draws RL tasks only from the bridge questions (the README's second setup: ``--temperature 0.6
+--rl-types bridge``). ``sft --start CKPT --sft-resume N`` continues an SFT checkpoint that had N steps, its learning
+curve in ``OUT/sft-continued/curve.json`` (the README's third look compares it with RL in the same wall time). ``grpo
+--iterations 2`` takes two optimizer steps on each sampled batch (TRL's ``num_iterations``; the README's sixth look).
 """
 
 from __future__ import annotations
@@ -125,6 +126,11 @@ def react_em(model: Any, tokenizer: Any, seeds: Sequence[int]) -> float:
 
 def react_solved(model: Any, tokenizer: Any, seeds: Sequence[int]) -> list[bool]:
     """Whether the greedy ReAct agent answers each question of ``seeds`` exactly."""
+    return [e.success for e in react_episodes(model, tokenizer, seeds)]
+
+
+def react_episodes(model: Any, tokenizer: Any, seeds: Sequence[int]) -> list[Any]:
+    """The greedy ReAct agent's episodes on the questions of ``seeds``, in order."""
     from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, SamplingParams
     from agentgym_r1.adapters.backends.hf import HFBackend
 
@@ -133,16 +139,37 @@ def react_solved(model: Any, tokenizer: Any, seeds: Sequence[int]) -> list[bool]
                            seed=None, sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0))
     was_training = model.training
     engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
-    solved: list[bool] = []
+    episodes: list[Any] = []
     try:
         for start in range(0, len(seeds), 256):
             batch = engine.rollout([{"env": ENV_ID, "env_kwargs": ENV_KWARGS, "seed": s}
                                     for s in seeds[start:start + 256]])
-            solved += [e.success for e in batch.episodes]
+            episodes += batch.episodes
     finally:
         engine.close()
         model.train(was_training)
-    return solved
+    return episodes
+
+
+SEARCH = re.compile(r"<search>(.*?)</search>", re.S)
+BRIDGE_OUTCOMES = ("solved", "first query is not the question's entity", "second query is not the bridge entity",
+                   "wrong answer after both right queries")
+
+
+def bridge_outcome(task: Any, episode: Any) -> str:
+    """Where a greedy bridge episode went wrong (one of :data:`BRIDGE_OUTCOMES`): the queries are compared with the
+    supporting titles exactly, so a query a letter off counts as wrong even where BM25 still finds the passage."""
+    from agentgym_r1.leaderboard.baselines.hotpotqa import supporting_titles
+
+    if episode.success:
+        return BRIDGE_OUTCOMES[0]
+    titles = supporting_titles(task.meta)
+    actions = [m["content"] for m in episode.messages if m["role"] == "assistant"]
+    queries = [q.strip() for a in actions for q in SEARCH.findall(a)]
+    for i, title in enumerate(titles[:2]):
+        if len(queries) <= i or queries[i] != title:
+            return BRIDGE_OUTCOMES[1 + i]
+    return BRIDGE_OUTCOMES[3]
 
 
 def rag_prompt(chat: Any, retriever: Any, question: str) -> list[int]:
@@ -212,9 +239,22 @@ def save_result(out: Path, label: str, em: float, **extra: Any) -> None:
 
 
 def save_react_result(out: Path, label: str, model: Any, tokenizer: Any, seeds: Sequence[int], **extra: Any) -> None:
-    """The greedy ReAct agent's EM on ``seeds``, overall and by question type, saved as ``label``'s result."""
-    solved = react_solved(model, tokenizer, seeds)
-    save_result(out, label, sum(solved) / len(solved), by_type=em_by_type(seeds, solved), **extra)
+    """The greedy ReAct agent's EM on ``seeds``, overall and by question type, and where its bridge episodes went
+    wrong, saved as ``label``'s result."""
+    episodes = react_episodes(model, tokenizer, seeds)
+    solved = [e.success for e in episodes]
+    save_result(out, label, sum(solved) / len(solved), by_type=em_by_type(seeds, solved),
+                bridge_outcomes=bridge_outcomes(seeds, episodes), **extra)
+
+
+def bridge_outcomes(seeds: Sequence[int], episodes: Sequence[Any]) -> dict[str, int]:
+    """How many of the bridge questions of ``seeds`` ended in each of :data:`BRIDGE_OUTCOMES`, printed."""
+    counts = dict.fromkeys(BRIDGE_OUTCOMES, 0)
+    for task, episode in zip(questions(seeds), episodes, strict=True):
+        if question_type(task) == "bridge":
+            counts[bridge_outcome(task, episode)] += 1
+    print("bridge episodes: " + ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
+    return counts
 
 
 def agent_turns(demo: Any) -> list[list[int]]:
@@ -373,7 +413,7 @@ def rl_tasks(types: str) -> Any:
 
 
 def train(out: Path, start: Path, label: str, trainer_class: Any, args: Any, minutes: float, every: int,
-          types: str = "all", budget: str = "wall", **extra: Any) -> None:
+          types: str = "all", budget: str = "wall", schedule: str = "cosine", **extra: Any) -> None:
     """Train the checkpoint ``start`` with ``trainer_class(model, args, tokenizer)`` on the training questions of
     ``types`` for ``minutes`` (its learning curve in ``OUT/<label>/curve.json``), then save the policy and its held-out
     result. ``budget="wall"``: the minutes are wall time, monitoring included; ``"train"``: training time alone."""
@@ -386,9 +426,11 @@ def train(out: Path, start: Path, label: str, trainer_class: Any, args: Any, min
     (out / label).mkdir(parents=True, exist_ok=True)
     monitor, final = held_out(out)
     curve = Curve(tokenizer, monitor, label, out / label / "curve.json")
-    clock = WallClockBudget(minutes, evaluate=curve, every=every, count_evaluation=budget == "wall")
+    clock = WallClockBudget(minutes, cosine=schedule == "cosine", evaluate=curve, every=every,
+                            count_evaluation=budget == "wall")
     trainer_class(model, args, tokenizer, train_dataset=rl_tasks(types), callbacks=[clock]).train()
-    finish(out, label, model, tokenizer, curve, final, start=str(start), types=types, budget=budget, **extra)
+    finish(out, label, model, tokenizer, curve, final, start=str(start), types=types, budget=budget,
+           schedule=schedule, **extra)
 
 
 def rl_env_kwargs(reward: str) -> dict[str, Any]:
@@ -403,21 +445,23 @@ def run_label(base: str, seed: int, reward: str) -> str:
 
 def run_grpo(out: Path, start: Path, minutes: float, every: int, lr: float, layout: str, estimator: str, seed: int,
              batch: int, generations: int, threads: int, temperature: float, types: str, reward: str = "em",
-             budget: str = "wall") -> None:
+             budget: str = "wall", iterations: int = 1, schedule: str = "cosine") -> None:
     from agentgym_r1.trainers.configs import AgentGRPOConfig
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
     name = {"grpo": "grpo", "rloo": "rloo", "reinforce_pp": "reinforcepp"}[estimator]
-    label = run_label(f"{name}-{layout}", seed, reward)
+    label = run_label(f"{name}-{layout}" + ("" if iterations == 1 else f"-it{iterations}")
+                      + ("" if schedule == "cosine" else f"-{schedule}"), seed, reward)
     args = AgentGRPOConfig(
         output_dir=str(out / label), env_id=ENV_ID, env_kwargs=rl_env_kwargs(reward), max_turns=MAX_TURNS,
         max_new_tokens=MAX_NEW_TOKENS, num_generations=generations, per_device_train_batch_size=batch,
         max_completion_length=MAX_COMPLETION, layout=layout, advantage_estimator=estimator,
         learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=temperature,
         max_steps=100_000, logging_steps=5, report_to="tensorboard", gradient_checkpointing=False,
-        save_strategy="no", use_cpu=True, bf16=False, num_tasks=TRAIN_SEEDS, seed=seed, data_seed=seed)
-    train(out, start, label, AgentGRPOTrainer, args, minutes, every, types, budget, threads=threads, lr=lr,
-          batch=batch, temperature=temperature, reward=reward)
+        save_strategy="no", use_cpu=True, bf16=False, num_tasks=TRAIN_SEEDS, seed=seed, data_seed=seed,
+        num_iterations=iterations)
+    train(out, start, label, AgentGRPOTrainer, args, minutes, every, types, budget, schedule, threads=threads, lr=lr,
+          batch=batch, temperature=temperature, reward=reward, iterations=iterations)
 
 
 def run_ppo(out: Path, start: Path, minutes: float, every: int, lr: float, advantage_mask: bool, loss_mask: bool,
@@ -521,6 +565,11 @@ def main() -> None:
                         help="RL: --minutes of wall time, monitoring included (wall), or of training alone (train)")
     parser.add_argument("--layout", choices=["concatenated", "step"], default="concatenated")
     parser.add_argument("--estimator", choices=["grpo", "rloo", "reinforce++"], default="grpo")
+    parser.add_argument("--schedule", choices=["cosine", "constant"], default="cosine",
+                        help="GRPO: the lr over the budget (cosine to zero, or constant)")
+    parser.add_argument("--iterations", type=int, default=1,
+                        help="GRPO: optimizer steps on each sampled batch (TRL's num_iterations; the ratio is "
+                             "clipped after the first)")
     parser.add_argument("--no-advantage-mask", action="store_true", help="PPO: advantages on env tokens too")
     parser.add_argument("--no-loss-mask", action="store_true", help="PPO: env tokens in the loss")
     parser.add_argument("--seed", type=int, default=0)
@@ -561,7 +610,7 @@ def main() -> None:
     elif a.phase == "grpo":
         estimator = "reinforce_pp" if a.estimator == "reinforce++" else a.estimator
         run_grpo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, a.layout, estimator, a.seed, a.batch,
-                 a.generations, a.threads, a.temperature, a.rl_types, a.reward, a.budget)
+                 a.generations, a.threads, a.temperature, a.rl_types, a.reward, a.budget, a.iterations, a.schedule)
     elif a.phase == "ppo":
         run_ppo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, not a.no_advantage_mask,
                 not a.no_loss_mask, a.seed, a.batch, a.threads, a.temperature, a.rl_types, a.reward, a.budget)
