@@ -151,7 +151,6 @@ def react_episodes(model: Any, tokenizer: Any, seeds: Sequence[int]) -> list[Any
     return episodes
 
 
-SEARCH = re.compile(r"<search>(.*?)</search>", re.S)
 BRIDGE_OUTCOMES = ("solved", "first query is not the question's entity", "second query is not the bridge entity",
                    "wrong answer after both right queries")
 
@@ -159,13 +158,15 @@ BRIDGE_OUTCOMES = ("solved", "first query is not the question's entity", "second
 def bridge_outcome(task: Any, episode: Any) -> str:
     """Where a greedy bridge episode went wrong (one of :data:`BRIDGE_OUTCOMES`): the queries are compared with the
     supporting titles exactly, so a query a letter off counts as wrong even where BM25 still finds the passage."""
+    from agentgym_r1.core.parsers import tag_spans
     from agentgym_r1.leaderboard.baselines.hotpotqa import supporting_titles
 
     if episode.success:
         return BRIDGE_OUTCOMES[0]
     titles = supporting_titles(task.meta)
-    actions = [m["content"] for m in episode.messages if m["role"] == "assistant"]
-    queries = [q.strip() for a in actions for q in SEARCH.findall(a)]
+    # the <search> bodies as TagParser.parse reads them (an unclosed tag makes the turn invalid: no query)
+    queries = [body.strip() for turn in episode.turns for _, body in tag_spans(turn.action, "<search>", "</search>")
+               or []]
     for i, title in enumerate(titles[:2]):
         if len(queries) <= i or queries[i] != title:
             return BRIDGE_OUTCOMES[1 + i]
@@ -216,10 +217,10 @@ def question_type(task: Any) -> str:
     return f"{task.meta['type']}{' (yes/no)' if gold(task).lower() in ('yes', 'no') else ''}"
 
 
-def em_by_type(seeds: Sequence[int], solved: Sequence[bool]) -> dict[str, float]:
-    """EM on each question type of ``seeds`` (bridge, named comparison, yes/no comparison), printed."""
+def em_by_type(tasks: Sequence[Any], solved: Sequence[bool]) -> dict[str, float]:
+    """EM on each question type among ``tasks`` (bridge, named comparison, yes/no comparison), printed."""
     kinds: dict[str, list[bool]] = {}
-    for task, ok in zip(questions(seeds), solved, strict=True):
+    for task, ok in zip(tasks, solved, strict=True):
         kinds.setdefault(question_type(task), []).append(ok)
     by_type = {kind: sum(oks) / len(oks) for kind, oks in sorted(kinds.items())}
     print("EM by question type: " + ", ".join(f"{k} {100 * v:.1f}% of {len(kinds[k])}" for k, v in by_type.items()),
@@ -241,16 +242,16 @@ def save_result(out: Path, label: str, em: float, **extra: Any) -> None:
 def save_react_result(out: Path, label: str, model: Any, tokenizer: Any, seeds: Sequence[int], **extra: Any) -> None:
     """The greedy ReAct agent's EM on ``seeds``, overall and by question type, and where its bridge episodes went
     wrong, saved as ``label``'s result."""
-    episodes = react_episodes(model, tokenizer, seeds)
+    episodes, tasks = react_episodes(model, tokenizer, seeds), questions(seeds)
     solved = [e.success for e in episodes]
-    save_result(out, label, sum(solved) / len(solved), by_type=em_by_type(seeds, solved),
-                bridge_outcomes=bridge_outcomes(seeds, episodes), **extra)
+    save_result(out, label, sum(solved) / len(solved), by_type=em_by_type(tasks, solved),
+                bridge_outcomes=bridge_outcomes(tasks, episodes), **extra)
 
 
-def bridge_outcomes(seeds: Sequence[int], episodes: Sequence[Any]) -> dict[str, int]:
-    """How many of the bridge questions of ``seeds`` ended in each of :data:`BRIDGE_OUTCOMES`, printed."""
+def bridge_outcomes(tasks: Sequence[Any], episodes: Sequence[Any]) -> dict[str, int]:
+    """How many of the bridge questions among ``tasks`` ended in each of :data:`BRIDGE_OUTCOMES`, printed."""
     counts = dict.fromkeys(BRIDGE_OUTCOMES, 0)
-    for task, episode in zip(questions(seeds), episodes, strict=True):
+    for task, episode in zip(tasks, episodes, strict=True):
         if question_type(task) == "bridge":
             counts[bridge_outcome(task, episode)] += 1
     print("bridge episodes: " + ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
