@@ -35,7 +35,7 @@ SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
 
 def train_tokenizer(texts: Iterable[str], path: str | Path | None = None, vocab_size: int = 512, *,
-                    split_digits: bool = False, cross_spaces: bool = False) -> Any:
+                    split_digits: bool = False, cross_spaces: bool = False, words: bool = False) -> Any:
     """Train a byte-level BPE on ``texts`` with the Qwen chat template; saved to ``path`` and loaded back when given.
 
     ``<|im_end|>`` is the eos token, ``<|endoftext|>`` the pad token. ``split_digits`` makes every digit its own token
@@ -51,11 +51,16 @@ def train_tokenizer(texts: Iterable[str], path: str | Path | None = None, vocab_
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=not cross_spaces)
     digits = [pre_tokenizers.Digits(individual_digits=True)] if split_digits else []
     tok.pre_tokenizer = pre_tokenizers.Sequence([*digits, byte_level]) if digits else byte_level
+    if words:
+        isolate = pre_tokenizers.Split(tokenizers.Regex("[^A-Za-z]"), behavior="isolated")
+        tok.pre_tokenizer = pre_tokenizers.Sequence([isolate, pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                                                                        use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(list(texts), trainer)
-    extra = {"bos_token": None, "additional_special_tokens": ["<|im_start|>"]} if split_digits or cross_spaces else {}
+    extra = ({"bos_token": None, "additional_special_tokens": ["<|im_start|>"]} if split_digits or cross_spaces or words
+             else {})
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
                                                 pad_token="<|endoftext|>", **extra)
     fast.chat_template = QWEN_CHAT_TEMPLATE
