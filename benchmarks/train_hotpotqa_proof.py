@@ -28,6 +28,10 @@ stops when it no longer improves. Each RL run trains for ``--minutes`` of wall t
 --rl-types bridge``). ``sft --start CKPT --sft-resume N`` continues an SFT checkpoint that had N steps, its learning
 curve in ``OUT/sft-continued/curve.json`` (the README's third look compares it with RL in the same wall time). ``grpo
 --iterations 2`` takes two optimizer steps on each sampled batch (TRL's ``num_iterations``; the README's sixth look).
+``sft --vocab N --tokenizer-corpus kb`` trains a larger tokenizer on the KB passages too, and ``sft --tokenizer-pieces
+words`` one whose merges stay inside runs of letters, so a name is the same tokens in the question and in a query (its
+episodes are about twice as long: give ``--max-completion 640`` to that run's ``sft``, ``grpo``, ``ppo`` and ``eval``;
+the README's seventh look).
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ ENV_ID = "AgentR1/HotpotQA-v0"
 TOP_K = 1
 ENV_KWARGS: dict[str, Any] = {"source": "synthetic", "seed": 0, "kb_size": 5000, "difficulty": "easy",
                               "parser": "tag", "top_k": TOP_K, "system_prompt": "Answer it."}
-MAX_TURNS, MAX_NEW_TOKENS, MAX_COMPLETION = 4, 32, 320
+MAX_TURNS, MAX_NEW_TOKENS = 4, 32
+BUDGET = {"completion": 320}  # completion tokens of an episode (env tokens included); main() sets --max-completion
 TRAIN_SEEDS = 8000  # SFT and RL draw training questions with reset seeds 0..TRAIN_SEEDS-1
 HELD_OUT_FROM = 1_000_000  # held-out questions: reset seeds from here on, skipping any training question
 N_MONITOR, N_FINAL = 128, 1024  # monitoring questions, then the table's (never seen before a run ends)
@@ -135,7 +140,7 @@ def react_episodes(model: Any, tokenizer: Any, seeds: Sequence[int]) -> list[Any
     from agentgym_r1.adapters.backends.hf import HFBackend
 
     chat = ChatTokenizer(tokenizer)
-    config = RolloutConfig(max_turns=MAX_TURNS, max_context_tokens=1024, max_completion_tokens=MAX_COMPLETION,
+    config = RolloutConfig(max_turns=MAX_TURNS, max_context_tokens=1024, max_completion_tokens=BUDGET["completion"],
                            seed=None, sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0))
     was_training = model.training
     engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
@@ -273,7 +278,8 @@ def agent_turns(demo: Any) -> list[list[int]]:
 
 # -- supervised phases -------------------------------------------------------------------------------------------------
 def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: int, lr: float, batch: int,
-            layers: int, start_from: Path | None = None, resume: int = 0, hidden: int = 128) -> None:
+            layers: int, start_from: Path | None = None, resume: int = 0, hidden: int = 128, vocab: int = 1000,
+            tokenizer_corpus: str = "episodes", pieces: str = "cross-spaces") -> None:
     import gymnasium as gym
 
     from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
@@ -289,12 +295,18 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
 
         tokenizer = PreTrainedTokenizerFast.from_pretrained(start_from)
         model = AutoModelForCausalLM.from_pretrained(start_from).train()
-    else:  # the tokenizer is trained on 300 expert episodes
+    else:  # the tokenizer is trained on 300 expert episodes (and, with tokenizer_corpus "kb", every KB passage)
         texts = []
         for seed in range(300):
             play_expert(env, seed, expert_actions)
             texts.append(render_chat(env.unwrapped.transcript.messages()))
-        tokenizer = train_tokenizer(texts, out / "tokenizer", vocab_size=1000, split_digits=True, cross_spaces=True)
+        if tokenizer_corpus == "kb":  # the retrieval corpus, as a search result shows each passage
+            from agentgym_r1.envs.hotpotqa.tools import render_hits
+            from agentgym_r1.retrieval import Hit
+
+            texts += [render_hits([Hit(doc, 0.0, 0)]) for doc in env.unwrapped.data.documents]
+        tokenizer = train_tokenizer(texts, out / "tokenizer", vocab_size=vocab, split_digits=True,
+                                    cross_spaces=pieces == "cross-spaces", words=pieces == "words")
         model = make_model(tokenizer, hidden=hidden, layers=layers, mlp_ratio=4).train()
     episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(num_episodes)]
     lengths = sorted(len(e.prompt_ids) + len(e.completion_ids) for e in episodes)
@@ -456,7 +468,7 @@ def run_grpo(out: Path, start: Path, minutes: float, every: int, lr: float, layo
     args = AgentGRPOConfig(
         output_dir=str(out / label), env_id=ENV_ID, env_kwargs=rl_env_kwargs(reward), max_turns=MAX_TURNS,
         max_new_tokens=MAX_NEW_TOKENS, num_generations=generations, per_device_train_batch_size=batch,
-        max_completion_length=MAX_COMPLETION, layout=layout, advantage_estimator=estimator,
+        max_completion_length=BUDGET["completion"], layout=layout, advantage_estimator=estimator,
         learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=temperature,
         max_steps=100_000, logging_steps=5, report_to="tensorboard", gradient_checkpointing=False,
         save_strategy="no", use_cpu=True, bf16=False, num_tasks=TRAIN_SEEDS, seed=seed, data_seed=seed,
@@ -475,7 +487,7 @@ def run_ppo(out: Path, start: Path, minutes: float, every: int, lr: float, advan
     args = AgentPPOConfig(
         output_dir=str(out / label), env_id=ENV_ID, env_kwargs=rl_env_kwargs(reward), max_turns=MAX_TURNS,
         max_new_tokens=MAX_NEW_TOKENS, rollout_batch_size=batch, mini_batch_size=batch // 2, ppo_epochs=2,
-        max_completion_length=MAX_COMPLETION, learning_rate=lr, lr_scheduler_type="constant", max_steps=100_000,
+        max_completion_length=BUDGET["completion"], learning_rate=lr, lr_scheduler_type="constant", max_steps=100_000,
         logging_steps=5, report_to="tensorboard", save_strategy="no", use_cpu=True, seed=seed, temperature=temperature,
         num_tasks=TRAIN_SEEDS, advantage_mask=advantage_mask, loss_mask=loss_mask)
     train(out, start, label, AgentPPOTrainer, args, minutes, every, types, budget, threads=threads, lr=lr,
@@ -593,8 +605,18 @@ def main() -> None:
     parser.add_argument("--rag-patience", type=int, default=3, help="RAG: chunks without improvement before stopping")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=128, help="sft, rag: the model's width (4 heads, MLP 4x)")
+    parser.add_argument("--vocab", type=int, default=1000, help="sft: the tokenizer's vocabulary size")
+    parser.add_argument("--tokenizer-corpus", choices=["episodes", "kb"], default="episodes",
+                        help="sft: train the tokenizer on 300 expert episodes, or on them and every KB passage")
+    parser.add_argument("--tokenizer-pieces", choices=["cross-spaces", "words"], default="cross-spaces",
+                        help="sft: merges across spaces (a name's tokens depend on its neighbours), or only inside "
+                             "runs of letters (a name is the same tokens everywhere)")
+    parser.add_argument("--max-completion", type=int, default=320,
+                        help="eval, RL: an episode's completion tokens, env tokens included (the words tokenizer "
+                             "needs about twice the default)")
     parser.add_argument("--threads", type=int, default=1)
     a = parser.parse_args()
+    BUDGET["completion"] = a.max_completion
     import torch
 
     torch.set_num_threads(a.threads)
@@ -604,7 +626,7 @@ def main() -> None:
         if a.sft_resume and not a.start:
             parser.error("--sft-resume N needs --start, the checkpoint that had N SFT steps")
         run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers,
-                a.start, a.sft_resume, a.hidden)
+                a.start, a.sft_resume, a.hidden, a.vocab, a.tokenizer_corpus, a.tokenizer_pieces)
     elif a.phase == "rag":
         run_rag(a.out, a.sft_chunk, a.rag_minutes, a.rag_patience, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers,
                 a.hidden)
