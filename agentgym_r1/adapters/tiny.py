@@ -48,13 +48,12 @@ def train_tokenizer(texts: Iterable[str], path: str | Path | None = None, vocab_
     from tokenizers import decoders, models, pre_tokenizers, trainers
 
     tok = tokenizers.Tokenizer(models.BPE())
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=not cross_spaces)
-    digits = [pre_tokenizers.Digits(individual_digits=True)] if split_digits else []
-    tok.pre_tokenizer = pre_tokenizers.Sequence([*digits, byte_level]) if digits else byte_level
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=not (cross_spaces or words))
     if words:
-        isolate = pre_tokenizers.Split(tokenizers.Regex("[^A-Za-z]"), behavior="isolated")
-        tok.pre_tokenizer = pre_tokenizers.Sequence([isolate, pre_tokenizers.ByteLevel(add_prefix_space=False,
-                                                                                        use_regex=False)])
+        split = [pre_tokenizers.Split(tokenizers.Regex("[^A-Za-z]"), behavior="isolated")]
+    else:
+        split = [pre_tokenizers.Digits(individual_digits=True)] if split_digits else []
+    tok.pre_tokenizer = pre_tokenizers.Sequence([*split, byte_level]) if split else byte_level
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
