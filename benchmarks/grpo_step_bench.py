@@ -1,7 +1,9 @@
 """Wall time of one multi-turn GRPO step with 1 and 2 processes (CPU, gloo), same global batch, same tiny model.
 
 Builds a tiny Qwen2-style model (hidden 128, 2 heads: head_dim 64, the shape vLLM's CPU attention takes) and its
-tokenizer once, then launches ``accelerate launch --num_processes N`` of this same file for N in ``--processes``.
+tokenizer once, then launches ``torchrun --nproc_per_node N`` of this same file for N in ``--processes`` (not
+``accelerate launch --cpu --num_processes N``, which starts one process whatever N is: accelerate 1.15 sends
+``--cpu`` to its ``simple_launcher``).
 Each run trains ``--steps`` GRPO steps on ``AgentR1/GSM8K-v0`` (synthetic) with a global batch of ``--batch`` rows
 (``--generations`` samples per prompt), each process taking ``batch / N`` of them, and prints the mean wall time
 of a step after the first (which pays for start-up), split into rollout (generation and env) and the rest.
@@ -37,7 +39,7 @@ def worker(model_dir: str, out: str, steps: int, batch: int, generations: int) -
     from agentgym_r1.trainers.configs import AgentGRPOConfig
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
-    state = PartialState()
+    state = PartialState(cpu=True)  # what the trainer's use_cpu=True makes: gloo across the torchrun processes
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     args = AgentGRPOConfig(
@@ -67,7 +69,8 @@ def worker(model_dir: str, out: str, steps: int, batch: int, generations: int) -
     trainer.train()
     if state.is_main_process:
         steps_s = [b - a for a, b in zip([start, *stamps[:-1]], stamps, strict=True)][1:]
-        Path(out).write_text(json.dumps({"step_s": steps_s, "rollout_s": spent[1:]}))
+        Path(out).write_text(json.dumps({"step_s": steps_s, "rollout_s": spent[1:],
+                                         "processes": trainer.accelerator.num_processes}))
 
 
 def main() -> None:
@@ -87,13 +90,17 @@ def main() -> None:
               f"hidden 128 / head_dim 64, {a.steps} steps (the first not counted), OMP_NUM_THREADS=1 per process")
         for n in a.processes:
             out = Path(tmp) / f"out{n}.json"
-            cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(n), "--num_machines",
-                   "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--cpu", __file__, "--steps",
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), __file__,
+                   "--steps",
                    str(a.steps), "--batch", str(a.batch), "--generations", str(a.generations), "--worker",
                    str(Path(tmp) / "model"), str(out)]
             env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TRL_EXPERIMENTAL_SILENCE": "1"}
-            subprocess.run(cmd, check=True, env=env, cwd=ROOT, capture_output=True)
+            done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"{n} processes failed:\n{done.stderr[-3000:]}")
             r = json.loads(out.read_text())
+            if r["processes"] != n:
+                raise SystemExit(f"launched {n} processes but the trainer ran on {r['processes']}")
             step, roll = sum(r["step_s"]) / len(r["step_s"]), sum(r["rollout_s"]) / max(len(r["rollout_s"]), 1)
             print(f"{n} process{'es' if n > 1 else ''}: {step:.2f} s/step (rollout {roll:.2f} s, "
                   f"rest {step - roll:.2f} s) over {len(r['step_s'])} steps")

@@ -7,6 +7,13 @@ option (``TrainingArguments`` counts steps or epochs), so :class:`WallClockBudge
 ``_prepare_for_training``, which builds it, before ``callback_handler.on_train_begin``), a ``LambdaLR`` for the schedules
 ``"constant"``, ``"linear"`` and ``"cosine"``, whose factor functions are replaced by one of elapsed time; and
 ``on_step_end`` may set ``control.should_training_stop``, which the loop checks after each step.
+
+Under several processes (``accelerate launch``, ``torchrun``) each process has its own clock, and they drift apart by
+the time one waits for another. A process that stops a step before the others leaves them waiting in the next
+gradient all-reduce until the process group times out, and a learning rate taken from each process's own clock
+differs between processes, so their parameters part ways (DDP averages the gradients, not the optimizer steps).
+The budget therefore reads one clock, the main process's: ``on_step_end`` broadcasts its seconds to every process
+(``torch.distributed.broadcast`` from rank 0), and both the stop and the learning rate use that figure.
 """
 
 from __future__ import annotations
@@ -30,7 +37,9 @@ class WallClockBudget(TrainerCallback):
 
     ``count_evaluation``: whether the time ``evaluate`` takes counts as training time (``False``: the budget and the
     schedule see training alone, so a run's figures do not depend on how often it was evaluated). ``clock``: the
-    time source, in seconds (``time.monotonic``)."""
+    time source, in seconds (``time.monotonic``). Under several processes the main process's clock decides the stop
+    and the learning rate for all of them, and ``evaluate`` runs on every process at the same steps (split its work
+    by rank, or let the main process do it while the others wait at the next collective)."""
 
     def __init__(self, minutes: float, *, cosine: bool = True, evaluate: Evaluate | None = None, every: int = 0,
                  evaluate_at_start: bool = True, count_evaluation: bool = True,
@@ -41,15 +50,15 @@ class WallClockBudget(TrainerCallback):
             raise ConfigError(f"every must be an int >= 0 (0: evaluate only at the start and the stop), got {every!r}")
         self.budget, self.cosine, self.evaluate, self.every = 60.0 * minutes, cosine, evaluate, every
         self.evaluate_at_start, self.count_evaluation, self.clock = evaluate_at_start, count_evaluation, clock
-        self.start, self.evaluating = clock(), 0.0
+        self.start, self.evaluating, self.elapsed = clock(), 0.0, 0.0
 
     def seconds(self) -> float:
-        """Seconds of training so far (less the evaluations unless ``count_evaluation``)."""
+        """Seconds of training so far on this process's clock (less the evaluations unless ``count_evaluation``)."""
         return self.clock() - self.start - (0.0 if self.count_evaluation else self.evaluating)
 
     def spent(self) -> float:
-        """The share of the budget spent, in [0, 1]."""
-        return min(1.0, self.seconds() / self.budget)
+        """The share of the budget spent at the last step's end, in [0, 1] (the same on every process)."""
+        return min(1.0, self.elapsed / self.budget)
 
     def factor(self, _step: int = 0) -> float:
         """The learning-rate factor now: the cosine of the budget spent (1 without ``cosine``)."""
@@ -63,7 +72,7 @@ class WallClockBudget(TrainerCallback):
         self.evaluating += self.clock() - begin
 
     def on_train_begin(self, args, state, control, lr_scheduler=None, model=None, **kwargs):
-        self.start, self.evaluating = self.clock(), 0.0
+        self.start, self.evaluating, self.elapsed = self.clock(), 0.0, 0.0
         if self.cosine:
             if lr_scheduler is None or not hasattr(lr_scheduler, "lr_lambdas"):
                 raise ConfigError(f"WallClockBudget(cosine=True) needs a LambdaLR schedule (lr_scheduler_type "
@@ -74,9 +83,27 @@ class WallClockBudget(TrainerCallback):
             self._evaluate(state.global_step, model)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
-        done = self.seconds() >= self.budget
+        # transformers 5.23 `_inner_training_loop` runs `lr_scheduler.step()` before `on_step_end`, so the factor the
+        # scheduler takes at step k is the one of step k - 1's end: one figure per step, the same on every process
+        self.elapsed = _main_process_seconds(self.seconds())
+        done = self.elapsed >= self.budget
         if (self.every and state.global_step % self.every == 0) or done:
             self._evaluate(state.global_step, model)
         if done:
             control.should_training_stop = True
         return control
+
+
+def _main_process_seconds(seconds: float) -> float:
+    """``seconds`` as the main process measured them: broadcast from rank 0 when a process group of several
+    processes is running, else ``seconds`` itself."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return seconds
+    # gloo (CPU) takes a CPU tensor; nccl needs one on this process's device
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    figure = torch.tensor([seconds], dtype=torch.float64, device=device)
+    dist.broadcast(figure, src=0)
+    return float(figure.item())

@@ -157,3 +157,19 @@ def check_env_builds(env_id: str, env_kwargs: dict[str, Any]) -> None:
         env.reset(seed=0)
     finally:
         env.close()
+
+
+def check_processes(accelerator: Any) -> None:
+    """Refuse a launch whose processes did not join one process group: ``torchrun --nproc_per_node N`` sets
+    ``WORLD_SIZE=N``, but on a machine without a GPU accelerate 1.15 joins the processes (gloo) only when the state
+    is made with ``cpu=True`` (``PartialState._prepare_backend``; the trainers pass ``use_cpu``), so each process
+    would train its own copy of the model on its own batches, silently."""
+    import os
+
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    if launched > accelerator.num_processes:
+        raise ConfigError(
+            f"{launched} processes were launched (WORLD_SIZE={launched}) but the trainer runs on "
+            f"{accelerator.num_processes}: they did not join one process group, so each would train alone. On a "
+            "machine without a GPU set use_cpu=True (accelerate then joins them with gloo), and if your script makes "
+            "an accelerate PartialState before the trainer, make it with PartialState(cpu=True).")

@@ -25,7 +25,13 @@ from trl import GRPOTrainer
 
 from agentgym_r1.adapters import RolloutBatch
 from agentgym_r1.trainers import advantages as A
-from agentgym_r1.trainers.common import Rollouts, check_env_builds, gathered_rollout_metrics, task_dataset
+from agentgym_r1.trainers.common import (
+    Rollouts,
+    check_env_builds,
+    check_processes,
+    gathered_rollout_metrics,
+    task_dataset,
+)
 from agentgym_r1.trainers.configs import AgentGRPOConfig
 from agentgym_r1.trainers.signals import EchoTrapMonitor
 from agentgym_r1.trainers.vllm import VLLMSync
@@ -55,6 +61,7 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         super().__init__(model=model, reward_funcs=[episode_reward], args=args,
                          train_dataset=train_dataset if train_dataset is not None else task_dataset(args.num_tasks),
                          processing_class=processing_class, rollout_func=self._rollout, **kwargs)
+        check_processes(self.accelerator)
         # TRL would call a row truncated when it does not end in EOS; our turns end on </answer> or </tool_call>, so
         # we mask by the episode's end instead (see _row_mask).
         self.mask_truncated_completions = False
@@ -167,8 +174,8 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         completion: what it sampled), every row of an episode carrying the episode's advantage (plus its own step's
         process credit), group statistics over episodes, ``num_items_in_batch`` over the trained tokens of every
         process. TRL's ``_generate_and_score_completions`` assumes one row per prompt, so this builds its output
-        (the keys ``_compute_loss`` reads) itself; the row count is padded to a multiple of
-        ``steps_per_generation`` with fully masked rows, which ``split_tensor_dict`` needs."""
+        (the keys ``_compute_loss`` reads) itself; the row count is padded with fully masked rows to the count of
+        :meth:`_rows_on_every_process` (episodes have different numbers of turns on each process)."""
         from trl.trainer.utils import pad
 
         args, device = self.args, self.accelerator.device
@@ -188,7 +195,7 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
             credit = (r.step_process[0] - stats[0]) / (stats[1] + A.EPS) if stats[1] > A.EPS else 0.0
             adv.append(float(adv_ep[i]) + args.process_reward_weight * credit)
             train.append(float(keep[i]) * float(not r.failed))
-        extra = (-len(rows)) % args.steps_per_generation
+        extra = self._rows_on_every_process(len(rows)) - len(rows)
         filler = self.rollouts.chat.pad_token_id
         prompts = [torch.tensor(r.prompt_ids) for r in rows] + [torch.tensor([filler])] * extra
         completions = [torch.tensor(r.completion_ids) for r in rows] + [torch.tensor([filler])] * extra
@@ -242,17 +249,28 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
     def _drop_rows_without_gradient(self, out: dict[str, Any]) -> dict[str, Any]:
         """Keep only rows with a nonzero advantage on a trained token. Exact for the losses :meth:`_resolve_skip_
         zero_advantage` allows: the others add exactly zero and ``num_items_in_batch`` still counts every trained
-        token. The number of rows kept stays a multiple of ``steps_per_generation`` (padded with dropped rows)."""
+        token. The number of rows kept is :meth:`_rows_on_every_process` of the useful ones (padded with dropped
+        rows), so every process keeps as many rows as the others."""
         adv = out["advantages"]
         useful = ((adv.unsqueeze(1) if adv.dim() == 1 else adv) * out["tool_mask"]).abs().sum(dim=1) > 0
-        rows, split = useful.numel(), self.args.steps_per_generation
-        n_keep = min(rows, max(split, -(-int(useful.sum()) // split) * split))
+        rows = useful.numel()  # the same on every process (TRL's batch split; the step layout's padding)
+        n_keep = min(rows, self._rows_on_every_process(int(useful.sum())))
         self._metrics["train"]["rollout/trained_rows"].append(n_keep / rows)
         if n_keep == rows:
             return out
         order = torch.argsort(useful.int(), descending=True, stable=True)[:n_keep].sort().values
         return {key: value[order] if isinstance(value, torch.Tensor) and value.dim() > 0 and len(value) == rows
                 else value for key, value in out.items()}
+
+    def _rows_on_every_process(self, rows: int) -> int:
+        """The row count every process trains this step: the largest of the processes' ``rows``, rounded up to a
+        multiple of ``steps_per_generation`` (TRL's ``split_tensor_dict`` splits a process's rows into that many
+        micro-batches). Every process must hold as many rows: TRL 1.16's ``GRPOTrainer._compute_loss`` gathers
+        per-row tensors (``clip_ratio/low_min``: ``accelerator.gather(masked_seq_mean(...))``), and gloo's and
+        NCCL's all-gather need one shape on every process (a mismatch aborts the run or hangs it)."""
+        split = self.args.steps_per_generation
+        local = torch.tensor([-(-max(rows, 1) // split) * split], device=self.accelerator.device)
+        return int(self.accelerator.gather(local).max())
 
     def _log_groups(self, mode: str, rewards: torch.Tensor, valid: torch.Tensor, group: int,
                     keep: torch.Tensor) -> None:

@@ -33,7 +33,13 @@ from transformers import Trainer
 
 from agentgym_r1.adapters import RolloutBatch
 from agentgym_r1.trainers import advantages as A
-from agentgym_r1.trainers.common import Rollouts, check_env_builds, gathered_rollout_metrics, task_dataset
+from agentgym_r1.trainers.common import (
+    Rollouts,
+    check_env_builds,
+    check_processes,
+    gathered_rollout_metrics,
+    task_dataset,
+)
 from agentgym_r1.trainers.configs import AgentPPOConfig
 
 
@@ -102,6 +108,7 @@ class AgentPPOTrainer(Trainer):
         super().__init__(model=model, args=args, processing_class=processing_class,
                          train_dataset=train_dataset if train_dataset is not None else task_dataset(args.num_tasks),
                          data_collator=lambda rows: {"resets": [json.loads(r["prompt"]) for r in rows]}, **kwargs)
+        check_processes(self.accelerator)
         self.llm = None
         if args.use_vllm:
             from agentgym_r1.trainers.vllm import colocated_engine

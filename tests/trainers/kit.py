@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
 
 from agentgym_r1.adapters.tiny import make_model, train_tokenizer
 from agentgym_r1.core.env import Env, EnvMessage, Turn
@@ -105,3 +106,23 @@ def run_one_step(model, args, tokenizer, make_env=CountEnv, **trainer_kw):
     captured["trainer"] = trainer
     changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     return captured, changed
+
+
+class Clock:
+    """Seconds that pass only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Tick(TrainerCallback):
+    """Each optimizer step takes ``seconds`` of the test's clock (placed before the budget, so it sees them)."""
+
+    def __init__(self, clock: Clock, seconds: float) -> None:
+        self.clock, self.seconds = clock, seconds
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.clock.now += self.seconds

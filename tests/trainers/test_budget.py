@@ -11,35 +11,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from transformers import TrainerCallback  # noqa: E402
-
 from agentgym_r1.error import ConfigError  # noqa: E402
-from tests.trainers.kit import CountEnv, grpo_args, ppo_args, tiny_model, tiny_tokenizer  # noqa: E402
+from tests.trainers.kit import Clock, CountEnv, Tick, grpo_args, ppo_args, tiny_model, tiny_tokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
     return tiny_tokenizer()
-
-
-class Clock:
-    """Seconds that pass only when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Tick(TrainerCallback):
-    """Each optimizer step takes ``seconds`` of the test's clock (placed before the budget, so it sees them)."""
-
-    def __init__(self, clock: Clock, seconds: float) -> None:
-        self.clock, self.seconds = clock, seconds
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.clock.now += self.seconds
 
 
 def _train(trainer_class, args, tokenizer, budget, clock, seconds_a_step=1.0):

@@ -1,11 +1,15 @@
-"""GRPO and PPO under ``accelerate launch --num_processes 2`` (CPU, gloo) take the same step as one process on the
+"""GRPO and PPO under ``torchrun --nproc_per_node 2`` (CPU, gloo) take the same step as one process on the
 same fixed batch: advantages, loss and parameter update, with each group's samples split across the processes
-(C1: GRPO crashed there; C2: PPO's critic broke DDP)."""
+(C1: GRPO crashed there; C2: PPO's critic broke DDP), also with row skipping and in the step layout, where
+the processes hold different numbers of rows (TRL's per-row all-gathers aborted the run). A wall-clock budget stops every process at the same step with
+the same learning rates when their clocks disagree (each process read its own clock: the first to spend the budget
+left the others waiting in an all-reduce, and their learning rates differed). Processes that never joined one group
+(``use_cpu=False`` without a GPU) are refused instead of training a copy each."""
 
 from __future__ import annotations
 
 import os
-import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,24 +22,78 @@ pytest.importorskip("trl")
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _torchrun(processes: int, module: str, *args: str, timeout: float = 300) -> None:
+    """``torchrun --nproc_per_node processes -m module args`` on CPU (the trainers' ``use_cpu=True`` makes accelerate
+    take gloo); a run past ``timeout`` (processes waiting on each other) is killed with all its workers and fails.
+
+    Not ``accelerate launch --cpu --num_processes N``: accelerate 1.15's ``launch_command`` sends ``--cpu`` to its
+    ``simple_launcher``, which starts one process whatever N is (``accelerate/commands/launch.py``), so such a test
+    compares one process with itself."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), "-m",
+           module, *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TRL_EXPERIMENTAL_SILENCE": "1"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and the workers it started
+        proc.communicate()
+        pytest.fail(f"{module} under {processes} processes did not finish in {timeout:.0f} s (processes waiting on "
+                    "each other)")
+    assert proc.returncode == 0, err[-3000:]
+
+
 def _launch(algo: str, processes: int, tmp_path: Path) -> dict:
     out = tmp_path / f"{algo}-{processes}.pt"
-    launcher = shutil.which("accelerate", path=os.path.dirname(sys.executable)) or "accelerate"
-    cmd = [launcher, "launch", "--num_processes", str(processes), "--num_machines", "1", "--mixed_precision", "no",
-           "--dynamo_backend", "no", "--cpu", "-m", "tests.trainers.dist_step", algo, str(out),
-           str(tmp_path / f"run-{algo}-{processes}")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TRL_EXPERIMENTAL_SILENCE": "1"}
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _torchrun(processes, "tests.trainers.dist_step", algo, str(out), str(tmp_path / f"run-{algo}-{processes}"))
     return torch.load(out, weights_only=False)
 
 
-@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def _trained_rows(run: dict) -> list[tuple[float, float]]:
+    """(advantage sum, trained tokens) of each row with a gradient (trained tokens and a nonzero advantage), sorted:
+    the same multiset however the rows are spread over processes and padded."""
+    return sorted((round(float(a), 4), float(t)) for a, t in zip(run["advantages"], run["trained"], strict=True)
+                  if t > 0 and a != 0)
+
+
+@pytest.mark.parametrize("algo", ["grpo", "grpo-skip", "grpo-step", "ppo"])
 def test_two_processes_take_the_single_process_step(tmp_path, algo) -> None:
     one, two = _launch(algo, 1, tmp_path), _launch(algo, 2, tmp_path)
+    assert (one["processes"], two["processes"]) == (1, 2)  # the trainer saw as many processes as were launched
     assert one["advantages"].abs().sum() > 0
-    torch.testing.assert_close(two["advantages"], one["advantages"], rtol=1e-4, atol=1e-5)
+    if algo in ("grpo", "ppo"):  # one row per episode, in the same order
+        torch.testing.assert_close(two["advantages"], one["advantages"], rtol=1e-4, atol=1e-5)
+    else:  # rows dropped (grpo-skip) or turn rows (grpo-step): each process holds its own count, padded to one
+        assert _trained_rows(two) == _trained_rows(one)
+    if algo == "grpo-skip":  # the second group scores the same on every row: none of its rows trains
+        assert len(_trained_rows(one)) == 4
+    if algo == "grpo-step":  # 8 episodes, 3 of them one turn long
+        assert len(_trained_rows(one)) == 13
     assert two["loss"] == pytest.approx(one["loss"], rel=1e-3, abs=1e-6)
     assert any(u.abs().sum() > 0 for u in one["update"])
+    # padded to other widths, the step layout's rows sum in another order: a few float32 roundings apart
+    atol = 1e-6 if algo in ("grpo", "ppo") else 1e-5
     for a, b in zip(two["update"], one["update"], strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-6)
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=atol)
+
+
+def test_a_wall_clock_budget_stops_every_process_at_the_same_step(tmp_path) -> None:
+    out = tmp_path / "budget"
+    _torchrun(2, "tests.trainers.dist_budget", "budget", str(out), str(tmp_path / "run-budget"), timeout=180)
+    main, other = (torch.load(f"{out}.rank{r}.pt", weights_only=False) for r in (0, 1))
+    assert main["steps"] == other["steps"] == 5  # the main process's clock: 1 s a step, a 5 s budget
+    assert other["lrs"] == pytest.approx(main["lrs"])
+    assert main["lrs"][0] > main["lrs"][-1] > 0  # on the cosine
+    torch.testing.assert_close(other["params"], main["params"])  # the same optimizer steps on both
+
+
+def test_processes_that_did_not_join_one_group_are_refused(tmp_path) -> None:
+    out = tmp_path / "refuse"
+    _torchrun(2, "tests.trainers.dist_budget", "refuse", str(out), str(tmp_path / "run-refuse"), timeout=180)
+    for rank in (0, 1):
+        errors = torch.load(f"{out}.rank{rank}.pt", weights_only=False)
+        assert set(errors) == {"grpo", "ppo"}
+        for message in errors.values():
+            assert "2 processes were launched (WORLD_SIZE=2) but the trainer runs on 1" in message
+            assert "use_cpu=True" in message
