@@ -32,6 +32,15 @@ curve in ``OUT/sft-continued/curve.json`` (the README's third look compares it w
 words`` one whose merges stay inside runs of letters, so a name is the same tokens in the question and in a query (its
 episodes are about twice as long: give ``--max-completion 640`` to that run's ``sft``, ``grpo``, ``ppo`` and ``eval``;
 the README's seventh look).
+
+``grpo`` and ``ppo`` also run as one run on several processes (the README's eighth look: one run on both cores)::
+
+    OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node 2 benchmarks/train_hotpotqa_proof.py grpo \
+        --out runs/h10 --start-from runs/hotpot/sft --batch 32 ...
+
+``--batch`` is then per process (``--batch 32`` on 2 processes: 64 episodes a step), the wall-clock budget follows the
+main process's clock, greedy evaluation splits its questions over the processes, and rank 0 alone writes. Write
+``--start-from`` there: torchrun's parser takes ``--start`` for an abbreviation of its ``--start-method``.
 """
 
 from __future__ import annotations
@@ -144,16 +153,37 @@ def react_episodes(model: Any, tokenizer: Any, seeds: Sequence[int]) -> list[Any
                            seed=None, sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0))
     was_training = model.training
     engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
+    rank, processes = world()
+    mine = list(seeds[rank::processes])  # under torchrun each process plays its share of the questions
     episodes: list[Any] = []
     try:
-        for start in range(0, len(seeds), 256):
+        for start in range(0, len(mine), 256):
             batch = engine.rollout([{"env": ENV_ID, "env_kwargs": ENV_KWARGS, "seed": s}
-                                    for s in seeds[start:start + 256]])
+                                    for s in mine[start:start + 256]])
             episodes += batch.episodes
     finally:
         engine.close()
         model.train(was_training)
-    return episodes
+    if processes == 1:
+        return episodes
+    import torch.distributed as dist
+
+    shares: list[Any] = [None] * processes
+    dist.all_gather_object(shares, episodes)
+    ordered: list[Any] = [None] * len(seeds)
+    for r, share in enumerate(shares):
+        ordered[r::processes] = share
+    return ordered
+
+
+def world() -> tuple[int, int]:
+    """(this process's rank, the number of processes) of the process group the trainer joined under ``torchrun``;
+    (0, 1) without one. Greedy evaluation splits its questions over the processes, and only rank 0 writes."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
 BRIDGE_OUTCOMES = ("solved", "first query is not the question's entity", "second query is not the bridge entity",
@@ -228,14 +258,17 @@ def em_by_type(tasks: Sequence[Any], solved: Sequence[bool]) -> dict[str, float]
     for task, ok in zip(tasks, solved, strict=True):
         kinds.setdefault(question_type(task), []).append(ok)
     by_type = {kind: sum(oks) / len(oks) for kind, oks in sorted(kinds.items())}
-    print("EM by question type: " + ", ".join(f"{k} {100 * v:.1f}% of {len(kinds[k])}" for k, v in by_type.items()),
-          flush=True)
+    if not world()[0]:
+        print("EM by question type: " + ", ".join(f"{k} {100 * v:.1f}% of {len(kinds[k])}" for k, v in by_type.items()),
+              flush=True)
     return by_type
 
 
 def save_result(out: Path, label: str, em: float, **extra: Any) -> None:
     from agentgym_r1.leaderboard.board import wilson
 
+    if world()[0]:
+        return
     stat = wilson(em * N_FINAL, N_FINAL)
     row = {"run": label, "em": stat.value, "low": stat.low, "high": stat.high, "n": N_FINAL, **extra}
     (out / "results").mkdir(parents=True, exist_ok=True)
@@ -259,7 +292,8 @@ def bridge_outcomes(tasks: Sequence[Any], episodes: Sequence[Any]) -> dict[str, 
     for task, episode in zip(tasks, episodes, strict=True):
         if question_type(task) == "bridge":
             counts[bridge_outcome(task, episode)] += 1
-    print("bridge episodes: " + ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
+    if not world()[0]:
+        print("bridge episodes: " + ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
     return counts
 
 
@@ -391,19 +425,23 @@ class Curve:
     def __call__(self, step: int, model: Any, seconds: float) -> None:
         em = react_em(getattr(model, "policy", model), self.tokenizer, self.monitor)  # PPO: the policy
         self.history.append({"step": step, "minutes": seconds / 60, "em": em})
+        if world()[0]:
+            return
         self.path.write_text(json.dumps({"run": self.label, "curve": self.history}, indent=1))
         print(f"{self.label} step {step:4d}  held-out EM {em:.3f}  {seconds:.0f}s", flush=True)
 
 
 def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Curve, final: list[int], **extra: Any) -> None:
     last = callback.history[-1]
-    print(f"{label}: monitoring EM {callback.history[0]['em']:.3f} -> {last['em']:.3f} in {last['step']} steps, "
-          f"{last['minutes']:.1f} min", flush=True)
+    if not world()[0]:
+        print(f"{label}: monitoring EM {callback.history[0]['em']:.3f} -> {last['em']:.3f} in {last['step']} steps, "
+              f"{last['minutes']:.1f} min", flush=True)
     policy = getattr(model, "policy", model)
-    policy.save_pretrained(out / label / "final")  # for `eval --checkpoint OUT/<run>/final`
-    tokenizer.save_pretrained(out / label / "final")
+    if not world()[0]:
+        policy.save_pretrained(out / label / "final")  # for `eval --checkpoint OUT/<run>/final`
+        tokenizer.save_pretrained(out / label / "final")
     save_react_result(out, label, policy.eval(), tokenizer, final, steps=last["step"], minutes=last["minutes"],
-                      monitor=last["em"], **extra)
+                      monitor=last["em"], processes=world()[1], **extra)
 
 
 RL_TYPES = {"all": ("bridge", "comparison", "comparison (yes/no)"), "bridge": ("bridge",),
@@ -566,7 +604,8 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0, help="RL: wall minutes of training")
     parser.add_argument("--eval-every", type=int, default=10, help="RL: monitoring EM every this many steps")
     parser.add_argument("--lr", type=float, default=3e-4)
-    parser.add_argument("--batch", type=int, default=64, help="RL: episodes per step (GRPO: groups x generations)")
+    parser.add_argument("--batch", type=int, default=64,
+                        help="RL: episodes per step and process (GRPO: groups x generations)")
     parser.add_argument("--generations", type=int, default=8, help="GRPO: samples per question")
     parser.add_argument("--temperature", type=float, default=1.0, help="RL: sampling temperature of the rollouts")
     parser.add_argument("--rl-types", choices=sorted(RL_TYPES), default="all",
@@ -587,8 +626,10 @@ def main() -> None:
     parser.add_argument("--no-loss-mask", action="store_true", help="PPO: env tokens in the loss")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoint", type=Path, help="eval: the model directory")
-    parser.add_argument("--start", type=Path, help="RL: the checkpoint to start from (default OUT/sft, the SFT stop; "
-                        "OUT/sft-steps/stepN is the SFT model after N steps)")
+    parser.add_argument("--start", "--start-from", type=Path,
+                        help="RL: the checkpoint to start from (default OUT/sft, the SFT stop; OUT/sft-steps/stepN is "
+                        "the SFT model after N steps). Under torchrun write --start-from: torchrun's own parser takes "
+                        "--start for an abbreviation of its --start-method")
     parser.add_argument("--rag", action="store_true", help="eval: the checkpoint is a naive RAG model")
     parser.add_argument("--plots", type=Path, default=Path("benchmarks/plots"))
     parser.add_argument("--plot-name", default="hotpotqa", help="plot: files PLOTS/<name>_{algorithms,ppo_masks}.svg")
