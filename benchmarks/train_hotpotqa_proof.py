@@ -555,7 +555,8 @@ def run_table(out: Path) -> None:
               f"{r.get('steps', '')} | {r.get('minutes', 0):.1f} | {100 * r.get('monitor', math.nan):.1f}% |")
 
 
-def run_plot(out: Path, plots: Path, stem: str, note: str) -> None:
+def run_plot(out: Path, plots: Path, stem: str, note: str,
+             xlabel: str = "wall minutes of training (one torch thread, two runs on two cores)") -> None:
     """Learning curves (monitoring EM against wall minutes): RL algorithms, and PPO's mask ablation; the SFT start and
     naive RAG as horizontal lines."""
     import matplotlib
@@ -585,7 +586,7 @@ def run_plot(out: Path, plots: Path, stem: str, note: str) -> None:
         for name, value in baselines.items():
             if value is not None:
                 ax.axhline(100 * value, color="grey", linestyle=styles[name][1], label=styles[name][0])
-        ax.set_xlabel("wall minutes of training (one torch thread, two runs on two cores)")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("held-out EM, 128 monitoring questions (%)")
         ax.set_title(f"HotpotQA (synthetic, easy), tiny Qwen2: {group.replace('_', ' ')}{note and f' ({note})'}",
                      fontsize=10)
@@ -634,6 +635,8 @@ def main() -> None:
     parser.add_argument("--plots", type=Path, default=Path("benchmarks/plots"))
     parser.add_argument("--plot-name", default="hotpotqa", help="plot: files PLOTS/<name>_{algorithms,ppo_masks}.svg")
     parser.add_argument("--plot-note", default="", help="plot: a note on the setup for the titles")
+    parser.add_argument("--plot-xlabel", default="wall minutes of training (one torch thread, two runs on two cores)",
+                        help="plot: the x axis's label (how the runs shared the cores)")
     parser.add_argument("--sft-target", type=float, default=0.12)
     parser.add_argument("--sft-chunk", type=int, default=50)
     parser.add_argument("--sft-max-steps", type=int, default=3000)
@@ -683,7 +686,7 @@ def main() -> None:
     elif a.phase == "table":
         run_table(a.out)
     else:
-        run_plot(a.out, a.plots, a.plot_name, a.plot_note)
+        run_plot(a.out, a.plots, a.plot_name, a.plot_note, a.plot_xlabel)
 
 
 if __name__ == "__main__":
