@@ -154,7 +154,8 @@ def react_episodes(model: Any, tokenizer: Any, seeds: Sequence[int]) -> list[Any
     was_training = model.training
     engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
     rank, processes = world()
-    mine = list(seeds[rank::processes])  # under torchrun each process plays its share of the questions
+    share = -(-len(seeds) // processes)  # under torchrun each process plays its slice of the questions
+    mine = list(seeds[rank * share:(rank + 1) * share])
     episodes: list[Any] = []
     try:
         for start in range(0, len(mine), 256):
@@ -166,14 +167,9 @@ def react_episodes(model: Any, tokenizer: Any, seeds: Sequence[int]) -> list[Any
         model.train(was_training)
     if processes == 1:
         return episodes
-    import torch.distributed as dist
+    from accelerate.utils import gather_object
 
-    shares: list[Any] = [None] * processes
-    dist.all_gather_object(shares, episodes)
-    ordered: list[Any] = [None] * len(seeds)
-    for r, share in enumerate(shares):
-        ordered[r::processes] = share
-    return ordered
+    return gather_object(episodes)  # the slices in rank order: the questions' order
 
 
 def world() -> tuple[int, int]:

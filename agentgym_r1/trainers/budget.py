@@ -13,7 +13,7 @@ the time one waits for another. A process that stops a step before the others le
 gradient all-reduce until the process group times out, and a learning rate taken from each process's own clock
 differs between processes, so their parameters part ways (DDP averages the gradients, not the optimizer steps).
 The budget therefore reads one clock, the main process's: ``on_step_end`` broadcasts its seconds to every process
-(``torch.distributed.broadcast`` from rank 0), and both the stop and the learning rate use that figure.
+(accelerate's ``broadcast_object_list`` from process 0), and both the stop and the learning rate use that figure.
 """
 
 from __future__ import annotations
@@ -94,16 +94,11 @@ class WallClockBudget(TrainerCallback):
         return control
 
 
-def _main_process_seconds(seconds: float) -> float:
-    """``seconds`` as the main process measured them: broadcast from rank 0 when a process group of several
-    processes is running, else ``seconds`` itself."""
-    import torch
-    import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
-        return seconds
-    # gloo (CPU) takes a CPU tensor; nccl needs one on this process's device
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-    figure = torch.tensor([seconds], dtype=torch.float64, device=device)
-    dist.broadcast(figure, src=0)
-    return float(figure.item())
+def _main_process_seconds(seconds: float) -> float:
+    """``seconds`` as the main process measured them, on every process: accelerate's ``broadcast_object_list`` from
+    process 0 (``torch.distributed`` under several processes; the list unchanged under one). The trainer has made
+    accelerate's state by the time a step ends, so ``PartialState()`` here is the trainer's."""
+    from accelerate.utils import broadcast_object_list
+
+    return float(broadcast_object_list([seconds], from_process=0)[0])
