@@ -148,17 +148,32 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
                               "with vLLM, or generate with transformers for step rows.")
 
     def _check_step_rows(self) -> None:
-        """Step rows and the micro-batches TRL splits them into (after ``steps_per_generation`` is resolved)."""
-        if self.layout != "step" or self.steps_per_generation == 1 or self.loss_type not in ROW_MEAN_LOSSES:
+        """Step rows and the micro-batches TRL splits them into (after ``steps_per_generation`` and the world size
+        are resolved). A row-mean loss (TRL 1.16 ``_compute_loss``: ``.mean()`` over the micro-batch's rows) sees
+        padding rows whenever they are added: to a multiple of ``steps_per_generation``, or to the largest row count
+        across processes (``AgentGRPOTrainer._rows_on_every_process``); and across processes DDP averages each
+        process's own row mean, which weighs a process's rows by how few turns its episodes took."""
+        if self.layout != "step" or self.loss_type not in ROW_MEAN_LOSSES:
             return
+        processes = self.world_size  # TRL's GRPOConfig.__post_init__ reads it too (generation_batch_size)
+        if self.steps_per_generation == 1 and processes == 1:
+            return
+        fix = (f"Use a token-sum loss (loss_type in {SKIP_EXACT_LOSSES}, normalised by the trained tokens of the "
+               "whole batch on every process; the default, dapo, is one)")
+        if processes > 1:
+            raise ConfigError(
+                f"layout='step' with loss_type={self.loss_type!r} on {processes} processes: an episode's turns are "
+                "its rows, so each process holds a different number of rows, padded with empty rows to the largest "
+                "count; this loss averages over each process's rows, so the padding and the processes' row counts "
+                "would scale the update by how many turns the episodes took, and it would differ from the same "
+                f"batch on one process. {fix}, or train on one process.")
         raise ConfigError(
             f"layout='step' with loss_type={self.loss_type!r} and steps_per_generation={self.steps_per_generation}: "
             "an episode's turns are its rows, so a generation batch has a varying number of rows, padded with empty "
             "rows to a multiple of steps_per_generation and shuffled into micro-batches; this loss averages over "
             "the rows of a micro-batch, so the padding would shrink each update by an amount that depends on how "
-            "many turns the episodes took. Use a token-sum loss (loss_type in "
-            f"{SKIP_EXACT_LOSSES}, normalised by the trained tokens of the whole batch), or one optimizer step per "
-            "generation (steps_per_generation: 1, or gradient_accumulation_steps: 1 with no generation_batch_size).")
+            f"many turns the episodes took. {fix}, or one optimizer step per generation (steps_per_generation: 1, "
+            "or gradient_accumulation_steps: 1 with no generation_batch_size).")
 
     def _check_grpo(self) -> None:
         if self.num_generations is not None and self.num_generations < 2:

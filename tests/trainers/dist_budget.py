@@ -1,7 +1,9 @@
 """Run under ``torchrun --nproc_per_node 2`` by ``test_distributed.py``. ``budget``: GRPO under a wall-clock budget,
 with a clock per process that runs at a different speed on each (1 s a step on rank 0, 2 s on rank 1): writes each
 process's steps, learning rates and final parameters to ``OUT.rank<r>.pt``. ``refuse``: GRPO and PPO with
-``use_cpu=False`` on a machine without a GPU (the processes never join one group): writes each trainer's error."""
+``use_cpu=False`` on a machine without a GPU (the processes never join one group): writes each trainer's error. ``step-mean``: the step layout's config with
+row-mean losses (refused: each process averages over its own padded rows) and with dapo (accepted): writes the
+errors, ``None`` where the config was made."""
 
 from __future__ import annotations
 
@@ -33,6 +35,20 @@ def refuse(out: str, tmp: str) -> None:
     torch.save(errors, f"{out}.rank{rank}.pt")
 
 
+def step_mean(out: str, tmp: str) -> None:
+    from agentgym_r1.error import ConfigError
+
+    state = PartialState(cpu=True)  # as the trainers' use_cpu=True: the config sees WORLD_SIZE processes
+    errors: dict[str, str | None] = {}
+    for loss in ("grpo", "dr_grpo", "dapo"):
+        try:
+            grpo_args(f"{tmp}/{loss}", layout="step", loss_type=loss, per_device_train_batch_size=4)
+            errors[loss] = None
+        except ConfigError as e:
+            errors[loss] = str(e)
+    torch.save(errors, f"{out}.rank{state.process_index}.pt")
+
+
 def main(out: str, tmp: str) -> None:
     state = PartialState(cpu=True)  # the trainers' use_cpu=True: gloo under torchrun
     tok = tiny_tokenizer()
@@ -52,4 +68,4 @@ def main(out: str, tmp: str) -> None:
 
 
 if __name__ == "__main__":
-    {"budget": main, "refuse": refuse}[sys.argv[1]](*sys.argv[2:4])
+    {"budget": main, "refuse": refuse, "step-mean": step_mean}[sys.argv[1]](*sys.argv[2:4])

@@ -4,7 +4,8 @@ same fixed batch: advantages, loss and parameter update, with each group's sampl
 the processes hold different numbers of rows (TRL's per-row all-gathers aborted the run). A wall-clock budget stops every process at the same step with
 the same learning rates when their clocks disagree (each process read its own clock: the first to spend the budget
 left the others waiting in an all-reduce, and their learning rates differed). Processes that never joined one group
-(``use_cpu=False`` without a GPU) are refused instead of training a copy each."""
+(``use_cpu=False`` without a GPU) are refused instead of training a copy each, and so is the step layout with a
+loss that averages over each process's rows (padded to the largest count, they would scale the update)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,15 @@ def test_processes_that_did_not_join_one_group_are_refused(tmp_path) -> None:
         for message in errors.values():
             assert "2 processes were launched (WORLD_SIZE=2) but the trainer runs on 1" in message
             assert "use_cpu=True" in message
+
+
+def test_step_rows_with_a_row_mean_loss_are_refused_on_two_processes(tmp_path) -> None:
+    out = tmp_path / "step-mean"
+    _torchrun(2, "tests.trainers.dist_budget", "step-mean", str(out), str(tmp_path / "run-step-mean"), timeout=180)
+    for rank in (0, 1):
+        errors = torch.load(f"{out}.rank{rank}.pt", weights_only=False)
+        for loss in ("grpo", "dr_grpo"):
+            assert errors[loss] is not None, f"layout='step' with loss_type={loss!r} on 2 processes was accepted"
+            assert f"layout='step' with loss_type={loss!r} on 2 processes" in errors[loss]
+            assert "Use a token-sum loss" in errors[loss]
+        assert errors["dapo"] is None  # token sums over the whole batch: padding rows add nothing
