@@ -7,7 +7,8 @@ an action whose length depends on ``g`` only, so both layouts play exactly the s
 ``num_generations`` samples are split across the two processes. Variants: ``grpo-skip`` (row skipping, with every
 row of the second group scoring the same, so one process keeps 4 rows and the other none) and ``grpo-step`` (the
 step layout, with episodes that end after one turn when the first action is long: the processes hold different
-numbers of turn rows)."""
+numbers of turn rows) and ``grpo-rowmean`` (TRL's ``loss_type="grpo"``, a mean of per-row means on each process,
+which DDP then averages: the same as one process when every process holds as many rows)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def main(algo: str, out_path: str, tmp: str) -> None:
 
         args = grpo_args(tmp, per_device_train_batch_size=local, num_generations=4, optim="sgd",
                          skip_zero_advantage=algo == "grpo-skip", layout="step" if algo == "grpo-step" else
-                         "concatenated", seed=0, data_seed=0)
+                         "concatenated", loss_type="grpo" if algo == "grpo-rowmean" else "dapo", seed=0, data_seed=0)
         env = ShortEnv if algo == "grpo-step" else CountEnv
         trainer = AgentGRPOTrainer(model, args, tok, make_env=env, backend=backend)
         score = trainer._generate_and_score_completions

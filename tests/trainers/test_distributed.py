@@ -58,12 +58,12 @@ def _trained_rows(run: dict) -> list[tuple[float, float]]:
                   if t > 0 and a != 0)
 
 
-@pytest.mark.parametrize("algo", ["grpo", "grpo-skip", "grpo-step", "ppo"])
+@pytest.mark.parametrize("algo", ["grpo", "grpo-rowmean", "grpo-skip", "grpo-step", "ppo"])
 def test_two_processes_take_the_single_process_step(tmp_path, algo) -> None:
     one, two = _launch(algo, 1, tmp_path), _launch(algo, 2, tmp_path)
     assert (one["processes"], two["processes"]) == (1, 2)  # the trainer saw as many processes as were launched
     assert one["advantages"].abs().sum() > 0
-    if algo in ("grpo", "ppo"):  # one row per episode, in the same order
+    if algo in ("grpo", "grpo-rowmean", "ppo"):  # one row per episode, in the same order
         torch.testing.assert_close(two["advantages"], one["advantages"], rtol=1e-4, atol=1e-5)
     else:  # rows dropped (grpo-skip) or turn rows (grpo-step): each process holds its own count, padded to one
         assert _trained_rows(two) == _trained_rows(one)
@@ -74,7 +74,7 @@ def test_two_processes_take_the_single_process_step(tmp_path, algo) -> None:
     assert two["loss"] == pytest.approx(one["loss"], rel=1e-3, abs=1e-6)
     assert any(u.abs().sum() > 0 for u in one["update"])
     # padded to other widths, the step layout's rows sum in another order: a few float32 roundings apart
-    atol = 1e-6 if algo in ("grpo", "ppo") else 1e-5
+    atol = 1e-6 if algo in ("grpo", "grpo-rowmean", "ppo") else 1e-5
     for a, b in zip(two["update"], one["update"], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=atol)
 
