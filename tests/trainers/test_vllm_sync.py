@@ -171,3 +171,23 @@ def test_ppo_generates_on_a_synced_colocated_engine(tmp_path, model_dir) -> None
     assert max_gap(engine_logps(trainer.llm), policy_logps(model)) < TOL  # the engine runs in the policy's fp32
     with pytest.raises(ConfigError, match="colocate"):
         ppo_args(tmp_path, use_vllm=True, vllm_mode="server")
+
+
+def test_grpo_on_colocated_engines_under_two_processes(tmp_path, model_dir) -> None:
+    """Each of two ``torchrun`` processes generates on its own colocated engine and the two take one DDP step."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "vllm2"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
+           "tests.trainers.dist_vllm", str(model_dir), str(out), str(tmp_path / "run")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root), "TRL_EXPERIMENTAL_SILENCE": "1"}
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = [torch.load(f"{out}.rank{r}.pt", weights_only=False) for r in (0, 1)]
+    for run in ranks:
+        assert run["processes"] == 2 and run["steps"] == 2 and run["moved"]
+        assert run["calls"]["vllm"] >= 4 and run["calls"]["hf"] == 0  # two turns a step, two steps, on the engine
+    torch.testing.assert_close(ranks[1]["params"], ranks[0]["params"])  # one model: DDP kept them equal
