@@ -13,28 +13,19 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 from agentgym_r1.adapters.backends.hf import HFBackend
 from agentgym_r1.adapters.backends.vllm import VLLMBackend
 from agentgym_r1.trainers.grpo import AgentGRPOTrainer
-from tests.trainers.kit import CountEnv, grpo_args
+from tests.trainers.kit import CountEnv, counted_generate, grpo_args
 
 
 def main(model_dir: str, out: str, tmp: str) -> None:
     state = PartialState(cpu=True)  # the trainers' use_cpu=True: gloo under torchrun
-    calls = {"vllm": 0, "hf": 0}
-    vllm_generate, hf_generate = VLLMBackend.generate, HFBackend.generate
-
-    def count(name, fn):
-        def wrapped(self, *a, **k):
-            calls[name] += 1
-            return fn(self, *a, **k)
-        return wrapped
-
-    VLLMBackend.generate, HFBackend.generate = count("vllm", vllm_generate), count("hf", hf_generate)
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     args = grpo_args(tmp, use_vllm=True, vllm_mode="colocate", max_steps=2, model_init=model_dir,
                      vllm_max_model_length=512, per_device_train_batch_size=4)
     trainer = AgentGRPOTrainer(model, args, tok, make_env=CountEnv)
     before = [p.detach().clone() for p in model.parameters()]
-    trainer.train()
+    with counted_generate(vllm=VLLMBackend, hf=HFBackend) as calls:
+        trainer.train()
     torch.save({"processes": trainer.accelerator.num_processes, "calls": calls, "steps": trainer.state.global_step,
                 "moved": any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True)),
                 "params": torch.cat([p.detach().flatten() for p in model.parameters()])},

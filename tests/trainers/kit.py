@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -126,3 +128,25 @@ class Tick(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.clock.now += self.seconds
+
+
+@contextmanager
+def counted_generate(**backends: type) -> Iterator[dict[str, int]]:
+    """Count the ``generate`` calls of each backend class (``counted_generate(vllm=VLLMBackend, hf=HFBackend)``)
+    while the block runs; the classes get their own ``generate`` back after it."""
+    calls = dict.fromkeys(backends, 0)
+    originals = {name: cls.generate for name, cls in backends.items()}
+
+    def counting(name: str, fn: Any) -> Any:
+        def wrapped(self: Any, *a: Any, **k: Any) -> Any:
+            calls[name] += 1
+            return fn(self, *a, **k)
+        return wrapped
+
+    for name, cls in backends.items():
+        cls.generate = counting(name, originals[name])
+    try:
+        yield calls
+    finally:
+        for name, cls in backends.items():
+            cls.generate = originals[name]

@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 from agentgym_r1.adapters import ChatTokenizer, SamplingParams  # noqa: E402
 from agentgym_r1.adapters.tiny import make_model  # noqa: E402
 from agentgym_r1.error import ConfigError  # noqa: E402
-from tests.trainers.kit import CountEnv, grpo_args, tiny_tokenizer  # noqa: E402
+from tests.trainers.kit import CountEnv, counted_generate, grpo_args, tiny_tokenizer  # noqa: E402
 
 TOL = 1e-4  # an fp32 engine beside the fp32 policy; measured differences are ~1e-6
 BF16_TOL = 1e-2  # TRL's engine: vLLM's dtype "auto" runs float32 checkpoints in bf16 (its rounding: ~2e-3)
@@ -113,26 +113,14 @@ def test_grpo_generates_on_the_engine_and_keeps_it_synced(tmp_path, model_dir) -
     from agentgym_r1.adapters.backends.vllm import VLLMBackend
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
-    calls = {"vllm": 0, "hf": 0}
-    vllm_generate, hf_generate = VLLMBackend.generate, HFBackend.generate
-
-    def count(name, fn):
-        def wrapped(self, *a, **k):
-            calls[name] += 1
-            return fn(self, *a, **k)
-        return wrapped
-
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     args = grpo_args(tmp_path, use_vllm=True, vllm_mode="colocate", max_steps=2, model_init=str(model_dir),
                      vllm_max_model_length=512)
     trainer = AgentGRPOTrainer(model, args, tok, make_env=CountEnv)
-    VLLMBackend.generate, HFBackend.generate = count("vllm", vllm_generate), count("hf", hf_generate)
-    try:
-        before = [p.detach().clone() for p in model.parameters()]
+    before = [p.detach().clone() for p in model.parameters()]
+    with counted_generate(vllm=VLLMBackend, hf=HFBackend) as calls:
         trainer.train()
-    finally:
-        VLLMBackend.generate, HFBackend.generate = vllm_generate, hf_generate
     assert calls["vllm"] >= 4 and calls["hf"] == 0  # two turns a step, two steps, all on the engine
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     engine = trainer.vllm_generation.llm
