@@ -94,7 +94,6 @@ class WallClockBudget(TrainerCallback):
         return control
 
 
-
 def _main_process_seconds(seconds: float) -> float:
     """``seconds`` as the main process measured them, on every process: accelerate's ``broadcast_object_list`` from
     process 0 (``torch.distributed`` under several processes; the list unchanged under one). The trainer has made

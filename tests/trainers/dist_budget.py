@@ -1,9 +1,9 @@
 """Run under ``torchrun --nproc_per_node 2`` by ``test_distributed.py``. ``budget``: GRPO under a wall-clock budget,
 with a clock per process that runs at a different speed on each (1 s a step on rank 0, 2 s on rank 1): writes each
 process's steps, learning rates and final parameters to ``OUT.rank<r>.pt``. ``refuse``: GRPO and PPO with
-``use_cpu=False`` on a machine without a GPU (the processes never join one group): writes each trainer's error. ``step-mean``: the step layout's config with
-row-mean losses (refused: each process averages over its own padded rows) and with dapo (accepted): writes the
-errors, ``None`` where the config was made."""
+``use_cpu=False`` on a machine without a GPU (the processes never join one group): writes each trainer's error.
+``step-mean``: the step layout's config with row-mean losses (refused: each process averages over its own padded
+rows) and with dapo (accepted): writes the errors, ``None`` where the config was made."""
 
 from __future__ import annotations
 

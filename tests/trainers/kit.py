@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from transformers import TrainerCallback
 
@@ -15,6 +20,7 @@ from agentgym_r1.core.env import Env, EnvMessage, Turn
 from agentgym_r1.trainers.configs import AgentGRPOConfig, AgentPPOConfig
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class CountEnv(Env):
@@ -150,3 +156,25 @@ def counted_generate(**backends: type) -> Iterator[dict[str, int]]:
     finally:
         for name, cls in backends.items():
             cls.generate = originals[name]
+
+
+def torchrun(processes: int, module: str, *args: str, timeout: float = 300) -> None:
+    """``torchrun --nproc_per_node processes -m module args`` on CPU (the trainers' ``use_cpu=True`` makes accelerate
+    take gloo); a run past ``timeout`` (processes waiting on each other) is killed with all its workers and fails.
+
+    Not ``accelerate launch --cpu --num_processes N``: accelerate 1.15's ``launch_command`` sends ``--cpu`` to its
+    ``simple_launcher``, which starts one process whatever N is (``accelerate/commands/launch.py``), so such a test
+    compares one process with itself."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), "-m",
+           module, *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TRL_EXPERIMENTAL_SILENCE": "1"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and the workers it started
+        proc.communicate()
+        pytest.fail(f"{module} under {processes} processes did not finish in {timeout:.0f} s (processes waiting on "
+                    "each other)")
+    assert proc.returncode == 0, err[-3000:]

@@ -9,10 +9,6 @@ loss that averages over each process's rows (padded to the largest count, they w
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,34 +16,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _torchrun(processes: int, module: str, *args: str, timeout: float = 300) -> None:
-    """``torchrun --nproc_per_node processes -m module args`` on CPU (the trainers' ``use_cpu=True`` makes accelerate
-    take gloo); a run past ``timeout`` (processes waiting on each other) is killed with all its workers and fails.
-
-    Not ``accelerate launch --cpu --num_processes N``: accelerate 1.15's ``launch_command`` sends ``--cpu`` to its
-    ``simple_launcher``, which starts one process whatever N is (``accelerate/commands/launch.py``), so such a test
-    compares one process with itself."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), "-m",
-           module, *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TRL_EXPERIMENTAL_SILENCE": "1"}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        _, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and the workers it started
-        proc.communicate()
-        pytest.fail(f"{module} under {processes} processes did not finish in {timeout:.0f} s (processes waiting on "
-                    "each other)")
-    assert proc.returncode == 0, err[-3000:]
+from tests.trainers.kit import torchrun  # noqa: E402
 
 
 def _launch(algo: str, processes: int, tmp_path: Path) -> dict:
     out = tmp_path / f"{algo}-{processes}.pt"
-    _torchrun(processes, "tests.trainers.dist_step", algo, str(out), str(tmp_path / f"run-{algo}-{processes}"))
+    torchrun(processes, "tests.trainers.dist_step", algo, str(out), str(tmp_path / f"run-{algo}-{processes}"))
     return torch.load(out, weights_only=False)
 
 
@@ -81,7 +55,7 @@ def test_two_processes_take_the_single_process_step(tmp_path, algo) -> None:
 
 def test_a_wall_clock_budget_stops_every_process_at_the_same_step(tmp_path) -> None:
     out = tmp_path / "budget"
-    _torchrun(2, "tests.trainers.dist_budget", "budget", str(out), str(tmp_path / "run-budget"), timeout=180)
+    torchrun(2, "tests.trainers.dist_budget", "budget", str(out), str(tmp_path / "run-budget"), timeout=180)
     main, other = (torch.load(f"{out}.rank{r}.pt", weights_only=False) for r in (0, 1))
     assert main["steps"] == other["steps"] == 5  # the main process's clock: 1 s a step, a 5 s budget
     assert other["lrs"] == pytest.approx(main["lrs"])
@@ -91,7 +65,7 @@ def test_a_wall_clock_budget_stops_every_process_at_the_same_step(tmp_path) -> N
 
 def test_processes_that_did_not_join_one_group_are_refused(tmp_path) -> None:
     out = tmp_path / "refuse"
-    _torchrun(2, "tests.trainers.dist_budget", "refuse", str(out), str(tmp_path / "run-refuse"), timeout=180)
+    torchrun(2, "tests.trainers.dist_budget", "refuse", str(out), str(tmp_path / "run-refuse"), timeout=180)
     for rank in (0, 1):
         errors = torch.load(f"{out}.rank{rank}.pt", weights_only=False)
         assert set(errors) == {"grpo", "ppo"}
@@ -102,7 +76,7 @@ def test_processes_that_did_not_join_one_group_are_refused(tmp_path) -> None:
 
 def test_step_rows_with_a_row_mean_loss_are_refused_on_two_processes(tmp_path) -> None:
     out = tmp_path / "step-mean"
-    _torchrun(2, "tests.trainers.dist_budget", "step-mean", str(out), str(tmp_path / "run-step-mean"), timeout=180)
+    torchrun(2, "tests.trainers.dist_budget", "step-mean", str(out), str(tmp_path / "run-step-mean"), timeout=180)
     for rank in (0, 1):
         errors = torch.load(f"{out}.rank{rank}.pt", weights_only=False)
         for loss in ("grpo", "dr_grpo"):

@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 from agentgym_r1.adapters import ChatTokenizer, SamplingParams  # noqa: E402
 from agentgym_r1.adapters.tiny import make_model  # noqa: E402
 from agentgym_r1.error import ConfigError  # noqa: E402
-from tests.trainers.kit import CountEnv, counted_generate, grpo_args, tiny_tokenizer  # noqa: E402
+from tests.trainers.kit import CountEnv, counted_generate, grpo_args, tiny_tokenizer, torchrun  # noqa: E402
 
 TOL = 1e-4  # an fp32 engine beside the fp32 policy; measured differences are ~1e-6
 BF16_TOL = 1e-2  # TRL's engine: vLLM's dtype "auto" runs float32 checkpoints in bf16 (its rounding: ~2e-3)
@@ -163,17 +163,8 @@ def test_ppo_generates_on_a_synced_colocated_engine(tmp_path, model_dir) -> None
 
 def test_grpo_on_colocated_engines_under_two_processes(tmp_path, model_dir) -> None:
     """Each of two ``torchrun`` processes generates on its own colocated engine and the two take one DDP step."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
     out = tmp_path / "vllm2"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
-           "tests.trainers.dist_vllm", str(model_dir), str(out), str(tmp_path / "run")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root), "TRL_EXPERIMENTAL_SILENCE": "1"}
-    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    torchrun(2, "tests.trainers.dist_vllm", str(model_dir), str(out), str(tmp_path / "run"), timeout=400)
     ranks = [torch.load(f"{out}.rank{r}.pt", weights_only=False) for r in (0, 1)]
     for run in ranks:
         assert run["processes"] == 2 and run["steps"] == 2 and run["moved"]
