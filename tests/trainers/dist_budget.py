@@ -15,7 +15,7 @@ from accelerate import PartialState
 
 from agentgym_r1.trainers.budget import WallClockBudget
 from agentgym_r1.trainers.grpo import AgentGRPOTrainer
-from tests.trainers.kit import Clock, CountEnv, Tick, grpo_args, tiny_model, tiny_tokenizer
+from tests.trainers.kit import Clock, CountEnv, Tick, flat_parameters, grpo_args, tiny_model, tiny_tokenizer
 
 
 def refuse(out: str, tmp: str) -> None:
@@ -63,7 +63,7 @@ def main(out: str, tmp: str) -> None:
     trainer.train()
     lrs = [log["learning_rate"] for log in trainer.state.log_history if "learning_rate" in log]
     torch.save({"steps": trainer.state.global_step, "lrs": lrs,
-                "params": torch.cat([p.detach().flatten() for p in model.parameters()])},
+                "params": flat_parameters(model)},
                f"{out}.rank{state.process_index}.pt")
 
 

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 from agentgym_r1.adapters.backends.hf import HFBackend
 from agentgym_r1.adapters.backends.vllm import VLLMBackend
 from agentgym_r1.trainers.grpo import AgentGRPOTrainer
-from tests.trainers.kit import CountEnv, counted_generate, grpo_args
+from tests.trainers.kit import CountEnv, counted_generate, flat_parameters, grpo_args
 
 
 def main(model_dir: str, out: str, tmp: str) -> None:
@@ -23,13 +23,12 @@ def main(model_dir: str, out: str, tmp: str) -> None:
     args = grpo_args(tmp, use_vllm=True, vllm_mode="colocate", max_steps=2, model_init=model_dir,
                      vllm_max_model_length=512, per_device_train_batch_size=4)
     trainer = AgentGRPOTrainer(model, args, tok, make_env=CountEnv)
-    before = [p.detach().clone() for p in model.parameters()]
+    before = flat_parameters(model)
     with counted_generate(vllm=VLLMBackend, hf=HFBackend) as calls:
         trainer.train()
+    after = flat_parameters(model)
     torch.save({"processes": trainer.accelerator.num_processes, "calls": calls, "steps": trainer.state.global_step,
-                "moved": any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True)),
-                "params": torch.cat([p.detach().flatten() for p in model.parameters()])},
-               f"{out}.rank{state.process_index}.pt")
+                "moved": not torch.equal(before, after), "params": after}, f"{out}.rank{state.process_index}.pt")
 
 
 if __name__ == "__main__":

@@ -116,6 +116,12 @@ def run_one_step(model, args, tokenizer, make_env=CountEnv, **trainer_kw):
     return captured, changed
 
 
+def flat_parameters(model: torch.nn.Module) -> torch.Tensor:
+    """A copy of every parameter of ``model``, flattened into one tensor: what a process writes for a test to compare
+    with another process's, or with its own before a step."""
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
 class Clock:
     """Seconds that pass only when the test says so."""
 
