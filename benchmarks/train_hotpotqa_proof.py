@@ -444,23 +444,45 @@ RL_TYPES = {"all": ("bridge", "comparison", "comparison (yes/no)"), "bridge": ("
             "names": ("bridge", "comparison"), "comparison": ("comparison",)}
 
 
-def rl_tasks(types: str) -> Any:
+def share_indices(kinds: Sequence[str], share: float) -> list[int]:
+    """Indices into rows of ``kinds`` (``bridge`` or ``comparison``) that make named comparisons ``share`` of them:
+    every bridge row once, and the comparison rows cycled (repeated, or cut) to ``share / (1 - share)`` bridge rows.
+    The trainer's sampler shuffles the rows, so a repeated comparison is drawn about as often as any other."""
+    if not 0 < share < 1:
+        raise ValueError(f"--comparison-share must be between 0 and 1 (exclusive), got {share}")
+    bridge = [i for i, k in enumerate(kinds) if k == "bridge"]
+    named = [i for i, k in enumerate(kinds) if k == "comparison"]
+    if not bridge or not named:
+        raise ValueError(f"--comparison-share needs bridge and comparison rows, got {len(bridge)} and {len(named)}")
+    count = round(share / (1 - share) * len(bridge))
+    return bridge + [named[j % len(named)] for j in range(count)]
+
+
+def rl_tasks(types: str, comparison_share: float | None = None) -> Any:
     """The RL task rows: the training seeds whose question type is in ``RL_TYPES[types]``: every one (``all``), the
     bridge questions (``bridge``: the one type whose answer a sampled episode can only get right by searching), the
     questions whose answer is a name (``names``: bridge and named comparisons, no yes/no question, whose sampled
-    answer is right half the time by chance) or the named comparisons alone (``comparison``)."""
+    answer is right half the time by chance) or the named comparisons alone (``comparison``). With ``names``,
+    ``comparison_share`` sets the named comparisons' share of the rows (their natural share is 37%)."""
     from agentgym_r1.trainers.common import task_dataset
 
+    if comparison_share is not None and types != "names":
+        raise ValueError(f"--comparison-share mixes the 'names' tasks; got --rl-types {types!r}: add --rl-types names")
     rows = task_dataset(TRAIN_SEEDS)  # the trainers' own task rows: reset seeds 0..TRAIN_SEEDS-1
     if types != "all":
-        rows = rows.select([i for i, t in enumerate(questions(range(TRAIN_SEEDS)))
-                            if question_type(t) in RL_TYPES[types]])
-    print(f"RL tasks: {len(rows)} training seeds ({types})", flush=True)
+        kinds = [question_type(t) for t in questions(range(TRAIN_SEEDS))]
+        keep = [i for i, kind in enumerate(kinds) if kind in RL_TYPES[types]]
+        if comparison_share is not None:
+            keep = [keep[i] for i in share_indices([kinds[i] for i in keep], comparison_share)]
+        rows = rows.select(keep)
+    named = "" if comparison_share is None else f", named comparisons {100 * comparison_share:.0f}% of them"
+    print(f"RL tasks: {len(rows)} training rows ({types}{named})", flush=True)
     return rows
 
 
 def train(out: Path, start: Path, label: str, trainer_class: Any, args: Any, minutes: float, every: int,
-          types: str = "all", budget: str = "wall", schedule: str = "cosine", **extra: Any) -> None:
+          types: str = "all", budget: str = "wall", schedule: str = "cosine", comparison_share: float | None = None,
+          **extra: Any) -> None:
     """Train the checkpoint ``start`` with ``trainer_class(model, args, tokenizer)`` on the training questions of
     ``types`` for ``minutes`` (its learning curve in ``OUT/<label>/curve.json``), then save the policy and its held-out
     result. ``budget="wall"``: the minutes are wall time, monitoring included; ``"train"``: training time alone."""
@@ -475,9 +497,9 @@ def train(out: Path, start: Path, label: str, trainer_class: Any, args: Any, min
     curve = Curve(tokenizer, monitor, label, out / label / "curve.json")
     clock = WallClockBudget(minutes, cosine=schedule == "cosine", evaluate=curve, every=every,
                             count_evaluation=budget == "wall")
-    trainer_class(model, args, tokenizer, train_dataset=rl_tasks(types), callbacks=[clock]).train()
+    trainer_class(model, args, tokenizer, train_dataset=rl_tasks(types, comparison_share), callbacks=[clock]).train()
     finish(out, label, model, tokenizer, curve, final, start=str(start), types=types, budget=budget,
-           schedule=schedule, **extra)
+           schedule=schedule, comparison_share=comparison_share, **extra)
 
 
 def rl_env_kwargs(reward: str) -> dict[str, Any]:
@@ -492,13 +514,15 @@ def run_label(base: str, seed: int, reward: str) -> str:
 
 def run_grpo(out: Path, start: Path, minutes: float, every: int, lr: float, layout: str, estimator: str, seed: int,
              batch: int, generations: int, threads: int, temperature: float, types: str, reward: str = "em",
-             budget: str = "wall", iterations: int = 1, schedule: str = "cosine") -> None:
+             budget: str = "wall", iterations: int = 1, schedule: str = "cosine",
+             comparison_share: float | None = None) -> None:
     from agentgym_r1.trainers.configs import AgentGRPOConfig
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
     name = {"grpo": "grpo", "rloo": "rloo", "reinforce_pp": "reinforcepp"}[estimator]
     label = run_label(f"{name}-{layout}" + ("" if iterations == 1 else f"-it{iterations}")
-                      + ("" if schedule == "cosine" else f"-{schedule}"), seed, reward)
+                      + ("" if schedule == "cosine" else f"-{schedule}")
+                      + ("" if comparison_share is None else f"-cmp{round(100 * comparison_share)}"), seed, reward)
     args = AgentGRPOConfig(
         output_dir=str(out / label), env_id=ENV_ID, env_kwargs=rl_env_kwargs(reward), max_turns=MAX_TURNS,
         max_new_tokens=MAX_NEW_TOKENS, num_generations=generations, per_device_train_batch_size=batch,
@@ -507,8 +531,8 @@ def run_grpo(out: Path, start: Path, minutes: float, every: int, lr: float, layo
         max_steps=100_000, logging_steps=5, report_to="tensorboard", gradient_checkpointing=False,
         save_strategy="no", use_cpu=True, bf16=False, num_tasks=TRAIN_SEEDS, seed=seed, data_seed=seed,
         num_iterations=iterations)
-    train(out, start, label, AgentGRPOTrainer, args, minutes, every, types, budget, schedule, threads=threads, lr=lr,
-          batch=batch, temperature=temperature, reward=reward, iterations=iterations)
+    train(out, start, label, AgentGRPOTrainer, args, minutes, every, types, budget, schedule, comparison_share,
+          threads=threads, lr=lr, batch=batch, temperature=temperature, reward=reward, iterations=iterations)
 
 
 def run_ppo(out: Path, start: Path, minutes: float, every: int, lr: float, advantage_mask: bool, loss_mask: bool,
@@ -608,6 +632,9 @@ def main() -> None:
     parser.add_argument("--rl-types", choices=sorted(RL_TYPES), default="all",
                         help="RL: the training questions' types (all; bridge; names: bridge and named comparisons; "
                         "comparison: named comparisons)")
+    parser.add_argument("--comparison-share", type=float,
+                        help="RL with --rl-types names: the named comparisons' share of the task rows, their rows "
+                        "repeated to reach it (natural share: 37%%)")
     parser.add_argument("--reward", choices=["em", "char_f1"], default="em",
                         help="RL: the env's outcome reward (held-out EM is measured with em either way)")
     parser.add_argument("--budget", choices=["wall", "train"], default="wall",
@@ -656,6 +683,9 @@ def main() -> None:
                              "needs about twice the default)")
     parser.add_argument("--threads", type=int, default=1)
     a = parser.parse_args()
+    if a.comparison_share is not None and (a.phase != "grpo" or a.rl_types != "names" or not 0 < a.comparison_share < 1):
+        parser.error(f"--comparison-share takes a share in (0, 1) for grpo with --rl-types names; got "
+                     f"{a.comparison_share} for {a.phase} with --rl-types {a.rl_types}")
     BUDGET["completion"] = a.max_completion
     import torch
 
@@ -673,7 +703,8 @@ def main() -> None:
     elif a.phase == "grpo":
         estimator = "reinforce_pp" if a.estimator == "reinforce++" else a.estimator
         run_grpo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, a.layout, estimator, a.seed, a.batch,
-                 a.generations, a.threads, a.temperature, a.rl_types, a.reward, a.budget, a.iterations, a.schedule)
+                 a.generations, a.threads, a.temperature, a.rl_types, a.reward, a.budget, a.iterations, a.schedule,
+                 a.comparison_share)
     elif a.phase == "ppo":
         run_ppo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, not a.no_advantage_mask,
                 not a.no_loss_mask, a.seed, a.batch, a.threads, a.temperature, a.rl_types, a.reward, a.budget)

@@ -1,0 +1,60 @@
+"""The HotpotQA proof's RL task mix (``benchmarks/train_hotpotqa_proof.py``): the rows it trains on, and the
+options it refuses before any work starts."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "train_hotpotqa_proof.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("train_hotpotqa_proof", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("bridge", "named", "share"), [(10, 4, 0.5), (10, 30, 0.5), (7, 3, 0.25), (5, 5, 0.8)])
+def test_share_indices_give_named_comparisons_their_share_and_keep_every_bridge_row(bridge, named, share):
+    kinds = ["bridge"] * bridge + ["comparison"] * named
+    kinds = [kinds[i] for i in sorted(range(len(kinds)), key=lambda i: (i * 7) % len(kinds))]  # interleaved
+    picked = load_script().share_indices(kinds, share)
+    counts = Counter(kinds[i] for i in picked)
+    assert sorted(i for i in picked if kinds[i] == "bridge") == [i for i, k in enumerate(kinds) if k == "bridge"]
+    assert counts["comparison"] == round(share / (1 - share) * bridge)
+    assert abs(counts["comparison"] / len(picked) - share) <= 1 / len(picked)
+    # comparisons are cycled: no row repeated more than once beyond any other
+    repeats = Counter(i for i in picked if kinds[i] == "comparison")
+    assert max(repeats.values()) - min(repeats.values(), default=0) <= 1
+    if counts["comparison"] >= named:
+        assert len(repeats) == named  # every comparison row is used
+
+
+@pytest.mark.parametrize(("kinds", "share"), [(["bridge", "comparison"], 0.0), (["bridge", "comparison"], 1.0),
+                                               (["bridge", "bridge"], 0.5)])
+def test_share_indices_refuse_a_share_they_cannot_make(kinds, share):
+    with pytest.raises(ValueError, match="comparison-share"):
+        load_script().share_indices(kinds, share)
+
+
+def test_rl_tasks_refuse_a_share_without_the_names_tasks():
+    with pytest.raises(ValueError, match="--rl-types names"):
+        load_script().rl_tasks("bridge", 0.5)
+
+
+def test_cli_refuses_a_share_before_any_work(tmp_path):
+    out = subprocess.run([sys.executable, str(SCRIPT), "grpo", "--out", str(tmp_path / "run"), "--rl-types", "all",
+                          "--comparison-share", "0.5"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "--comparison-share" in out.stderr and "--rl-types all" in out.stderr
+    assert not (tmp_path / "run").exists()  # refused before the output directory was made
