@@ -273,23 +273,62 @@ def save_result(out: Path, label: str, em: float, **extra: Any) -> None:
           f"[{100 * stat.low:.1f}, {100 * stat.high:.1f}]", flush=True)
 
 
+COMPARISON_OUTCOMES = ("solved", "the other name, copied exactly", "a name a few characters off", "another name",
+                       "no answer")
+
+
+def comparison_outcome(task: Any, episode: Any) -> str:
+    """How a greedy named comparison ended (one of :data:`COMPARISON_OUTCOMES`): the answer is one of the two names
+    compared, so a wrong answer is the other one copied exactly (a wrong pick), a near copy of either (at least 0.8 of
+    ``difflib``'s ratio: "Zeikrou Works" for "Zeikro Works"), or another name."""
+    from difflib import SequenceMatcher
+
+    from agentgym_r1.core.parsers import tag_spans
+    from agentgym_r1.leaderboard.baselines.hotpotqa import supporting_titles
+
+    if episode.success:
+        return COMPARISON_OUTCOMES[0]
+    answers = [body.strip() for turn in episode.turns for _, body in tag_spans(turn.action, "<answer>", "</answer>")
+               or []]
+    if not answers:
+        return COMPARISON_OUTCOMES[4]
+    names = supporting_titles(task.meta)[:2]
+    if answers[-1] in names:
+        return COMPARISON_OUTCOMES[1]
+    near = max(SequenceMatcher(None, answers[-1], name).ratio() for name in names) >= 0.8
+    return COMPARISON_OUTCOMES[2 if near else 3]
+
+
+def comparison_outcomes(tasks: Sequence[Any], episodes: Sequence[Any]) -> dict[str, int]:
+    """How many of the named comparisons among ``tasks`` ended in each of :data:`COMPARISON_OUTCOMES`, printed."""
+    return count_outcomes(tasks, episodes, "comparison", COMPARISON_OUTCOMES, comparison_outcome, "named comparisons")
+
+
 def save_react_result(out: Path, label: str, model: Any, tokenizer: Any, seeds: Sequence[int], **extra: Any) -> None:
     """The greedy ReAct agent's EM on ``seeds``, overall and by question type, and where its bridge episodes went
-    wrong, saved as ``label``'s result."""
+    wrong, and how its named comparisons ended, saved as ``label``'s result."""
     episodes, tasks = react_episodes(model, tokenizer, seeds), questions(seeds)
     solved = [e.success for e in episodes]
     save_result(out, label, sum(solved) / len(solved), by_type=em_by_type(tasks, solved),
-                bridge_outcomes=bridge_outcomes(tasks, episodes), **extra)
+                bridge_outcomes=bridge_outcomes(tasks, episodes),
+                comparison_outcomes=comparison_outcomes(tasks, episodes), **extra)
 
 
 def bridge_outcomes(tasks: Sequence[Any], episodes: Sequence[Any]) -> dict[str, int]:
     """How many of the bridge questions among ``tasks`` ended in each of :data:`BRIDGE_OUTCOMES`, printed."""
-    counts = dict.fromkeys(BRIDGE_OUTCOMES, 0)
+    return count_outcomes(tasks, episodes, "bridge", BRIDGE_OUTCOMES, bridge_outcome, "bridge episodes")
+
+
+def count_outcomes(tasks: Sequence[Any], episodes: Sequence[Any], kind: str, outcomes: Sequence[str],
+                   outcome: Any, title: str) -> dict[str, int]:
+    """How many episodes of the questions of type ``kind`` among ``tasks`` ``outcome(task, episode)`` puts in each of
+    ``outcomes``, printed after ``title``."""
+    counts = dict.fromkeys(outcomes, 0)
     for task, episode in zip(tasks, episodes, strict=True):
-        if question_type(task) == "bridge":
-            counts[bridge_outcome(task, episode)] += 1
+        if question_type(task) == kind:
+            counts[outcome(task, episode)] += 1
     if not world()[0]:
-        print("bridge episodes: " + ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
+        print(f"{title}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
     return counts
 
 

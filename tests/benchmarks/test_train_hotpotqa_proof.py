@@ -58,3 +58,28 @@ def test_cli_refuses_a_share_before_any_work(tmp_path):
     assert out.returncode == 2, out.stdout + out.stderr
     assert "--comparison-share" in out.stderr and "--rl-types all" in out.stderr
     assert not (tmp_path / "run").exists()  # refused before the output directory was made
+
+
+def test_comparison_outcomes_tell_a_wrong_pick_from_a_garbled_copy():
+    from types import SimpleNamespace
+
+    script = load_script()
+    seed, task = next((s, t) for s, t in enumerate(script.questions(range(200)))
+                      if script.question_type(t) == "comparison")
+    gold = script.gold(task)
+    first, second = script.expert_actions(task)[:2]
+    names = [a.removeprefix("<search>").removesuffix("</search>") for a in (first, second)]
+    other = names[1] if names[0] == gold else names[0]
+    assert gold in names, (seed, names, gold)
+
+    def episode(answer: str | None, success: bool = False) -> SimpleNamespace:
+        actions = [first, second] + ([] if answer is None else [f"<answer>{answer}</answer>"])
+        return SimpleNamespace(success=success, turns=[SimpleNamespace(action=a) for a in actions])
+
+    cases = {"solved": episode(gold, success=True), "the other name, copied exactly": episode(other),
+             "a name a few characters off": episode(other[:-1] + ("x" if other[-1] != "x" else "y")),
+             "another name": episode("Qwerty Zyx"), "no answer": episode(None)}
+    for expected, ep in cases.items():
+        assert script.comparison_outcome(task, ep) == expected, (expected, ep)
+    counts = script.comparison_outcomes([task] * len(cases), list(cases.values()))
+    assert counts == dict.fromkeys(script.COMPARISON_OUTCOMES, 1)
