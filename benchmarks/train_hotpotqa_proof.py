@@ -51,7 +51,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +182,14 @@ def world() -> tuple[int, int]:
     return 0, 1
 
 
+def tag_bodies(episode: Any, tag: str) -> list[str]:
+    """The bodies of ``<tag>...</tag>`` in an episode's actions, in order, as ``TagParser.parse`` reads them (an
+    unclosed tag makes its turn invalid: no body)."""
+    from agentgym_r1.core.parsers import tag_spans
+
+    return [body.strip() for turn in episode.turns for _, body in tag_spans(turn.action, f"<{tag}>", f"</{tag}>") or []]
+
+
 BRIDGE_OUTCOMES = ("solved", "first query is not the question's entity", "second query is not the bridge entity",
                    "wrong answer after both right queries")
 
@@ -189,15 +197,12 @@ BRIDGE_OUTCOMES = ("solved", "first query is not the question's entity", "second
 def bridge_outcome(task: Any, episode: Any) -> str:
     """Where a greedy bridge episode went wrong (one of :data:`BRIDGE_OUTCOMES`): the queries are compared with the
     supporting titles exactly, so a query a letter off counts as wrong even where BM25 still finds the passage."""
-    from agentgym_r1.core.parsers import tag_spans
     from agentgym_r1.leaderboard.baselines.hotpotqa import supporting_titles
 
     if episode.success:
         return BRIDGE_OUTCOMES[0]
     titles = supporting_titles(task.meta)
-    # the <search> bodies as TagParser.parse reads them (an unclosed tag makes the turn invalid: no query)
-    queries = [body.strip() for turn in episode.turns for _, body in tag_spans(turn.action, "<search>", "</search>")
-               or []]
+    queries = tag_bodies(episode, "search")
     for i, title in enumerate(titles[:2]):
         if len(queries) <= i or queries[i] != title:
             return BRIDGE_OUTCOMES[1 + i]
@@ -283,13 +288,11 @@ def comparison_outcome(task: Any, episode: Any) -> str:
     ``difflib``'s ratio: "Zeikrou Works" for "Zeikro Works"), or another name."""
     from difflib import SequenceMatcher
 
-    from agentgym_r1.core.parsers import tag_spans
     from agentgym_r1.leaderboard.baselines.hotpotqa import supporting_titles
 
     if episode.success:
         return COMPARISON_OUTCOMES[0]
-    answers = [body.strip() for turn in episode.turns for _, body in tag_spans(turn.action, "<answer>", "</answer>")
-               or []]
+    answers = tag_bodies(episode, "answer")
     if not answers:
         return COMPARISON_OUTCOMES[4]
     names = supporting_titles(task.meta)[:2]
@@ -320,7 +323,7 @@ def bridge_outcomes(tasks: Sequence[Any], episodes: Sequence[Any]) -> dict[str, 
 
 
 def count_outcomes(tasks: Sequence[Any], episodes: Sequence[Any], kind: str, outcomes: Sequence[str],
-                   outcome: Any, title: str) -> dict[str, int]:
+                   outcome: Callable[[Any, Any], str], title: str) -> dict[str, int]:
     """How many episodes of the questions of type ``kind`` among ``tasks`` ``outcome(task, episode)`` puts in each of
     ``outcomes``, printed after ``title``."""
     counts = dict.fromkeys(outcomes, 0)
@@ -487,14 +490,24 @@ def share_indices(kinds: Sequence[str], share: float) -> list[int]:
     """Indices into rows of ``kinds`` (``bridge`` or ``comparison``) that make named comparisons ``share`` of them:
     every bridge row once, and the comparison rows cycled (repeated, or cut) to ``share / (1 - share)`` bridge rows.
     The trainer's sampler shuffles the rows, so a repeated comparison is drawn about as often as any other."""
-    if not 0 < share < 1:
-        raise ValueError(f"--comparison-share must be between 0 and 1 (exclusive), got {share}")
+    check_comparison_share("names", share)
     bridge = [i for i, k in enumerate(kinds) if k == "bridge"]
     named = [i for i, k in enumerate(kinds) if k == "comparison"]
     if not bridge or not named:
         raise ValueError(f"--comparison-share needs bridge and comparison rows, got {len(bridge)} and {len(named)}")
     count = round(share / (1 - share) * len(bridge))
     return bridge + [named[j % len(named)] for j in range(count)]
+
+
+def check_comparison_share(types: str, share: float | None) -> None:
+    """Refuse a ``--comparison-share`` that :func:`rl_tasks` cannot make: it mixes the ``names`` tasks, and a share is
+    between 0 and 1."""
+    if share is None:
+        return
+    if types != "names":
+        raise ValueError(f"--comparison-share mixes the 'names' tasks; got --rl-types {types}: add --rl-types names")
+    if not 0 < share < 1:
+        raise ValueError(f"--comparison-share must be between 0 and 1 (exclusive), got {share}")
 
 
 def rl_tasks(types: str, comparison_share: float | None = None) -> Any:
@@ -505,8 +518,7 @@ def rl_tasks(types: str, comparison_share: float | None = None) -> Any:
     ``comparison_share`` sets the named comparisons' share of the rows (their natural share is 37%)."""
     from agentgym_r1.trainers.common import task_dataset
 
-    if comparison_share is not None and types != "names":
-        raise ValueError(f"--comparison-share mixes the 'names' tasks; got --rl-types {types!r}: add --rl-types names")
+    check_comparison_share(types, comparison_share)
     rows = task_dataset(TRAIN_SEEDS)  # the trainers' own task rows: reset seeds 0..TRAIN_SEEDS-1
     if types != "all":
         kinds = [question_type(t) for t in questions(range(TRAIN_SEEDS))]
@@ -722,9 +734,12 @@ def main() -> None:
                              "needs about twice the default)")
     parser.add_argument("--threads", type=int, default=1)
     a = parser.parse_args()
-    if a.comparison_share is not None and (a.phase != "grpo" or a.rl_types != "names" or not 0 < a.comparison_share < 1):
-        parser.error(f"--comparison-share takes a share in (0, 1) for grpo with --rl-types names; got "
-                     f"{a.comparison_share} for {a.phase} with --rl-types {a.rl_types}")
+    if a.comparison_share is not None and a.phase != "grpo":
+        parser.error(f"--comparison-share mixes the RL tasks of grpo; got it for {a.phase}")
+    try:
+        check_comparison_share(a.rl_types, a.comparison_share)
+    except ValueError as error:
+        parser.error(str(error))
     BUDGET["completion"] = a.max_completion
     import torch
 
