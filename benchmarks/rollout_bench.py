@@ -13,7 +13,8 @@ What it does, top to bottom:
    its ``_generate`` (generation + tool calls) is timed, and env time is timed inside the env wrapper.
 
 Prints tokens/s (model-sampled tokens), processed tokens/s (context + sampled tokens of every generation call: the
-work of the model, which grows with the context of later turns), episodes/s, turns per episode and the share of
+task's size, which grows with the context of later turns; with key/value reuse across turns the engine prefills only
+what each turn adds, and the row without it shows the difference), episodes/s, turns per episode and the share of
 wall time spent in env steps.
 
     PYTHONPATH=. python benchmarks/rollout_bench.py --prompts 8 --samples 4
@@ -232,8 +233,12 @@ def main() -> None:
         print(f"warm start: {a.sft_steps} steps, final loss {loss:.3f}, {time.perf_counter() - t0:.1f}s")
         ours = bench_engine(model, chat, a.prompts, a.samples, a.max_new_tokens, a.seed)
         ours_eos = bench_engine(model, chat, a.prompts, a.samples, a.max_new_tokens, a.seed, stop=())
+        # every turn prefilled in full, as before key/value reuse across turns (HFBackend.rollout_session)
+        ours_full = bench_engine(model, chat, a.prompts, a.samples, a.max_new_tokens, a.seed,
+                                 backend=HFBackend(model, chat, reuse_prefix=False))
         theirs = bench_trl(model, tok, a.prompts, a.samples, a.max_new_tokens, a.seed, os.path.join(tmp, "trl"))
         rows = [("agentgym-r1 (stop strings+eos)", ours), ("agentgym-r1 (eos only)", ours_eos),
+                ("agentgym-r1 (no key/value reuse)", ours_full),
                 ("TRL environment_factory loop", theirs)]
         if a.vllm:
             rows += bench_vllm(model, tok, chat, a, tmp)

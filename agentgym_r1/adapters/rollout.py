@@ -18,6 +18,7 @@ ends the episodes it held with ``"env_error"`` and is replaced.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -151,9 +152,12 @@ class RolloutEngine:
         if cfg.seed is not None and hasattr(self.backend, "reseed"):
             self.backend.reseed(cfg.seed)
         lives = self._start([(i, j, spec) for i, spec in enumerate(specs) for j in range(g)])
+        # a backend's rollout session (HFBackend: key/value reuse across turns) spans one rollout, whose weights are fixed
+        session = getattr(self.backend, "rollout_session", contextlib.nullcontext)
         try:
-            while live := [x for x in lives if not x.done]:
-                self._round(live)
+            with session():
+                while live := [x for x in lives if not x.done]:
+                    self._round(live)
         finally:
             self._release(lives)
         for x in lives:

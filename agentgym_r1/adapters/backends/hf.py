@@ -5,14 +5,19 @@ next-token scores of the current step, and a stopping criterion that reads the t
 log-probability, and ends a row on an end-of-turn id, on the token completing a stop string, or at the row's budget.
 Rows are cut where they stopped, so the ids are exactly those sampled; the pads ``generate`` adds after a finished
 row are never returned.
+
+Inside :meth:`HFBackend.rollout_session` (the rollout engine opens one per rollout) each call keeps its key/value cache and
+the next call prefills only the tokens its contexts add (:mod:`agentgym_r1.adapters.backends.prefix`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from agentgym_r1.adapters.backends.base import Generation, SamplingParams, StopScanner
+from agentgym_r1.adapters.backends.prefix import PrefixCache
 from agentgym_r1.adapters.tokenize import ChatTokenizer
 from agentgym_r1.error import require
 
@@ -25,15 +30,31 @@ class HFBackend:
     model's ``generation_config`` (a ``repetition_penalty``, say) still apply and shape the sampling distribution;
     with ``neutral=True`` (what the trainers use) generation starts from a fresh ``GenerationConfig``, so only the
     temperature and top-p/top-k act, exactly the distribution a trainer's loss recomputes.
+
+    ``reuse_prefix`` (default on) lets :meth:`rollout_session` keep each call's key/value cache for the next call's longer
+    contexts; it applies to calls of one ``generate`` batch (all contexts within ``batch_size``) and no ``extra``
+    sampling settings.
     """
 
     def __init__(self, model: Any, chat: ChatTokenizer, *, batch_size: int | None = None,
-                 neutral: bool = False) -> None:
+                 neutral: bool = False, reuse_prefix: bool = True) -> None:
         require("torch", "train", "the transformers generation backend")
         self.model = model
         self.chat = chat
         self.batch_size = batch_size
         self.neutral = neutral
+        self.reuse_prefix = reuse_prefix
+        self.prefix = PrefixCache()
+
+    @contextmanager
+    def rollout_session(self) -> Iterator[None]:
+        """Calls inside the block may reuse the previous call's cache; the model's weights must not change inside it.
+        Without ``reuse_prefix`` the block changes nothing."""
+        if not self.reuse_prefix:
+            yield
+            return
+        with self.prefix.session():
+            yield
 
     def reseed(self, seed: int) -> None:
         """Seed torch's generator (the engine calls this at the start of each rollout)."""
@@ -44,28 +65,36 @@ class HFBackend:
     def generate(self, contexts: Sequence[Sequence[int]], budgets: Sequence[int],
                  params: SamplingParams) -> list[Generation]:
         step = self.batch_size or max(len(contexts), 1)
+        keep = len(contexts) <= step and not params.extra  # one generate call: its cache can serve the next
         out: list[Generation] = []
         for i in range(0, len(contexts), step):
-            out += self._generate(contexts[i : i + step], budgets[i : i + step], params)
+            out += self._generate(contexts[i : i + step], budgets[i : i + step], params, keep)
         return out
 
     def _generate(self, contexts: Sequence[Sequence[int]], budgets: Sequence[int],
-                  params: SamplingParams) -> list[Generation]:
+                  params: SamplingParams, keep: bool) -> list[Generation]:
         import torch
 
         device = next(self.model.parameters()).device
         width = max(len(c) for c in contexts)
         pad = self.chat.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(c)) + list(c) for c in contexts], device=device)
-        mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
+        reuse = self.prefix.plan(contexts, pad, device) if keep else None
+        if reuse is not None:
+            input_ids, mask, cache = reuse.input_ids, reuse.attention_mask, reuse.cache
+        else:
+            input_ids = torch.tensor([[pad] * (width - len(c)) + list(c) for c in contexts], device=device)
+            mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
+            cache = None
         scanner = StopScanner(self._decode, self.chat.stop_token_ids, params.stop)
         recorder = _LogprobRecorder(params.temperature)
-        criterion = _TurnEnd(scanner, recorder, width, list(budgets))
+        criterion = _TurnEnd(scanner, recorder, list(budgets))
         stop_ids = sorted(self.chat.stop_token_ids)
         greedy = params.temperature == 0
         kwargs: dict[str, Any] = {"do_sample": not greedy, "max_new_tokens": max(budgets), "pad_token_id": pad,
                                   "eos_token_id": stop_ids, "logits_processor": [recorder],
-                                  "stopping_criteria": [criterion]}
+                                  "stopping_criteria": [criterion], "return_dict_in_generate": True}
+        if cache is not None:
+            kwargs["past_key_values"] = cache
         if not greedy:
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
         training, config = self.model.training, self.model.generation_config
@@ -78,11 +107,14 @@ class HFBackend:
             self.model.generation_config = GenerationConfig(pad_token_id=pad, eos_token_id=stop_ids)
         try:
             with torch.no_grad():
-                self.model.generate(input_ids=input_ids, attention_mask=mask, **kwargs, **params.extra)
+                output = self.model.generate(input_ids=input_ids, attention_mask=mask, **kwargs, **params.extra)
         finally:
             self.model.train(training)
             self.model.generation_config = config
-        return criterion.results()
+        results = criterion.results()
+        if keep:
+            self.prefix.keep(getattr(output, "past_key_values", None), mask, contexts, [r.ids for r in results])
+        return results
 
     def _decode(self, ids: list[int]) -> str:
         return self.chat.tokenizer.decode(ids, skip_special_tokens=False)
@@ -105,10 +137,9 @@ class _LogprobRecorder:
 class _TurnEnd:
     """A stopping criterion that ends each row at its own stop and records what the row sampled."""
 
-    def __init__(self, scanner: StopScanner, recorder: _LogprobRecorder, width: int, budgets: list[int]) -> None:
+    def __init__(self, scanner: StopScanner, recorder: _LogprobRecorder, budgets: list[int]) -> None:
         self.scanner = scanner
         self.recorder = recorder
-        self.width = width
         self.budgets = budgets
         n = len(budgets)
         self.ids: list[list[int]] = [[] for _ in range(n)]
