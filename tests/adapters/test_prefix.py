@@ -87,6 +87,19 @@ def test_pads_fed_after_a_row_stopped_are_masked_out(model, chat):
         assert all(math.isclose(x, y, abs_tol=1e-4) for x, y in zip(c.logprobs, f.logprobs, strict=True))
 
 
+def test_a_planned_cache_is_handed_over(model, chat):
+    """The kept cache is selected in place for the call that reuses it, so it is no longer kept: a call that then
+    fails cannot leave rows behind that no longer match their prefixes."""
+    be = backend(model, chat)
+    a = chat.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])
+    greedy = SamplingParams(max_new_tokens=4, temperature=0)
+    with be.rollout_session():
+        (first,) = be.generate([a], [4], greedy)
+        longer = a + first.ids + a
+        assert be.prefix.plan([longer], chat.pad_token_id, "cpu") is not None
+        assert be.prefix.kept is None and be.prefix.plan([longer], chat.pad_token_id, "cpu") is None
+
+
 def test_a_context_that_extends_no_kept_row_is_prefilled_in_full(model, chat):
     be = backend(model, chat)
     a = chat.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])

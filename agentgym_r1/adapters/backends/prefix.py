@@ -84,6 +84,7 @@ class PrefixCache:
         if length + width > 2 * max(len(c) for c in contexts) + 64:  # too many holes: a tight prefill is cheaper
             return None
         index = torch.tensor(rows, device=kept.valid.device)
+        self.kept = None  # the cache goes to this call (selected in place): a call that fails leaves nothing behind
         kept.cache.batch_select_indices(index)
         tail = torch.tensor([[0] * (width - len(f)) + [1] * len(f) for f in fresh], device=device)
         ids = torch.tensor([[pad] * (length + width - len(f)) + f for f in fresh], device=device)
