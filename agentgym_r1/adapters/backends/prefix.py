@@ -98,7 +98,7 @@ class PrefixCache:
         import torch
 
         self.kept = None
-        if not self.active or not _plain(cache):
+        if not self.active or not _plain(cache, len(contexts)):
             return
         decoded = cache.get_seq_length() - attention_mask.shape[1]  # decode steps that fed a sampled token
         # a row's sampled token k sits at decode position k; all but its last were fed (the last ends the row)
@@ -127,9 +127,11 @@ def _match(prefixes: list[list[int]], contexts: Sequence[Sequence[int]]) -> list
     return rows
 
 
-def _plain(cache: Any) -> bool:
-    """A ``DynamicCache`` of full-attention layers only: the one layout whose rows and positions :meth:`plan` can
-    select and mask (sliding-window, linear-attention and quantized layers keep other state)."""
+def _plain(cache: Any, rows: int) -> bool:
+    """A ``DynamicCache`` of full-attention layers only, one row per context: the one layout whose rows and positions
+    :meth:`plan` can select and mask (sliding-window, linear-attention and quantized layers keep other state; beams or
+    several return sequences from a model's ``generation_config`` give other rows)."""
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
-    return type(cache) is DynamicCache and all(type(layer) is DynamicLayer for layer in cache.layers)
+    return (type(cache) is DynamicCache and bool(cache.layers)
+            and all(type(layer) is DynamicLayer and layer.keys.shape[0] == rows for layer in cache.layers))
