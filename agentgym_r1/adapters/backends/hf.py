@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from agentgym_r1.adapters.backends.base import Generation, SamplingParams, StopScanner
-from agentgym_r1.adapters.backends.prefix import PrefixCache
+from agentgym_r1.adapters.backends.prefix import PrefixCache, left_pad
 from agentgym_r1.adapters.tokenize import ChatTokenizer
 from agentgym_r1.error import require
 
@@ -76,15 +76,12 @@ class HFBackend:
         import torch
 
         device = next(self.model.parameters()).device
-        width = max(len(c) for c in contexts)
         pad = self.chat.pad_token_id
         reuse = self.prefix.plan(contexts, pad, device) if keep else None
         if reuse is not None:
             input_ids, mask, cache = reuse.input_ids, reuse.attention_mask, reuse.cache
         else:
-            input_ids = torch.tensor([[pad] * (width - len(c)) + list(c) for c in contexts], device=device)
-            mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
-            cache = None
+            (input_ids, mask), cache = left_pad(contexts, pad, device), None
         scanner = StopScanner(self._decode, self.chat.stop_token_ids, params.stop)
         recorder = _LogprobRecorder(params.temperature)
         criterion = _TurnEnd(scanner, recorder, list(budgets))

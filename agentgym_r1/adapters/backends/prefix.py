@@ -56,7 +56,7 @@ class PrefixCache:
     def __init__(self) -> None:
         self.active = False
         self.kept: _Kept | None = None
-        self.reused = 0  # calls served from the cache, and tokens they did not prefill again (for tests and benches)
+        self.reused = 0  # calls served from the cache, and tokens they did not prefill again (the tests read them)
         self.saved_tokens = 0
 
     @contextmanager
@@ -86,11 +86,10 @@ class PrefixCache:
         index = torch.tensor(rows, device=kept.valid.device)
         self.kept = None  # the cache goes to this call (selected in place): a call that fails leaves nothing behind
         kept.cache.batch_select_indices(index)
-        tail = torch.tensor([[0] * (width - len(f)) + [1] * len(f) for f in fresh], device=device)
-        ids = torch.tensor([[pad] * (length + width - len(f)) + f for f in fresh], device=device)
+        ids, mask = left_pad(fresh, pad, device, length + width)  # the cached positions' ids are never fed
         self.reused += 1
         self.saved_tokens += sum(len(kept.prefixes[r]) for r in rows)
-        return Reuse(ids, torch.cat([kept.valid[index].to(device).long(), tail], dim=1), kept.cache)
+        return Reuse(ids, torch.cat([kept.valid[index].to(device).long(), mask[:, length:]], dim=1), kept.cache)
 
     def keep(self, cache: Any, attention_mask: Any, contexts: Sequence[Sequence[int]],
              sampled: Sequence[Sequence[int]]) -> None:
@@ -108,6 +107,17 @@ class PrefixCache:
         valid = torch.cat([attention_mask.bool(), tail], dim=1)
         prefixes = [[*c, *s[:n]] for c, s, n in zip(contexts, sampled, fed, strict=True)]
         self.kept = _Kept(cache, valid, prefixes)
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad: int, device: Any, width: int | None = None) -> tuple[Any, Any]:
+    """``rows`` left-padded with ``pad`` to ``width`` (default: the longest) as ``generate`` takes them: the ids and
+    the attention mask (1 on a row's own tokens)."""
+    import torch
+
+    width = max(len(r) for r in rows) if width is None else width
+    ids = torch.tensor([[pad] * (width - len(r)) + list(r) for r in rows], device=device)
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
+    return ids, mask
 
 
 def _match(prefixes: list[list[int]], contexts: Sequence[Sequence[int]]) -> list[int] | None:
