@@ -433,8 +433,3 @@ def _whole_lookahead(pattern: str) -> bool:
 
 
 _PARSER_OF = {"gpt-oss": "gptoss", "gemma4": "gemma4"}  # families with one tool-call format: TRL's template for it
-
-
-def episode_messages(transcript_messages: Sequence[Message]) -> list[Message]:
-    """The chat messages of an env transcript, copied (the template may not mutate the env's records)."""
-    return [dict(m) for m in transcript_messages]

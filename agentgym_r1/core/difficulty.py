@@ -48,11 +48,6 @@ def resolve(source: str, presets: Mapping[str, K], difficulty: Any) -> tuple[str
     return label, knobs
 
 
-def as_dict(knobs: Any) -> dict[str, Any]:
-    """The knobs as a plain dict (for ``info["env"]`` and task metadata)."""
-    return dataclasses.asdict(knobs)
-
-
 def check_int(source: str, name: str, value: Any, low: int, high: int) -> None:
     """:class:`ConfigError` unless ``value`` is an int in ``[low, high]``."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:

@@ -110,11 +110,6 @@ def env_family(env_id: str) -> str:
     return env_id.rpartition("/")[2].rsplit("-v", 1)[0]
 
 
-def policy_specs(env_id: str) -> list[PolicySpec]:
-    family = env_family(env_id)
-    return [p for p in POLICY_SPECS if p.family == family]
-
-
 def find_policy(spec: str, env_id: str | None = None) -> PolicySpec | None:
     family = env_family(env_id) if env_id else "GSM8K"
     return next((p for p in POLICY_SPECS if p.family == family and p.name == spec), None)

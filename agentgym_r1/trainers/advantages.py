@@ -144,17 +144,6 @@ def filter_groups(rewards: torch.Tensor, group_size: int, keep_ratio: float,
     return keep.repeat_interleave(group_size)
 
 
-def place_step_rewards(shape: tuple[int, int], step_ends: Sequence[Sequence[int]],
-                       step_rewards: Sequence[Sequence[float]]) -> torch.Tensor:
-    """A ``(B, T)`` tensor with each step's reward on that step's last token."""
-    out = torch.zeros(shape, dtype=torch.float32)
-    for b, (ends, rewards) in enumerate(zip(step_ends, step_rewards, strict=True)):
-        for end, r in zip(ends, rewards, strict=True):
-            if 0 <= end < shape[1]:
-                out[b, end] += float(r)
-    return out
-
-
 def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0,
         lam: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Token-level GAE over the positions where ``mask == 1``; the others are skipped (advantage and return 0).

@@ -170,11 +170,6 @@ def compile_game(path: str, lib: Any) -> CompiledGame:
     return game
 
 
-def clear_cache() -> None:
-    with _LOCK:
-        _COMPILED.clear()
-
-
 @functools.lru_cache(maxsize=1)
 def _engine_class() -> type:
     tw_pddl = import_textworld()
