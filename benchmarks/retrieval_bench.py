@@ -9,9 +9,9 @@ queries are the questions); ``synthetic`` is a generated corpus (``gen``) with a
 words on top, then ~300k generated words, so frequent non-stop words have long posting lists; each passage has a few
 topic words, and queries mix topic words with common words from the passage.
 
-    python benchmarks/retrieval_bench.py gen --docs 1000000 --out /tmp/synth1m.jsonl
+    mkdir -p runs && python benchmarks/retrieval_bench.py gen --docs 1000000 --out runs/synth1m.jsonl
     python benchmarks/retrieval_bench.py compare --corpus shared --engines bm25 bm25s lucene dense --dense-docs 1000
-    python benchmarks/retrieval_bench.py compare --corpus /tmp/synth1m.jsonl --engines bm25 lucene
+    python benchmarks/retrieval_bench.py compare --corpus runs/synth1m.jsonl --engines bm25 lucene
 """
 
 from __future__ import annotations

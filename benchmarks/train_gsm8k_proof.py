@@ -16,7 +16,7 @@ the warm start solves at most 30% of held-out tasks. RL then runs until ``--minu
 
 The defaults rebuild the first setup (2 layers, 2000 expert episodes), whose SFT plateaus near 30% held-out, so RL
 has little room; ``--layers 4 --sft-episodes 20000`` is the setup that reaches 70% under continued SFT and is the
-one stopped early (see the Training section of benchmarks/README.md for the exact commands and figures).
+one stopped early (see benchmarks/reports/gsm8k_proof.md for the exact commands and figures).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ The original finds title nouns with spaCy's ``en_core_web_lg`` tagger (tokens ta
 installed here. :func:`title_nouns` replaces it with a rule tokeniser: lowercased word tokens (spaCy-like splitting
 of punctuation and ``'s``) minus stop words, numbers and tokens containing digits, colour and size words, and words
 that a closed list or a suffix rule marks as adjectives, adverbs or verbs. Only ``r_type`` depends on it; for the
-goal's own product the overlap is 1 either way. ``benchmarks/webshop_bench.py --type-agreement`` measures how often
-it agrees with the other choices on the shared goals (see ``benchmarks/README.md``).
+goal's own product the overlap is 1 either way. ``benchmarks/webshop_bench.py`` measures how often it agrees with
+the other choices on the shared goals (see ``benchmarks/reports/env_speed.md``).
 
 Two departures, both at the edges: the option share and the total are clipped to at most 1 (the original can count
 more option matches than goal options when extra options are chosen whose text is in the description, giving a
@@ -112,7 +112,7 @@ _ADJ_SUFFIX = re.compile(r".{3,}(?:ous|ful|less|able|ible|ive|ly|ish|ical|ed|ing
 
 
 def tokens(title: str) -> list[str]:
-    """Lowercased tokens, split as spaCy's English tokenizer mostly does (see ``benchmarks/README.md``)."""
+    """Lowercased tokens, split as spaCy's English tokenizer mostly does (see ``benchmarks/reports/env_speed.md``)."""
     return _TOKEN.findall(title.lower())
 
 
