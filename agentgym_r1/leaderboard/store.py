@@ -132,6 +132,8 @@ def _clean_episode(ep: EpisodeRecord) -> None:
     count non-finite reward parts), each with a RuntimeWarning naming the episode."""
     ep.idx, ep.seed, ep.turns, ep.invalid = int(ep.idx), int(ep.seed), int(ep.turns), int(ep.invalid)
     ep.success, ep.truncated = bool(ep.success), bool(ep.truncated)
+    ep.task_id = None if ep.task_id is None else str(ep.task_id)
+    ep.error = None if ep.error is None else str(ep.error)
     ep.metrics, dropped = finite_metrics(ep.metrics)
     ep.reward, ep.seconds = float(ep.reward), float(ep.seconds)
     if not math.isfinite(ep.reward):

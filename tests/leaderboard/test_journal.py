@@ -9,6 +9,7 @@ import sqlite3
 from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from agentgym_r1.cli import main
@@ -124,3 +125,20 @@ def test_every_journaled_field_has_a_check():
     for cls in (RunMeta, EpisodeRecord, TrainingRecord):
         for f in fields(cls):
             assert str(f.type) in CHECKS, (cls.__name__, f.name, f.type)
+
+
+def test_a_live_episode_with_numpy_numbers_journals_a_line_that_replays(tmp_path):
+    path = tmp_path / "r.sqlite"
+    store = ResultsStore(path)
+    meta = RunMeta("AgentR1/GSM8K-v0", "synthetic", "scripted", 0, 1)
+    run_id = store.begin_run(meta)
+    store.add_episode(meta, run_id, EpisodeRecord(np.int64(0), np.int64(0), 7, np.bool_(True), np.float32(1.0),
+                                                  np.int64(2), np.int64(0), metrics={"accuracy": np.float64(1.0),
+                                                                                     "steps": np.int64(3)}))
+    store.close()
+    path.unlink()
+    rebuilt = ResultsStore(path)  # no unreadable line: the writer stored plain values
+    assert rebuilt.recovery and "unreadable" not in rebuilt.recovery
+    (ep,) = rebuilt.episodes(rebuilt.runs()[0]["id"])
+    assert (ep.task_id, ep.success, ep.metrics) == ("7", True, {"accuracy": 1.0, "steps": 3.0})
+    rebuilt.close()
