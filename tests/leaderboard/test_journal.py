@@ -142,3 +142,19 @@ def test_a_live_episode_with_numpy_numbers_journals_a_line_that_replays(tmp_path
     (ep,) = rebuilt.episodes(rebuilt.runs()[0]["id"])
     assert (ep.task_id, ep.success, ep.metrics) == ("7", True, {"accuracy": 1.0, "steps": 3.0})
     rebuilt.close()
+
+
+def test_a_training_record_replays_and_a_bad_one_is_skipped(tmp_path):
+    path = tmp_path / "r.sqlite"
+    store = ResultsStore(path)
+    rec = TrainingRecord("k", "AgentR1/GSM8K-v0", "synthetic", "", "done", None, "hf:a", "hf:b", 40,
+                         [[0, 0.25, 20], [40, 0.5, 20]], {"sft_steps": 850, "lr": 1e-4}, "/tmp/ckpt", 123)
+    store.save_training(rec)
+    store.close()
+    with open(f"{path}.jsonl", "a") as f:
+        f.write(json.dumps({"training": {**json.loads(json.dumps(rec.__dict__)), "key": "k2", "pid": 10**30}}) + "\n")
+    path.unlink()
+    with pytest.warns(RuntimeWarning, match="TrainingRecord.pid"):
+        rebuilt = ResultsStore(path)
+    assert [(r.key, r.curve, r.budget) for r in rebuilt.trainings()] == [("k", rec.curve, rec.budget)]
+    rebuilt.close()
