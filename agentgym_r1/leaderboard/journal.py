@@ -18,7 +18,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["BadLines", "check_record", "finite_metrics", "read_journal"]
+__all__ = ["CHECKS", "BadLine", "BadLines", "check_record", "finite_metrics", "read_journal"]
 
 R = TypeVar("R")
 INT64_MAX = 2**63 - 1
