@@ -58,9 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "oracle), hf:PATH, vllm:PATH or openai:URL#MODEL")
     ev.add_argument("--env", required=True, help="an env id, e.g. AgentR1/GSM8K-v0")
     ev.add_argument("--source", default=None, help="the env's data source (e.g. synthetic, hf, a path)")
-    ev.add_argument("--episodes", type=int, default=20)
-    ev.add_argument("--seed", type=int, default=0)
-    from agentgym_r1.leaderboard.cli import add_play_options
+    from agentgym_r1.leaderboard.cli import MAX_EPISODES, SEED_MAX, add_play_options, int_arg
+
+    ev.add_argument("--episodes", type=int_arg(1, MAX_EPISODES), default=20)
+    ev.add_argument("--seed", type=int_arg(0, SEED_MAX), default=0)
 
     add_play_options(ev)
     ev.add_argument("--results", default=None,
@@ -105,7 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from agentgym_r1.error import AgentGymError
 
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # a usage error (argparse printed it; status 2) or --help (0): the status, as for errors
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
     try:
         return args.func(args)
     except AgentGymError as e:

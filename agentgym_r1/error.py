@@ -30,6 +30,11 @@ class InvalidToolSchemaError(ConfigError):
     """A tool's ``parameters`` is not a valid JSON schema (or not an object schema)."""
 
 
+class RewardFunctionError(ConfigError, TypeError):
+    """An env's ``reward_fn`` that is not callable, or that returned something other than a number or a ``Grade``
+    (the message names the function and what it returned)."""
+
+
 class DependencyNotInstalled(AgentGymError, ImportError):
     """An optional extra is needed and missing; the message has the ``pip install`` command."""
 

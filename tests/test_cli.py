@@ -50,8 +50,9 @@ def test_eval_on_toolenv_uses_the_lookup_source(capsys):
     (["--policy", "openai:nohost#m", "--env", "AgentR1/GSM8K-v0"], "openai:http://HOST:PORT/v1#MODEL"),
     (["--policy", "hf:/x?temperature=1", "--env", "AgentR1/GSM8K-v0"], "unknown option(s) ['temperature']"),
     (["--policy", "hf:/no/such/dir", "--env", "AgentR1/GSM8K-v0"], "hf:/no/such/dir: no such model directory"),
-    (["--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--samples", "0"], "--samples must be at least 1"),
-    (["--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--concurrency", "0"], "--concurrency must be at least 1"),
+    (["--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--samples", "0"], "argument --samples: must be at least 1"),
+    (["--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--concurrency", "0"],
+     "argument --concurrency: must be at least 1"),
 ])
 def test_bad_input_is_a_clear_message_not_a_traceback(argv, message, capsys):
     assert main(["eval", *argv, "--episodes", "1"]) == 2
@@ -85,7 +86,7 @@ def test_show_with_no_results_says_how_to_get_some(tmp_path, capsys):
 @pytest.mark.parametrize(("argv", "message"), [
     (["--suite", "huge"], "unknown suite 'huge'"),
     (["--env", "AgentR1/Nope-v0"], "['AgentR1/Nope-v0'] not in suite 'quick'"),
-    (["--episodes", "0"], "--episodes must be at least 1"),
+    (["--episodes", "0"], "argument --episodes: must be at least 1"),
 ])
 def test_leaderboard_run_bad_input(argv, message, tmp_path, capsys):
     assert main(["leaderboard", "run", "--results", str(tmp_path / "r.sqlite"), *argv]) == 2
@@ -102,3 +103,41 @@ def test_a_corrupted_results_file_is_reported_and_rebuilt(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "could not be read" in captured.err and "rebuilt 3 episode(s) of 1 run(s)" in captured.err
     assert "scripted" in captured.out
+
+
+BAD_NUMBERS = [  # each crashed (OverflowError, numpy's ValueError, MemoryError) or was taken as it was
+    ("--seed", str(10**20), "argument --seed: must be at most 4294967295"),
+    ("--seed", "-5", "argument --seed: must be at least 0"),
+    ("--seed", "1e3", "argument --seed: must be an integer"),
+    ("--episodes", str(10**11), "argument --episodes: must be at most 100000"),
+    ("--samples", "1001", "argument --samples: must be at most 1000"),
+    ("--timeout", "inf", "argument --timeout: must be a finite number of seconds above 0"),
+    ("--timeout", "nan", "argument --timeout: must be a finite number of seconds above 0"),
+    ("--env-workers", "-1", "argument --env-workers: must be at least 0"),
+]
+
+
+@pytest.mark.parametrize(("flag", "value", "message"), BAD_NUMBERS)
+@pytest.mark.parametrize("command", ["eval", "leaderboard run"])
+def test_numbers_out_of_range_are_usage_errors_naming_the_flag(command, flag, value, message, tmp_path, capsys):
+    results = tmp_path / "r.sqlite"
+    argv = (["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0"] if command == "eval"
+            else ["leaderboard", "run", "--env", "AgentR1/GSM8K-v0"])
+    assert main([*argv, "--results", str(results), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not results.exists()  # refused before any work
+
+
+def test_episodes_times_samples_is_bounded_before_any_work(tmp_path, capsys):
+    results = tmp_path / "r.sqlite"
+    assert main(["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--results", str(results),
+                 "--episodes", "100000", "--samples", "2"]) == 2
+    assert "--episodes x --samples must be at most 100000" in capsys.readouterr().err
+    assert not results.exists()
+
+
+def test_the_largest_seed_runs(tmp_path, capsys):
+    assert main(["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--source", "synthetic",
+                 "--episodes", "2", "--seed", str(2**32 - 1), "--results", str(tmp_path / "r.sqlite")]) == 0
+    assert "episodes=2" in capsys.readouterr().out

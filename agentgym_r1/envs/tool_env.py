@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -17,6 +20,7 @@ from agentgym_r1.core.parsers import (
 from agentgym_r1.core.rewards import exact_match
 from agentgym_r1.core.tasks import Task, TaskSource, as_source
 from agentgym_r1.core.tools import BaseTool, ToolResult, check_tools, invalid_arguments, run_tool
+from agentgym_r1.error import RewardFunctionError
 
 RewardFn = Callable[[str, Task], "float | Grade"]
 
@@ -26,6 +30,43 @@ DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Solve the user's task, usi
 def exact_match_reward(prediction: str, task: Task) -> Grade:
     em = exact_match(prediction, task.answer if isinstance(task.answer, str | list) else str(task.answer))
     return Grade(em, em == 1.0, {"em": em})
+
+
+def _fn_name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+def check_reward_fn(fn: Any) -> RewardFn:
+    """``fn`` if it can be a reward function; :class:`RewardFunctionError` now (not at the first answer) when it is
+    not callable or its return annotation says it returns something other than a number or a :class:`Grade`."""
+    if not callable(fn):
+        raise RewardFunctionError(f"reward_fn must be a function (prediction, task) -> float | Grade, got a "
+                                  f"{type(fn).__name__}: {fn!r:.80}")
+    try:
+        returns = typing.get_type_hints(fn).get("return")
+    except (NameError, TypeError, AttributeError):  # annotations that do not resolve: checked at the first answer
+        returns = None
+    if returns in (str, bytes, type(None), list, dict, tuple):
+        raise RewardFunctionError(f"reward_fn {_fn_name(fn)} is annotated to return {returns.__name__}; it must return "
+                                  "a float (the outcome reward, solved at >= 1) or a Grade")
+    return fn
+
+
+def grade_of(fn: RewardFn, value: Any) -> Grade:
+    """What ``fn`` returned, as a :class:`Grade`: a number is the score, solved at >= 1. A non-finite score is never a
+    success (the base class then counts it as 0, with a RuntimeWarning); anything that is not a number or a Grade
+    is :class:`RewardFunctionError`, naming the function and the type it returned."""
+    score, solved, metrics = (value.score, value.success, value.metrics) if isinstance(value, Grade) else (value, None, {})
+    if not isinstance(score, numbers.Real):
+        what = f"a Grade whose score is a {type(score).__name__}" if isinstance(value, Grade) else f"a {type(value).__name__}"
+        raise RewardFunctionError(f"reward_fn {_fn_name(fn)} returned {what} ({value!r:.80}); it must return a float "
+                                  "(the outcome reward, solved at >= 1) or a Grade(score, success, metrics)")
+    try:
+        score = float(score)
+    except OverflowError:  # an int past float range
+        score = math.inf
+    solved = score >= 1.0 if solved is None else bool(solved)
+    return Grade(score, solved and math.isfinite(score), metrics)
 
 
 class ToolEnv(Env):
@@ -75,7 +116,7 @@ class ToolEnv(Env):
         super().__init__(render_mode=render_mode)
         self.tools = check_tools(tools)
         self.tasks = as_source(tasks)
-        self.reward_fn = reward_fn or exact_match_reward
+        self.reward_fn = exact_match_reward if reward_fn is None else check_reward_fn(reward_fn)
         self.parser = make_parser(parser, answer_formats)
         self.valid_call_reward = finite_option("valid_call_reward", valid_call_reward)
         self.failed_call_penalty = finite_option("failed_call_penalty", failed_call_penalty)
@@ -108,9 +149,7 @@ class ToolEnv(Env):
 
     def _answer(self, answer: str) -> Turn:
         assert self.task is not None
-        grade = self.reward_fn(answer, self.task)
-        if not isinstance(grade, Grade):
-            grade = Grade(float(grade), float(grade) >= 1.0, {})
+        grade = grade_of(self.reward_fn, self.reward_fn(answer, self.task))
         self.grade = grade
         return Turn({"kind": "answer", "answer": answer}, outcome=grade.score, terminated=True)
 

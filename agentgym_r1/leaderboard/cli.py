@@ -6,11 +6,44 @@ Output (the board, progress lines, recovery notices) is written here, never insi
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 DEFAULT_RESULTS = "runs/leaderboard.sqlite"
+SEED_MAX = 2**32 - 1  # what every seeding API takes (numpy's legacy RandomState, random.seed); SQLite's INTEGER too
+MAX_EPISODES = 100_000  # episodes x samples of one job: every index is planned up front
+
+
+def int_arg(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer from ``low`` to ``high``. Anything else is argparse's usage error, naming the
+    flag (``argument --seed: must be at most 4294967295, got 10**20``), exit status 2, before any work."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # not an integer (or more digits than int() reads)
+            raise argparse.ArgumentTypeError(f"must be an integer from {low} to {high}, got {text[:40]!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high}, got {text[:40]}")
+        return value
+
+    return parse
+
+
+def seconds_arg(text: str) -> float:
+    """An argparse ``type``: a finite number of seconds above 0 (``inf`` and ``nan`` are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text[:40]!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text[:40]}")
+    return value
 
 
 def add_leaderboard_parser(sub: Any) -> None:
@@ -23,15 +56,17 @@ def add_leaderboard_parser(sub: Any) -> None:
                           "repeatable")
     run.add_argument("--only", action="store_true", help="run only the --policy policies, not the suite's baselines")
     run.add_argument("--env", action="append", default=[], help="run only these env ids (repeatable)")
-    run.add_argument("--episodes", type=int, default=None, help="episodes per env (default: the suite's)")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--workers", type=int, default=None, help="envs run in parallel (default: CPU cores)")
+    run.add_argument("--episodes", type=int_arg(1, MAX_EPISODES), default=None,
+                     help="episodes per env (default: the suite's)")
+    run.add_argument("--seed", type=int_arg(0, SEED_MAX), default=0)
+    run.add_argument("--workers", type=int_arg(1, 1024), default=None,
+                     help="envs run in parallel (default: CPU cores)")
     add_play_options(run)
     run.add_argument("--html", default=None, help="where to write the HTML board (default: beside the results)")
     run.add_argument("--no-train", action="store_true",
                      help="skip the tiny agent the quick suite trains in the run (SFT, then GRPO on GSM8K)")
-    run.add_argument("--sft-steps", type=int, default=None, help="the trained agent's SFT steps (default: TrainBudget.sft_steps)")
-    run.add_argument("--train-steps", type=int, default=None, help="the trained agent's GRPO steps (default: TrainBudget.grpo_steps)")
+    run.add_argument("--sft-steps", type=int_arg(1, 10**6), default=None, help="the trained agent's SFT steps (default: TrainBudget.sft_steps)")
+    run.add_argument("--train-steps", type=int_arg(1, 10**6), default=None, help="the trained agent's GRPO steps (default: TrainBudget.grpo_steps)")
     run.add_argument("--train-dir", default=None,
                      help="where the trained agent's checkpoints go (default: beside the results, <results>-train/)")
     run.set_defaults(func=_run)
@@ -48,15 +83,17 @@ def add_leaderboard_parser(sub: Any) -> None:
 
 def add_play_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``eval`` and ``leaderboard run``."""
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds a model may take for one turn (one request)")
-    p.add_argument("--samples", type=int, default=1, help="plays of each task; K > 1 adds pass@1 and pass@K")
-    p.add_argument("--concurrency", type=int, default=16,
+    p.add_argument("--timeout", type=seconds_arg, default=60.0,
+                   help="seconds a model may take for one turn (one request)")
+    p.add_argument("--samples", type=int_arg(1, 1000), default=1,
+                   help="plays of each task; K > 1 adds pass@1 and pass@K")
+    p.add_argument("--concurrency", type=int_arg(1, 4096), default=16,
                    help="model episodes at once: openai: requests in flight, hf:/vllm: episodes per engine batch")
     from agentgym_r1.adapters.env_backends import ENV_BACKENDS
 
     p.add_argument("--env-backend", default="thread", choices=ENV_BACKENDS,
                    help="where hf:/vllm: episodes' envs run: threads here, worker processes, or Ray actors")
-    p.add_argument("--env-workers", type=int, default=0, help="threads, processes or Ray actors for the envs")
+    p.add_argument("--env-workers", type=int_arg(0, 1024), default=0, help="threads, processes or Ray actors for the envs")
     p.add_argument("--ray-address", default=None,
                    help="Ray cluster for --env-backend ray (default: a local instance)")
     p.add_argument("--env-kwargs", default=None, metavar="JSON",
@@ -70,12 +107,17 @@ def check_play_options(args: argparse.Namespace, env_ids: list[str]) -> None:
     from agentgym_r1.error import ConfigError
     from agentgym_r1.leaderboard.batched import check_spec
 
-    for name in ("episodes", "samples", "concurrency"):
+    for name in ("episodes", "samples", "concurrency"):  # the flags' types check these too; a Namespace made in code
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
-    if args.timeout <= 0:
-        raise ConfigError(f"--timeout must be positive, got {args.timeout}")
+    if getattr(args, "episodes", None) and args.episodes * args.samples > MAX_EPISODES:
+        raise ConfigError(f"--episodes x --samples must be at most {MAX_EPISODES} plays, got {args.episodes} x "
+                          f"{args.samples}; run fewer episodes, or split the run by --seed")
+    if not (0 <= args.seed <= SEED_MAX):
+        raise ConfigError(f"--seed must be from 0 to {SEED_MAX}, got {args.seed}")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise ConfigError(f"--timeout must be a finite number of seconds above 0, got {args.timeout}")
     from agentgym_r1.adapters.env_backends import check_env_backend
 
     check_env_backend(args.env_backend, args.env_workers, args.ray_address)

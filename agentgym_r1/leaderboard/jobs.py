@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -291,5 +292,8 @@ def run_jobs(jobs: Sequence[Job], store_path: str | os.PathLike[str], workers: i
 def _outcomes(group: list[Job], future) -> list[JobOutcome]:
     try:
         return future.result()
-    except Exception as e:  # the worker process died (killed, out of memory): what it stored is kept
-        return [JobOutcome(job, "failed", f"worker process died: {type(e).__name__}: {e}", 0, 0) for job in group]
+    except BrokenProcessPool as e:  # the worker process died (killed, out of memory): what it stored is kept
+        message = f"worker process died: {type(e).__name__}: {e}"
+    except Exception as e:  # an error the worker let out (a results file locked past its retries): what it stored is kept
+        message = f"{type(e).__name__}: {e}"
+    return [JobOutcome(job, "failed", message, 0, 0) for job in group]

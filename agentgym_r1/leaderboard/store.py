@@ -6,22 +6,27 @@ a run is keyed by what defines it (env id, source, env options, policy, seed), a
 
 A database that cannot be read (a crash of the disk, a file overwritten by something else) is kept aside as
 ``<db>.corrupt-<time>``, and a fresh database is rebuilt from the journal; :attr:`ResultsStore.recovery` says what
-happened. Several processes may write at once (WAL mode, a busy timeout), one connection each.
+happened. Several processes may write at once (WAL mode, a busy timeout), one connection each: a write that finds
+the database locked past SQLite's busy timeout (another process in a long transaction) is tried again, with backoff,
+for ``retry_for`` seconds before :class:`ResultsFileError`; it lands once, or not at all.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from agentgym_r1.error import ResultsFileError
+from agentgym_r1.core.retry import retry_call
+from agentgym_r1.error import ConfigError, ResultsFileError
+from agentgym_r1.leaderboard.journal import BadLine, BadLines, check_record, finite_metrics, read_journal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -40,6 +45,7 @@ CREATE TABLE IF NOT EXISTS trainings (
     started_at TEXT, updated_at TEXT
 );
 """
+T = TypeVar("T")
 RUN_FIELDS = ("key", "suite", "env_id", "env_version", "source", "policy", "policy_kind", "seed", "episodes",
               "package_version", "git_commit", "started_at", "updated_at", "status", "message", "env_kwargs")
 
@@ -120,14 +126,51 @@ class EpisodeRecord:
     finished_at: str = ""
 
 
+def _clean_episode(ep: EpisodeRecord) -> None:
+    """The episode's numbers as plain Python values (numpy's too), so its journal line replays; non-finite numbers
+    are never stored: a metric that is NaN or infinite is left out, a non-finite reward counts as 0 (as the envs
+    count non-finite reward parts), each with a RuntimeWarning naming the episode."""
+    ep.idx, ep.seed, ep.turns, ep.invalid = int(ep.idx), int(ep.seed), int(ep.turns), int(ep.invalid)
+    ep.success, ep.truncated = bool(ep.success), bool(ep.truncated)
+    ep.task_id = None if ep.task_id is None else str(ep.task_id)
+    ep.error = None if ep.error is None else str(ep.error)
+    ep.metrics, dropped = finite_metrics(ep.metrics)
+    ep.reward, ep.seconds = float(ep.reward), float(ep.seconds)
+    if not math.isfinite(ep.reward):
+        ep.reward, dropped = 0.0, [*dropped, "reward"]
+    if not math.isfinite(ep.seconds):
+        ep.seconds = 0.0
+    if dropped:
+        warnings.warn(f"episode {ep.idx} (task {ep.task_id}) had non-finite {dropped}; the metrics are left out and a "
+                      "reward counts as 0. Check the env's metrics and reward function.", RuntimeWarning, stacklevel=3)
+
+
 def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-class ResultsStore:
-    """Runs and their episodes in ``path`` (SQLite), journaled to ``path + ".jsonl"``."""
+def _locked(e: BaseException) -> bool:
+    """Another connection holds the database ("database is locked", "database table is locked", "busy")."""
+    return isinstance(e, sqlite3.OperationalError) and any(w in str(e) for w in ("locked", "busy"))
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+
+def _seconds(name: str, value: float) -> float:
+    if not (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0):
+        raise ConfigError(f"ResultsStore {name} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+class ResultsStore:
+    """Runs and their episodes in ``path`` (SQLite), journaled to ``path + ".jsonl"``.
+
+    ``busy_timeout``: seconds SQLite itself waits for another connection's lock on each statement. ``retry_for``:
+    seconds a write (or the opening) that still finds the database locked is tried again, with backoff, before
+    :class:`ResultsFileError`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 60.0, retry_for: float = 600.0) -> None:
+        self.busy_timeout = _seconds("busy_timeout", busy_timeout)
+        self.retry_for = _seconds("retry_for", retry_for)
         self.path = Path(path)
         self.journal = Path(f"{self.path}.jsonl")
         self.recovery: str | None = None
@@ -141,7 +184,7 @@ class ResultsStore:
 
     # -- opening and recovery ---------------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+        db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
@@ -168,17 +211,23 @@ class ResultsStore:
             if "duplicate column" not in str(e):
                 raise
 
-    def _open_when_free(self, attempts: int = 50) -> sqlite3.Connection:
+    def _open_when_free(self) -> sqlite3.Connection:
         """:meth:`_open`, waiting while another process holds the file: "locked" and "busy" (switching to WAL, creating
         the schema while a parallel job writes) are not corruption, and must never send the file to :meth:`_recover`."""
-        for attempt in range(attempts):
-            try:
-                return self._open()
-            except sqlite3.OperationalError as e:
-                if attempt == attempts - 1 or not any(w in str(e) for w in ("locked", "busy")):
-                    raise ResultsFileError(f"cannot open {self.path}: {e}") from e
-                time.sleep(0.1 + 0.05 * attempt)
-        raise AssertionError("unreachable")
+        try:
+            return retry_call(lambda: self._open(), retry_if=_locked, within=self.retry_for, max_wait=2.0)
+        except sqlite3.OperationalError as e:
+            raise ResultsFileError(f"cannot open {self.path}: {e}") from e
+
+    def _write(self, fn: Callable[[], T]) -> T:
+        """``fn()`` (statements on ``self.db`` that are safe to run again: upserts), tried again while another
+        process holds the database past the busy timeout, for ``retry_for`` seconds."""
+        try:
+            return retry_call(fn, retry_if=_locked, within=self.retry_for, first_wait=0.2, max_wait=5.0)
+        except sqlite3.OperationalError as e:
+            hint = (f" (still locked after {self.retry_for:g} s of retries: another process holds it; stop it or "
+                    "wait, then run again: stored episodes are kept)") if _locked(e) else ""
+            raise ResultsFileError(f"cannot write to {self.path}: {e}{hint}") from e
 
     def _recover(self, error: Exception) -> sqlite3.Connection:
         backup = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
@@ -193,8 +242,7 @@ class ResultsStore:
             raise ResultsFileError(f"cannot create a results database at {self.path}: {e}") from e
         runs, episodes, bad = self._replay(db)
         self.recovery = (f"results file {self.path} could not be read ({error}); kept it as {backup} and rebuilt "
-                         f"{episodes} episode(s) of {runs} run(s) from the journal {self.journal}"
-                         + (f" ({bad} unreadable journal line(s) skipped)" if bad else ""))
+                         f"{episodes} episode(s) of {runs} run(s) from the journal {self.journal}{bad}")
         return db
 
     def _rebuild_if_emptied(self) -> None:
@@ -206,33 +254,40 @@ class ResultsStore:
             return
         if self.db.execute("SELECT count(*) FROM runs").fetchone()[0]:
             return
-        with self._retry():
-            runs, episodes, bad = self._replay(self.db)
+        runs, episodes, bad = self._write(lambda: self._replay(self.db))
         self.recovery = (f"results file {self.path} was empty or missing; rebuilt {episodes} episode(s) of {runs} "
-                         f"run(s) from the journal {self.journal}"
-                         + (f" ({bad} unreadable journal line(s) skipped)" if bad else ""))
+                         f"run(s) from the journal {self.journal}{bad}")
 
-    def _replay(self, db: sqlite3.Connection) -> tuple[int, int, int]:
-        if not self.journal.exists():
-            return 0, 0, 0
+    def _replay(self, db: sqlite3.Connection) -> tuple[int, int, BadLines]:
+        """Store every journal line that passes its checks (:mod:`agentgym_r1.leaderboard.journal`); the others are
+        skipped, counted and named in the returned :class:`BadLines`, and the lines after them replayed."""
         runs: dict[str, int] = {}
-        episodes = bad = 0
-        with self.journal.open(encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    entry = json.loads(line)
-                    if "training" in entry:
-                        self._upsert_training(db, TrainingRecord(**entry["training"]))
-                        continue
-                    run = RunMeta(**entry["run"])
-                    run_id = self._upsert_run(db, run)
-                    runs[run.key] = run_id
-                    if "episode" in entry:
-                        self._insert_episode(db, run_id, EpisodeRecord(**entry["episode"]))
-                        episodes += 1
-                except (ValueError, TypeError, KeyError):
-                    bad += 1
+        episodes, bad = 0, BadLines()
+        if not self.journal.exists():
+            return 0, 0, bad
+        for lineno, entry in read_journal(self.journal, bad):
+            try:
+                episodes += self._replay_entry(db, entry, runs)
+            except (BadLine, ValueError, TypeError, OverflowError, RecursionError, sqlite3.InterfaceError) as e:
+                bad.add(lineno, str(e) if isinstance(e, BadLine) else f"{type(e).__name__}: {str(e)[:80]}")
+        if bad.count:
+            warnings.warn(f"results journal {self.journal}: {bad.describe()}", RuntimeWarning, stacklevel=2)
         return len(runs), episodes, bad
+
+    def _replay_entry(self, db: sqlite3.Connection, entry: dict[str, Any], runs: dict[str, int]) -> int:
+        """Store one checked journal line; 1 if it was an episode."""
+        unknown = sorted(set(entry) - {"run", "episode", "training"})
+        if unknown or ("training" in entry) == ("run" in entry):
+            raise BadLine(f"keys {sorted(entry)}: expected run (with an optional episode) or training")
+        if "training" in entry:
+            self._upsert_training(db, check_record(TrainingRecord, entry["training"]))
+            return 0
+        run = check_record(RunMeta, entry["run"])
+        episode = check_record(EpisodeRecord, entry["episode"]) if "episode" in entry else None
+        runs[run.key] = run_id = self._upsert_run(db, run)
+        if episode is not None:
+            self._insert_episode(db, run_id, episode)
+        return int(episode is not None)
 
     # -- writing ----------------------------------------------------------------------------------------------------
     def _journal(self, entry: dict[str, Any]) -> None:
@@ -265,8 +320,7 @@ class ResultsStore:
         """Store (or update) a training record: committed and journaled before returning, like an episode."""
         rec.started_at = rec.started_at or now()
         rec.updated_at = now()
-        with self._retry():
-            self._upsert_training(self.db, rec)
+        self._write(lambda: self._upsert_training(self.db, rec))
         self._journal({"training": asdict(rec)})
 
     def trainings(self) -> list[TrainingRecord]:
@@ -277,32 +331,20 @@ class ResultsStore:
     def begin_run(self, run: RunMeta) -> int:
         """Create or update the run (its status, episode count and metadata) and return its id."""
         run.updated_at = now()
-        with self._retry():
-            run_id = self._upsert_run(self.db, run)
+        run_id = self._write(lambda: self._upsert_run(self.db, run))
         self._journal({"run": asdict(run)})
         return run_id
 
     def add_episode(self, run: RunMeta, run_id: int, ep: EpisodeRecord) -> None:
         """Store one finished episode: committed to the database and flushed to the journal before returning."""
         ep.finished_at = ep.finished_at or now()
-        with self._retry():
-            self._insert_episode(self.db, run_id, ep)
+        _clean_episode(ep)
+        self._write(lambda: self._insert_episode(self.db, run_id, ep))
         self._journal({"run": asdict(run), "episode": asdict(ep)})
 
     def finish_run(self, run: RunMeta, status: str, message: str | None = None) -> None:
         run.status, run.message = status, message
         self.begin_run(run)
-
-    @contextmanager
-    def _retry(self) -> Iterator[None]:
-        for attempt in range(5):
-            try:
-                yield
-                return
-            except sqlite3.OperationalError as e:  # locked by another writer past the busy timeout
-                if attempt == 4 or "locked" not in str(e):
-                    raise ResultsFileError(f"cannot write to {self.path}: {e}") from e
-                time.sleep(0.2 * (attempt + 1))
 
     # -- reading ----------------------------------------------------------------------------------------------------
     def done_indices(self, run_id: int) -> set[int]:
@@ -313,9 +355,11 @@ class ResultsStore:
 
     def episodes(self, run_id: int) -> list[EpisodeRecord]:
         rows = self.db.execute("SELECT * FROM episodes WHERE run_id = ? ORDER BY idx", (run_id,)).fetchall()
-        return [EpisodeRecord(r["idx"], r["seed"], r["task_id"], bool(r["success"]), r["reward"], r["turns"],
-                              r["invalid"], bool(r["truncated"]), json.loads(r["metrics"] or "{}"), r["error"],
-                              r["seconds"] or 0.0, r["finished_at"] or "") for r in rows]
+        # A file written before non-finite metrics were refused may hold NaN (JSON's NaN) or a NULL reward (SQLite's
+        # NaN): read as absent and 0, so the board is drawn.
+        return [EpisodeRecord(r["idx"], r["seed"], r["task_id"], bool(r["success"]), r["reward"] or 0.0, r["turns"],
+                              r["invalid"], bool(r["truncated"]), finite_metrics(json.loads(r["metrics"] or "{}"))[0],
+                              r["error"], r["seconds"] or 0.0, r["finished_at"] or "") for r in rows]
 
     def close(self) -> None:
         self.db.close()

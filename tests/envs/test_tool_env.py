@@ -7,7 +7,7 @@ import pytest
 import agentgym_r1  # noqa: F401
 from agentgym_r1.core.env import Grade
 from agentgym_r1.core.tools import BaseTool, ToolResult
-from agentgym_r1.error import ConfigError, InvalidToolSchemaError, UnknownOptionError
+from agentgym_r1.error import ConfigError, InvalidToolSchemaError, RewardFunctionError, UnknownOptionError
 
 
 def add(a: int, b: int) -> int:
@@ -141,3 +141,38 @@ def test_non_finite_rewards_count_as_zero_and_nan_penalties_are_refused():
     for option in ("format_penalty", "valid_call_reward", "failed_call_penalty"):
         with pytest.raises(ConfigError, match=option):
             make(**{option: float("nan")})
+
+
+@pytest.mark.parametrize("value", [float("inf"), -float("inf"), 10**400, Grade(float("inf"), True, {})],
+                         ids=["inf", "-inf", "10**400", "Grade(inf, True)"])
+def test_a_non_finite_reward_is_never_a_success(value):
+    def reward(prediction, task):
+        return value
+
+    env = make(reward_fn=reward)
+    env.reset(seed=0)
+    with pytest.warns(RuntimeWarning, match="outcome reward"):
+        _, reward_, term, _, info = env.step("<answer>5</answer>")
+    assert term and reward_ == 0.0 and info["success"] is False
+
+
+@pytest.mark.parametrize("value", ["1.0", None, [1.0], Grade("1", True, {})])
+def test_a_reward_fn_returning_a_wrong_type_is_a_named_error_naming_it(value):
+    def my_reward(prediction, task):
+        return value
+
+    env = make(reward_fn=my_reward)
+    env.reset(seed=0)
+    with pytest.raises(RewardFunctionError, match=r"reward_fn .*my_reward returned a .*(str|NoneType|list)"):
+        env.step("<answer>5</answer>")
+
+
+def test_a_reward_fn_that_cannot_be_one_is_refused_at_construction():
+    def says_str(prediction: str, task) -> str:
+        return prediction
+
+    with pytest.raises(RewardFunctionError, match=r"says_str is annotated to return str"):
+        make(reward_fn=says_str)
+    with pytest.raises(RewardFunctionError, match="must be a function"):
+        make(reward_fn="exact_match")
+    assert make(reward_fn=lambda p, t: 1.0) is not None  # unannotated: checked at the first answer

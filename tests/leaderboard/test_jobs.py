@@ -170,3 +170,14 @@ def test_a_run_killed_at_a_random_point_and_resumed_equals_a_clean_run(tmp_path)
     resumed, expected = _episodes(killed), _episodes(clean)
     assert len(expected) == 2 * episodes and 0 < partial < 2 * episodes, (stop_after, partial)
     assert resumed == expected, f"killed after {partial} episodes (aimed at {stop_after})"
+
+
+def test_an_error_a_worker_lets_out_is_reported_as_itself_not_as_a_dead_worker(tmp_path):
+    """A worker that raised (here: a results path it cannot open) is alive: its jobs fail with the error's own
+    message; 'worker process died' is kept for a pool that lost a process."""
+    jobs = [Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=1),
+            Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=1)]
+    outcomes = run_jobs(jobs, tmp_path, workers=2)  # a directory: no database can be opened there
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    for o in outcomes:
+        assert o.message.startswith("ResultsFileError: cannot open") and "died" not in o.message

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from agentgym_r1.error import ConfigError, ResultsFileError
 from agentgym_r1.leaderboard.jobs import Job, run_jobs
 from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore, RunMeta
 
@@ -148,3 +153,87 @@ def test_an_emptied_or_deleted_results_file_is_rebuilt_from_the_journal(tmp_path
         assert again[0].episodes == 4
         assert Path(f"{path}.jsonl").read_text().count('"episode"') == 4
     assert Path(f"{path}.jsonl").read_text().count("\n") < journal_lines + 6
+
+
+HOLD_LOCK = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN EXCLUSIVE")  # every other writer gets "database is locked" past its busy timeout
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+db.execute("COMMIT")
+print("released", flush=True)
+"""
+
+
+@contextlib.contextmanager
+def _holding_lock(path: Path, seconds: float) -> Iterator[subprocess.Popen]:
+    """A second process that holds ``path`` locked for ``seconds`` (entered once it holds the lock; killed at exit)."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(path), str(seconds)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with sqlite3.connect(path, timeout=0) as probe, pytest.raises(sqlite3.OperationalError, match="locked"):
+            probe.execute("CREATE TABLE probe (a)")  # it does hold the lock
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+        holder.stdout.close()
+
+
+def test_a_write_waits_for_a_database_another_process_holds_past_the_busy_timeout(tmp_path):
+    """The store's retry used to be a @contextmanager yielding in a loop: the first retry raised 'generator didn't
+    stop after throw()'. Now each write waits (busy timeout, then retries) and lands once."""
+    path = tmp_path / "r.sqlite"
+    store = ResultsStore(path, busy_timeout=0.2, retry_for=60)
+    meta = RunMeta("AgentR1/GSM8K-v0", "synthetic", "scripted", 0, 3)
+    run_id = store.begin_run(meta)
+    with _holding_lock(path, 2.0) as holder:  # ten busy timeouts
+        for i in range(3):
+            store.add_episode(meta, run_id, EpisodeRecord(i, i, f"t-{i}", i % 2 == 0, 1.0, 2, 0))
+        meta.status = "done"
+        store.begin_run(meta)
+        assert holder.stdout.readline().strip() == "released"  # the writes landed after the holder let go
+    assert [(e.idx, e.task_id) for e in store.episodes(run_id)] == [(0, "t-0"), (1, "t-1"), (2, "t-2")]
+    assert [r["status"] for r in store.runs()] == ["done"]
+    store.close()
+    assert Path(f"{path}.jsonl").read_text().count('"episode"') == 3  # journaled once each
+    path.unlink()
+    rebuilt = ResultsStore(path)
+    assert [e.idx for e in rebuilt.episodes(rebuilt.runs()[0]["id"])] == [0, 1, 2]
+    rebuilt.close()
+
+
+def test_a_database_locked_past_the_retry_window_is_a_named_error(tmp_path):
+    path = tmp_path / "r.sqlite"
+    store = ResultsStore(path, busy_timeout=0.1, retry_for=0.5)
+    meta = RunMeta("AgentR1/GSM8K-v0", "synthetic", "scripted", 0, 1)
+    run_id = store.begin_run(meta)
+    with _holding_lock(path, 60.0), pytest.raises(ResultsFileError, match=r"still locked after 0\.5 s"):
+        store.add_episode(meta, run_id, EpisodeRecord(0, 0, "t-0", True, 1.0, 2, 0))
+    assert store.episodes(run_id) == []
+    assert '"episode"' not in Path(f"{path}.jsonl").read_text()  # not journaled either: a rerun plays it
+    store.close()
+
+
+def test_opening_a_database_another_process_holds_waits_then_opens_or_says_why(tmp_path):
+    """Before WAL mode is on, an exclusive lock keeps readers out too: opening waits for it (a real second process),
+    and past ``retry_for`` it is a named error, never a 'recovery' that moves the other process's file aside."""
+    path = tmp_path / "r.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE other (a)")
+    with _holding_lock(path, 60.0), pytest.raises(ResultsFileError, match="cannot open"):
+        ResultsStore(path, busy_timeout=0.1, retry_for=0.5)
+    with _holding_lock(path, 1.5) as holder:
+        store = ResultsStore(path, busy_timeout=0.1, retry_for=60)
+        assert holder.stdout.readline().strip() == "released"
+    assert store.recovery is None and store.runs() == [] and not list(tmp_path.glob("r.sqlite.corrupt-*"))
+    store.close()
+
+
+@pytest.mark.parametrize("field", ["busy_timeout", "retry_for"])
+@pytest.mark.parametrize("value", [-1, float("nan"), float("inf"), "10"])
+def test_bad_lock_timeouts_are_refused(tmp_path, field, value):
+    with pytest.raises(ConfigError, match=field):
+        ResultsStore(tmp_path / "r.sqlite", **{field: value})

@@ -211,7 +211,7 @@ def test_a_killed_training_process_is_reported_as_missing(tmp_path, capsys):
 def test_a_bad_step_budget_is_refused_before_any_work(tmp_path, capsys):
     assert main(["leaderboard", "run", "--suite", "quick", "--env", GSM8K, "--train-steps", "0",
                  "--results", str(tmp_path / "lb.sqlite")]) == 2
-    assert "grpo_steps must be at least 1, got 0" in capsys.readouterr().err
+    assert "argument --train-steps: must be at least 1, got 0" in capsys.readouterr().err  # the flag's type
     assert not (tmp_path / "lb.sqlite").exists()
 
 
