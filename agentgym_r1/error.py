@@ -30,6 +30,11 @@ class InvalidToolSchemaError(ConfigError):
     """A tool's ``parameters`` is not a valid JSON schema (or not an object schema)."""
 
 
+class ModelFilesError(ConfigError):
+    """A model, tokenizer or checkpoint directory whose files are missing, empty, truncated or unreadable (the
+    message names the file and what is wrong)."""
+
+
 class DependencyNotInstalled(AgentGymError, ImportError):
     """An optional extra is needed and missing; the message has the ``pip install`` command."""
 
