@@ -281,7 +281,7 @@ def test_the_env_and_the_prompt_are_checked_before_the_model_loads(tmp_path, mod
     assert names in message, message
 
 
-def test_the_campaign_output_dir_is_not_made_by_a_refused_run(tmp_path, model_dir) -> None:
+def test_a_refused_run_makes_no_output_dir(tmp_path, model_dir) -> None:
     """A refused run leaves nothing behind (no output directory with a half-written run)."""
     out = tmp_path / "out"
     refused(AgentGRPOConfig, write_config(tmp_path, base_config(AgentGRPOConfig, model_dir, out),
