@@ -35,6 +35,11 @@ class RewardFunctionError(ConfigError, TypeError):
     (the message names the function and what it returned)."""
 
 
+class ModelFilesError(ConfigError):
+    """A model, tokenizer or checkpoint directory whose files are missing, empty, truncated or unreadable (the
+    message names the file and what is wrong)."""
+
+
 class DependencyNotInstalled(AgentGymError, ImportError):
     """An optional extra is needed and missing; the message has the ``pip install`` command."""
 

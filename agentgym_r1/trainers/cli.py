@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from agentgym_r1.error import ConfigError
 
@@ -18,16 +18,22 @@ from agentgym_r1.error import ConfigError
 def parse_config(config_class: type, argv: Sequence[str] | None) -> Any:
     """``TrlParser((config_class,)).parse_args_and_config(argv)`` with its errors turned into one-line
     :class:`ConfigError`\\ s (TRL reads the YAML with ``yaml.safe_load`` and rejects unknown keys with a
-    ``ValueError``; argparse exits on unknown flags and prints its own usage line)."""
+    ``ValueError``; argparse's own errors, a YAML value of the wrong type such as ``learning_rate: abc`` or an
+    unknown flag, which it would answer with a page of usage and ``exit(2)``, raise here instead)."""
     import yaml
     from trl import TrlParser
+
+    class Parser(TrlParser):
+        def error(self, message: str) -> NoReturn:  # argparse.ArgumentParser.error: print usage, exit 2
+            raise ConfigError(f"{message} (in --config {config} or on the command line). Give a value of the "
+                              "field's type (`agentgym-r1 train ... --help` lists the fields).")
 
     argv = list(argv) if argv is not None else None
     config = _config_path(argv)
     if config is not None and not os.path.isfile(config):
         raise ConfigError(f"--config {config}: no such file. Give the path of a YAML run config (see configs/).")
     try:
-        (args,) = TrlParser((config_class,)).parse_args_and_config(args=argv)
+        (args,) = Parser((config_class,)).parse_args_and_config(args=argv)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -67,11 +73,16 @@ def main_for(config_class: type, trainer_class: type, argv: Sequence[str] | None
 
 
 def run_from_argv(config_class: type, trainer_class: type, argv: Sequence[str] | None) -> None:
-    """Parse, check (the model directory, the env: made and reset once), train, save: every trainer's ``main``."""
-    from agentgym_r1.trainers.common import build_model_and_tokenizer
+    """Parse and check every field; check the env, the output directory and the model's files; load the tokenizer
+    and check the first prompt fits; only then load the model, train and save: every trainer's ``main``."""
+    from agentgym_r1.trainers.common import load_model
+    from agentgym_r1.trainers.preflight import check_prompt_fits, load_tokenizer, preflight
 
     args = parse_config(config_class, argv)
-    model, tokenizer = build_model_and_tokenizer(args)
-    trainer = trainer_class(model, args, tokenizer)  # checks the env before any rollout
+    preflight(args)
+    tokenizer = load_tokenizer(args.model_init)
+    check_prompt_fits(args, tokenizer)
+    model = load_model(args)
+    trainer = trainer_class(model, args, tokenizer)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     trainer.save_model(args.output_dir)

@@ -120,24 +120,28 @@ def gathered_rollout_metrics(env_id: str, batch: RolloutBatch, accelerator: Any)
 
 
 def build_model_and_tokenizer(args: Any) -> tuple[Any, Any]:
-    """Load ``args.model_init`` (a local model directory with its tokenizer) in float32 unless
-    ``model_init_kwargs`` says otherwise, as TRL's ``create_model_from_path`` does: the trainer keeps fp32 master
-    weights and ``bf16: true`` trains under bf16 autocast (pure bf16 weights would round small AdamW steps away)."""
-    import os
+    """The tokenizer and the model of ``args.model_init`` (:func:`load_model`), its files checked first."""
+    from agentgym_r1.trainers.preflight import check_model_dir, load_tokenizer
 
-    from transformers import PreTrainedTokenizerFast
+    check_model_dir(args.model_init)
+    tokenizer = load_tokenizer(args.model_init)
+    return load_model(args), tokenizer
+
+
+def load_model(args: Any) -> Any:
+    """Load ``args.model_init`` (a local model directory) in float32 unless ``model_init_kwargs`` says otherwise, as
+    TRL's ``create_model_from_path`` does: the trainer keeps fp32 master weights and ``bf16: true`` trains under
+    bf16 autocast (pure bf16 weights would round small AdamW steps away)."""
     from trl.trainer.utils import create_model_from_path
 
-    path = args.model_init
-    if not path:
-        raise ConfigError("model_init is not set: give a local model directory (with its tokenizer), e.g. the SFT "
-                          "checkpoint written by benchmarks/train_gsm8k_proof.py")
-    if not os.path.isdir(path) or not os.path.isfile(os.path.join(path, "config.json")):
-        raise ConfigError(f"model_init={path!r} is not a local model directory (no config.json there). Give the "
-                          "directory a model was saved to with save_pretrained, tokenizer files beside it.")
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+    from agentgym_r1.error import ModelFilesError
+
     kwargs = dict(getattr(args, "model_init_kwargs", None) or {})
-    return create_model_from_path(path, **kwargs), tokenizer
+    try:
+        return create_model_from_path(args.model_init, **kwargs)
+    except (OSError, ValueError, RuntimeError) as e:  # damaged tensor data past a good header, a bad dtype
+        raise ModelFilesError(f"model_init={args.model_init!r} with model_init_kwargs={kwargs!r} cannot be loaded "
+                              f"({type(e).__name__}: {e}). Save the model again, or fix model_init_kwargs.") from e
 
 
 def check_env_builds(env_id: str, env_kwargs: dict[str, Any]) -> None:
@@ -153,8 +157,18 @@ def check_env_builds(env_id: str, env_kwargs: dict[str, Any]) -> None:
         raise ConfigError(f"env_id={env_id!r}: {e}. Registered ids: {', '.join(agentgym_r1.env_ids())}.") from None
     except TypeError as e:  # an option the env does not take (UnknownOptionError is a TypeError too)
         raise ConfigError(f"env_kwargs={env_kwargs!r} for {env_id}: {e}") from None
+    except AgentGymError:  # the env's own named error (a data source that does not exist, a bad option value)
+        raise
+    except (ValueError, KeyError) as e:
+        raise ConfigError(f"env_kwargs={env_kwargs!r} for {env_id}: the env refused them ({type(e).__name__}: "
+                          f"{e}). Fix the option the message names.") from e
     try:
         env.reset(seed=0)
+    except AgentGymError:
+        raise
+    except Exception as e:  # an env whose first reset raises would fail every episode of the run
+        raise ConfigError(f"env_id={env_id!r} with env_kwargs={env_kwargs!r}: the first reset raised "
+                          f"{type(e).__name__}: {e}. Fix the env's options.") from e
     finally:
         env.close()
 

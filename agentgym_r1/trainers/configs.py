@@ -7,20 +7,28 @@ rejects combinations that would train something other than what was asked, and s
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformers import TrainingArguments
+from transformers import SchedulerType, TrainingArguments
+from transformers.training_args import OptimizerNames
 from trl import GRPOConfig
 
 from agentgym_r1.adapters.env_backends import check_env_backend
 from agentgym_r1.error import ConfigError
 from agentgym_r1.trainers.advantages import ESTIMATORS
+from agentgym_r1.trainers.limits import check_fields
 
 SKIP_EXACT_LOSSES = ("dapo", "cispo", "vespo")
 # TRL 1.16 ``GRPOTrainer._compute_loss``: these average over the rows of a micro-batch (grpo, sapo: the mean of
 # per-row means; dr_grpo: divided by rows x max_completion_length; luspo: the mean of row sums)
 ROW_MEAN_LOSSES = ("grpo", "sapo", "dr_grpo", "luspo")
+# transformers' own names (its __post_init__ refuses others with a message that does not name the field)
+LIBRARY_CHOICES = {"lr_scheduler_type": tuple(s.value for s in SchedulerType),
+                   "optim": tuple(o.value for o in OptimizerNames)}
 
 
 def _as_dict(name: str, value: Any) -> dict[str, Any]:
@@ -32,8 +40,21 @@ def _as_dict(name: str, value: Any) -> dict[str, Any]:
         except json.JSONDecodeError as e:
             raise ConfigError(f"{name} must be a mapping or a JSON object string, got {value!r} ({e.msg})") from e
     if not isinstance(value, dict):
-        raise ConfigError(f"{name} must be a mapping, got {type(value).__name__}")
+        raise ConfigError(f"{name}={value!r} is a {type(value).__name__}, not a mapping: give keyword arguments, "
+                          "e.g. {source: synthetic} in YAML or '{\"source\": \"synthetic\"}' on the command line")
     return value
+
+
+@contextmanager
+def library_refusals(config: str) -> Iterator[None]:
+    """TRL's and transformers' own ``__post_init__`` refusals (``ValueError``s: an unknown ``lr_scheduler_type``, a
+    generation batch not divisible by ``num_generations``) as :class:`ConfigError`, with theirs as the cause."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except ValueError as e:
+        raise ConfigError(f"{config}: {e}") from e
 
 
 @dataclass
@@ -65,18 +86,23 @@ class EnvArguments:
         default=True, metadata={"help": "advantages (PPO: GAE credit) on agent tokens only; false: on every "
                                         "completion token. Same meaning in GRPO and PPO"})
 
-    def _check_env(self) -> None:
+    def _check_env(self, choices: dict[str, tuple[Any, ...]] | None = None) -> None:
+        """Every field's type and range first (:func:`check_fields`), then the env's: before anything reads them."""
+        check_fields(self, {**LIBRARY_CHOICES, **(choices or {})})
+        if not isinstance(self.env_id, str) or not self.env_id:
+            import agentgym_r1
+
+            raise ConfigError(f"env_id={self.env_id!r} is not an env id: give a registered one "
+                              f"({', '.join(agentgym_r1.env_ids())}).")
         self.env_kwargs = _as_dict("env_kwargs", self.env_kwargs)
         self.eval_env_kwargs = _as_dict("eval_env_kwargs", self.eval_env_kwargs)
-        if self.max_turns < 1 or self.max_new_tokens < 1:
-            raise ConfigError(f"max_turns and max_new_tokens must be >= 1, got {self.max_turns}, {self.max_new_tokens}")
         check_env_backend(self.env_backend, self.env_workers, self.ray_address)
-        if self.max_prompt_tokens < 1 or self.max_failed_steps < 1:
-            raise ConfigError(f"max_prompt_tokens and max_failed_steps must be >= 1, got {self.max_prompt_tokens}, "
-                              f"{self.max_failed_steps}")
-        if self.learning_rate < 0:  # type: ignore[attr-defined]
-            raise ConfigError(f"learning_rate={self.learning_rate} is negative: gradient ascent on the loss. "  # type: ignore[attr-defined]
-                              "Give a positive rate, e.g. 1e-6 for a real model or 3e-4 for the tiny one.")
+        if self.max_completion_length < self.max_new_tokens:  # type: ignore[attr-defined]
+            raise ConfigError(
+                f"max_completion_length={self.max_completion_length} < max_new_tokens={self.max_new_tokens}: the "  # type: ignore[attr-defined]
+                "completion budget could not hold one turn, so every episode would end at its first turn cut "
+                "short. Raise max_completion_length (the budget of the whole episode after the first prompt) or "
+                "lower max_new_tokens.")
 
 
 @dataclass
@@ -113,9 +139,10 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
                 and self.entropy_coef == 0.0 and not self.use_adaptive_entropy)
 
     def __post_init__(self) -> None:
+        self._check_env({"advantage_estimator": ESTIMATORS})
         self._check_grpo()
-        self._check_env()
-        super().__post_init__()
+        with library_refusals(type(self).__name__):
+            super().__post_init__()
         self._check_step_rows()
         if self.use_vllm:
             from agentgym_r1.trainers.vllm import check_vllm_config
@@ -137,11 +164,6 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
                               "hold the whole history the model saw")
         if self.step_context not in (None, "full") and not str(self.step_context).isdigit():
             raise ConfigError(f"step_context={self.step_context!r}; use 'full' or a number of turns (e.g. 2)")
-        if self.layout == "step" and self.max_new_tokens > self.max_completion_length:
-            raise ConfigError(
-                f"layout='step' with max_new_tokens={self.max_new_tokens} > max_completion_length="
-                f"{self.max_completion_length}: a step row could not hold one turn. Raise max_completion_length "
-                "or lower max_new_tokens.")
         if self.layout == "step" and self.use_vllm:
             raise ConfigError("layout='step' with use_vllm=True is not supported yet: vLLM's importance-sampling "
                               "correction is computed on TRL's one-row-per-prompt batch. Use layout='concatenated' "
@@ -176,14 +198,6 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
             "or gradient_accumulation_steps: 1 with no generation_batch_size).")
 
     def _check_grpo(self) -> None:
-        if self.num_generations is not None and self.num_generations < 2:
-            raise ConfigError(
-                f"num_generations={self.num_generations}: GRPO compares samples of the same prompt, so it needs at "
-                "least 2 per prompt. Set num_generations >= 2 (e.g. 8), or train with PPO, which needs no groups.")
-        if self.advantage_estimator not in ESTIMATORS:
-            raise ConfigError(f"advantage_estimator={self.advantage_estimator!r}; use one of {ESTIMATORS}")
-        if not 0.0 < self.keep_ratio <= 1.0:
-            raise ConfigError(f"keep_ratio must be in (0, 1], got {self.keep_ratio}")
         if not self.advantage_mask and self.loss_mask:
             raise ConfigError(
                 "advantage_mask=False with loss_mask=True changes nothing in GRPO: env tokens would carry an advantage "
@@ -198,6 +212,11 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
                 f"micro-batch). Row skipping is exact only for loss_type in {SKIP_EXACT_LOSSES} with beta=0 and no "
                 "entropy bonus or mask. Leave skip_zero_advantage unset (it turns on only where exact) or false.")
         self._check_layout()
+        weights = self.reward_weights
+        if weights is not None and (not isinstance(weights, list) or len(weights) != 1 or isinstance(weights[0], bool)
+                                    or not isinstance(weights[0], int | float) or not math.isfinite(weights[0])):
+            raise ConfigError(f"reward_weights={weights!r}: the trainer has one reward function (the episode's "
+                              "reward), so give one finite weight, e.g. [1.0], or leave reward_weights out.")
         if self.repetition_penalty != 1.0:
             raise ConfigError(
                 f"repetition_penalty={self.repetition_penalty}: it changes the distribution tokens are sampled from, "
@@ -208,6 +227,8 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
 @dataclass
 class AgentPPOConfig(EnvArguments, TrainingArguments):
     """Multi-turn PPO: a critic, GAE over agent tokens (or over steps), clipped policy and value losses."""
+
+    checkpoint_files = ("critic.pt",)  # beside the policy's weights in every checkpoint (not a field)
 
     rollout_batch_size: int = field(default=32, metadata={"help": "episodes played per PPO iteration"})
     ppo_epochs: int = field(default=2, metadata={"help": "passes over each rollout batch"})
@@ -233,6 +254,7 @@ class AgentPPOConfig(EnvArguments, TrainingArguments):
     vllm_max_model_length: int | None = field(default=None, metadata={"help": "vLLM's context length"})
 
     def __post_init__(self) -> None:
+        self._check_env()
         self.model_init_kwargs = _as_dict("model_init_kwargs", self.model_init_kwargs)
         if self.use_vllm and self.vllm_mode != "colocate":
             raise ConfigError(f"PPO with vllm_mode={self.vllm_mode!r}: PPO generates on a colocated engine only "
@@ -255,5 +277,5 @@ class AgentPPOConfig(EnvArguments, TrainingArguments):
         if not self.advantage_mask and self.level == "step":
             raise ConfigError("advantage_mask=False needs level='token': step-level GAE only ever credits agent "
                               "turns. Set level='token' or keep advantage_mask=True.")
-        self._check_env()
-        super().__post_init__()
+        with library_refusals(type(self).__name__):
+            super().__post_init__()

@@ -33,6 +33,7 @@ from agentgym_r1.trainers.common import (
     task_dataset,
 )
 from agentgym_r1.trainers.configs import AgentGRPOConfig
+from agentgym_r1.trainers.guards import FiniteGuard
 from agentgym_r1.trainers.signals import EchoTrapMonitor
 from agentgym_r1.trainers.vllm import VLLMSync
 
@@ -62,6 +63,7 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
                          train_dataset=train_dataset if train_dataset is not None else task_dataset(args.num_tasks),
                          processing_class=processing_class, rollout_func=self._rollout, **kwargs)
         check_processes(self.accelerator)
+        self.add_callback(FiniteGuard(self.accelerator))  # NaN weights stop the run, never get saved
         # TRL would call a row truncated when it does not end in EOS; our turns end on </answer> or </tool_call>, so
         # we mask by the episode's end instead (see _row_mask).
         self.mask_truncated_completions = False

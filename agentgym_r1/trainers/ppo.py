@@ -41,6 +41,7 @@ from agentgym_r1.trainers.common import (
     task_dataset,
 )
 from agentgym_r1.trainers.configs import AgentPPOConfig
+from agentgym_r1.trainers.guards import FiniteGuard
 
 
 class PolicyWithCritic(nn.Module):
@@ -109,6 +110,7 @@ class AgentPPOTrainer(Trainer):
                          train_dataset=train_dataset if train_dataset is not None else task_dataset(args.num_tasks),
                          data_collator=lambda rows: {"resets": [json.loads(r["prompt"]) for r in rows]}, **kwargs)
         check_processes(self.accelerator)
+        self.add_callback(FiniteGuard(self.accelerator))  # NaN weights stop the run, never get saved
         self.llm = None
         if args.use_vllm:
             from agentgym_r1.trainers.vllm import colocated_engine

@@ -29,5 +29,5 @@ def test_a_grpo_step_with_envs_in_worker_processes_sees_the_same_rows(tmp_path) 
 def test_a_bad_env_backend_is_refused_with_the_choices(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"unknown env_backend 'fork'.*'process'"):
         grpo_args(tmp_path, env_backend="fork")
-    with pytest.raises(ConfigError, match="env_workers must be >= 0"):
+    with pytest.raises(ConfigError, match="env_workers=-2 is negative"):
         grpo_args(tmp_path, env_workers=-2)

@@ -1,0 +1,96 @@
+"""Every private name of TRL's ``GRPOTrainer`` and transformers' ``Trainer`` that the trainers use, why, and the
+versions it was read against (issue 39, item 5; STYLE: "TRL's private surface in one place").
+
+The trainers prefer TRL's public hooks (``rollout_func``, callbacks); what they cannot do through them is listed
+here. :func:`missing` says which of these the installed libraries lack (a method gone, a parameter renamed, an
+attribute no longer set), and ``tests/trainers/test_trl_surface.py`` fails naming them, so an upgrade of TRL or
+transformers says what to re-read instead of failing mid-run. That test also fails when a trainer module starts
+using a private library name that is not listed here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import re
+from dataclasses import dataclass
+
+TRL_READ = "1.16.0"
+TRANSFORMERS_READ = "5.24.0"
+
+
+@dataclass(frozen=True)
+class Private:
+    """``owner`` (``"module:Class"``) has ``name``: a method taking ``params``, or an attribute it assigns."""
+
+    owner: str
+    name: str
+    kind: str  # "method" or "attribute"
+    used_by: str
+    why: str
+    params: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.owner.replace(':', '.')}.{self.name}"
+
+
+GRPO = "trl.trainer.grpo_trainer:GRPOTrainer"
+TRAINER = "transformers.trainer:Trainer"
+
+SURFACE: tuple[Private, ...] = (
+    Private(GRPO, "_generate", "method", "grpo.AgentGRPOTrainer._generate (override, calls super)",
+            "sync the policy into vLLM before TRL's own step check; replace TRL's completions/clipped_ratio with "
+            "the episode-level one and log the rollout metrics", ("prompts",)),
+    Private(GRPO, "_generate_and_score_completions", "method",
+            "grpo.AgentGRPOTrainer._generate_and_score_completions (override, calls super)",
+            "replace TRL's advantages, tool mask and num_items_in_batch with ours over the global batch; build the "
+            "step layout's rows, which TRL's one-row-per-prompt batch cannot hold", ("inputs",)),
+    Private(GRPO, "_get_per_token_logps_and_entropies", "method", "grpo.AgentGRPOTrainer._reference_logps",
+            "old and reference log-probabilities of step-layout rows, computed as TRL computes them",
+            ("model", "input_ids", "attention_mask", "logits_to_keep", "batch_size")),
+    Private(GRPO, "_compute_loss", "method", "the keys grpo.py's scoring returns; tests/trainers/kit.py spies it",
+            "the loss our rows feed: it reads advantages, tool_mask, completion_mask and num_items_in_batch, and "
+            "its normalisation decides which losses may skip rows (configs.SKIP_EXACT_LOSSES)", ("model", "inputs")),
+    Private(GRPO, "_metrics", "attribute", "grpo.AgentGRPOTrainer (rollout and group metrics)",
+            "TRL averages and logs what is appended to _metrics[mode][key]; rollout metrics join its log line"),
+    Private(GRPO, "_last_loaded_step", "attribute", "grpo.AgentGRPOTrainer._generate",
+            "the step TRL last synced vLLM at; set after our sync so TRL's own check skips a second one"),
+    Private(TRAINER, "_save", "method", "ppo.AgentPPOTrainer._save (override)",
+            "save the policy as a normal model directory and the critic beside it (critic.pt)",
+            ("output_dir", "state_dict")),
+    Private(TRAINER, "_load_from_checkpoint", "method", "ppo.AgentPPOTrainer._load_from_checkpoint (override)",
+            "resume the policy and the critic saved by _save", ("resume_from_checkpoint", "model")),
+)
+
+
+def _owner(spec: str) -> type:
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _present(entry: Private) -> bool:
+    cls = _owner(entry.owner)
+    if entry.kind == "method":
+        fn = getattr(cls, entry.name, None)
+        return callable(fn) and set(entry.params) <= set(inspect.signature(fn).parameters)
+    source = inspect.getsource(cls)  # an attribute the class assigns somewhere (instance attributes live in methods)
+    return re.search(rf"self\.{re.escape(entry.name)}\s*(:[^=\n]*)?=[^=]", source) is not None
+
+
+def missing(surface: tuple[Private, ...] = SURFACE) -> list[str]:
+    """The listed names the installed TRL / transformers lack (``[]`` when all are there)."""
+    return [entry.label for entry in surface if not _present(entry)]
+
+
+def library_names(cls: type) -> set[str]:
+    """Private names (``_x``, not dunder) that a library base class of ``cls`` defines or assigns."""
+    names: set[str] = set()
+    for base in cls.__mro__:
+        if base.__module__.startswith("agentgym_r1") or base is object:
+            continue
+        names |= {n for n in vars(base) if n.startswith("_") and not n.startswith("__")}
+        with contextlib.suppress(OSError, TypeError):  # a class without Python source
+            names |= set(re.findall(r"self\.(_[a-z]\w*)\s*(?::[^=\n]*)?=[^=]", inspect.getsource(base)))
+    return names
