@@ -34,7 +34,7 @@ episodes are about twice as long: give ``--max-completion 640`` to that run's ``
 the README's seventh look).
 
 **Held-out sets never scored before** (issue 36; ``benchmarks/hotpotqa_splits.py`` says which seeds each set and every
-earlier run used): ``--held-out fresh disjoint`` scores the end of a run on 1,024 fresh questions and on 1,024
+earlier run used): ``--held-out fresh disjoint`` scores the end of a run on 1,024 fresh questions and on 512
 questions over a part of the KB (two countries) that no training task touches, ``--held-out dev`` on the 512
 development questions (for choosing a learning rate or the naive RAG's k). With any of them, SFT, RL and the RAG
 demonstrations train on the first 8,000 reset seeds whose task stays clear of that part, runs are monitored on dev's
@@ -164,9 +164,9 @@ def splits_record(out: Path) -> dict[str, Any]:
     if path.exists():
         return json.loads(path.read_text())
     record = splits.build(TASKS, build_kb(ENV_KWARGS["seed"], ENV_KWARGS["kb_size"]))
-    if not world()[0]:
-        path.with_suffix(".tmp").write_text(json.dumps(record))
-        path.with_suffix(".tmp").replace(path)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # each process of a torchrun writes its own, then renames
+    tmp.write_text(json.dumps(record))
+    tmp.replace(path)
     return record
 
 
