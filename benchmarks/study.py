@@ -175,8 +175,12 @@ def guard(protocol_path: Path, root: Path, out: Path | None = None, seed: int | 
 def start(script: str | Path, out: Path, protocol: Path | None = None, seed: int | None = None,
           held_out: Iterable[str] | None = None) -> dict[str, Any]:
     """What a study script records with every result: :func:`provenance`, or with ``protocol`` the checked record of
-    :func:`guard` (which refuses the run first). Call it in ``main`` before any work."""
-    root = repo_root(Path(script).resolve())
+    :func:`guard` (which refuses the run first). Call it in ``main`` before any work. Outside a git work tree an
+    exploratory run records ``commit: None`` and the reason; a confirmatory one is refused."""
     if protocol is None:
+        try:
+            root = repo_root(Path(script).resolve())
+        except StudyError as e:  # an exploratory run from an export (no .git) still runs, recording why
+            return {"commit": None, "dirty": None, "changes": [], "protocol": None, "note": str(e)}
         return {**provenance(root, out), "protocol": None}
-    return guard(Path(protocol), root, out, seed, held_out)
+    return guard(Path(protocol), repo_root(Path(script).resolve()), out, seed, held_out)

@@ -17,6 +17,7 @@ from agentgym_r1.error import (
     ProtocolCommitError,
     ProtocolError,
     ProtocolNotCommittedError,
+    StudyError,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,3 +156,15 @@ def test_the_proof_scripts_refuse_the_draft_protocol_before_any_work(tmp_path, s
     assert out.returncode != 0
     assert "ProtocolError" in out.stderr and "status is 'draft'" in out.stderr, out.stderr[-2000:]
     assert not (tmp_path / "run").exists()  # refused before the output directory was made
+
+
+def test_outside_a_git_tree_an_exploratory_run_records_no_commit_and_a_confirmatory_one_is_refused(tmp_path):
+    script = tmp_path / "export" / "bench.py"
+    script.parent.mkdir()
+    script.write_text("")
+    if subprocess.run(["git", "-C", str(script.parent), "rev-parse"], capture_output=True, check=False).returncode == 0:
+        pytest.skip("the temporary directory lies inside a git work tree")
+    record = study.start(script, tmp_path / "out")
+    assert record["commit"] is None and record["dirty"] is None and "not inside a git work tree" in record["note"]
+    with pytest.raises(StudyError, match="not inside a git work tree"):
+        study.start(script, tmp_path / "out", protocol=TEMPLATE)
