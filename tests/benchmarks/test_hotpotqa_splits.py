@@ -7,6 +7,9 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -111,3 +114,13 @@ def test_the_script_stops_before_training_on_a_held_out_set_that_overlaps(proof,
         assert [json.loads(r["prompt"])["seed"] for r in rows] == record["training"]
     finally:
         proof.HELD_OUT[:] = ["legacy"]
+
+
+def test_cli_refuses_the_legacy_set_beside_the_new_ones_before_any_work(tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_hotpotqa_proof.py"), "sft", "--out",
+                          str(tmp_path / "run"), "--held-out", "legacy", "fresh"], cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "--held-out legacy" in out.stderr and "['legacy', 'fresh']" in out.stderr
+    assert not (tmp_path / "run").exists()
