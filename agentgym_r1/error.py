@@ -84,6 +84,31 @@ class ResultsFileError(AgentGymError, OSError):
     """A leaderboard results file that cannot be written or read."""
 
 
+class StudyError(ConfigError):
+    """A study run (a proof or benchmark script) refused before any work: its results could not be trusted."""
+
+
+class ProtocolError(StudyError):
+    """A confirmatory protocol that cannot pin a run: no protocol block, a missing field, a draft, or a run whose seed
+    or held-out set the protocol does not list."""
+
+
+class ProtocolNotCommittedError(ProtocolError):
+    """A protocol file that is not in git at ``HEAD`` (or differs from it): it must be committed before the runs."""
+
+
+class ProtocolCommitError(ProtocolError):
+    """A protocol whose ``commit`` is not a commit of the repository or not an ancestor of the code that runs."""
+
+
+class DirtyTreeError(StudyError):
+    """A confirmatory run from a working tree with changes git has not committed: its code is not the protocol's."""
+
+
+class HeldOutOverlapError(StudyError):
+    """A held-out set that shares questions (or, for an entity-disjoint set, entities) with the training tasks."""
+
+
 class PolicyError(AgentGymError, RuntimeError):
     """A policy that cannot act: a model endpoint that is down, a model path that does not load."""
 

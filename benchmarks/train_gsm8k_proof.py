@@ -1,6 +1,7 @@
 """Proof of learning on CPU: a tiny model warm-started on expert GSM8K episodes, then trained with GRPO (or PPO).
 
-Phases (each prints what it measured):
+Phases (each prints what it measured and writes it to ``OUT/results/<run>.json`` with its ``provenance``: ``git rev-parse
+HEAD`` and a dirty-tree flag; ``--protocol FILE`` makes a run confirmatory, see ``benchmarks/study.py``):
 
     python benchmarks/train_gsm8k_proof.py sft  --out runs/proof          # tokenizer, tiny Qwen2, SFT checkpoint
     python benchmarks/train_gsm8k_proof.py grpo --out runs/proof          # GRPO from the SFT checkpoint
@@ -22,11 +23,14 @@ one stopped early (see benchmarks/reports/gsm8k_proof.md for the exact commands 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
+import study  # benchmarks/: provenance of every result, the confirmatory guard (--protocol)
 import torch
 
 import agentgym_r1  # noqa: F401  (registers the ids)
@@ -41,6 +45,14 @@ ENV_KWARGS = {"source": "synthetic", "min_steps": 1, "max_steps": 1, "system_pro
 HELD_OUT = {**ENV_KWARGS, "seed": 1}
 MAX_TURNS, MAX_NEW_TOKENS = 3, 40
 FINAL_FIRST = 1000  # the final check's held-out problems start here (the monitoring ones are 0..127)
+PROVENANCE: dict[str, Any] = {}  # study.start's record (commit, dirty, protocol), written with every result
+
+
+def save_result(out: Path, label: str, **row: Any) -> None:
+    """``OUT/results/<label>.json``: what a phase measured, with the code's provenance."""
+    (out / "results").mkdir(parents=True, exist_ok=True)
+    (out / "results" / f"{label}.json").write_text(json.dumps({"run": label, **row, "provenance": PROVENANCE},
+                                                              indent=1))
 
 
 def held_out_success(model, tokenizer, episodes: int = 128, first: int = 0) -> float:
@@ -88,6 +100,7 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, resume: int = 
     model.save_pretrained(out / "sft")
     tokenizer.save_pretrained(out / "sft")
     print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  held-out success {success:.3f}")
+    save_result(out, "sft", steps=steps, monitor=success, minutes=(time.time() - start) / 60)
 
 
 class HeldOut:
@@ -122,6 +135,7 @@ def report(label: str, unit: str, before: float, history: list[tuple[int, float,
     step, elapsed, after = history[-1]
     print(f"{label}: held-out success {before:.3f} -> {after:.3f} ({100 * (after - before):+.1f} points) "
           f"in {step} {unit}, {elapsed / 60:.1f} min wall")
+    final: dict[str, Any] = {}
     if final_eval:
         from transformers import AutoModelForCausalLM
 
@@ -130,6 +144,9 @@ def report(label: str, unit: str, before: float, history: list[tuple[int, float,
         end = held_out_success(policy, tokenizer, final_eval, FINAL_FIRST)
         print(f"{label}: on {final_eval} further held-out problems: {start:.3f} -> {end:.3f} "
               f"({100 * (end - start):+.1f} points)")
+        final = {"final": {"n": final_eval, "first": FINAL_FIRST, "before": start, "after": end}}
+    save_result(out, label, unit=unit, steps=step, minutes=elapsed / 60, monitor_before=before, monitor_after=after,
+                curve=[{"step": s, "seconds": t, "success": v} for s, t, v in history], **final)
 
 
 def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float, iterations: int = 1,
@@ -224,7 +241,12 @@ def main() -> None:
     parser.add_argument("--sft-batch", type=int, default=16)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--protocol", type=Path,
+                        help="a confirmatory run: the committed protocol page (benchmarks/reports/); the run is "
+                        "refused before any work if the tree is dirty, the protocol is a draft or not committed, or "
+                        "its commit is not an ancestor of HEAD (benchmarks/study.py)")
     a = parser.parse_args()
+    PROVENANCE.update(study.start(__file__, a.out, a.protocol, a.seed if a.phase == "grpo" else None))
     torch.set_num_threads(a.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     if a.phase == "sft":

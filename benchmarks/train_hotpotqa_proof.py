@@ -33,6 +33,19 @@ words`` one whose merges stay inside runs of letters, so a name is the same toke
 episodes are about twice as long: give ``--max-completion 640`` to that run's ``sft``, ``grpo``, ``ppo`` and ``eval``;
 the README's seventh look).
 
+**Held-out sets never scored before** (issue 36; ``benchmarks/hotpotqa_splits.py`` says which seeds each set and every
+earlier run used): ``--held-out fresh disjoint`` scores the end of a run on 1,024 fresh questions and on 512
+questions over a part of the KB (two countries) that no training task touches, ``--held-out dev`` on the 512
+development questions (for choosing a learning rate or the naive RAG's k). With any of them, SFT, RL and the RAG
+demonstrations train on the first 8,000 reset seeds whose task stays clear of that part, runs are monitored on dev's
+first 128 questions, the sets are cached in ``OUT/splits.json`` and each result is ``OUT/results/<run>.<set>.json``.
+Before any training the script checks that no held-out question is a training question (and that no entity of the
+disjoint set is touched by training): an overlap stops it with ``HeldOutOverlapError`` naming the first few. The
+default ``--held-out legacy`` keeps the earlier runs' 128 + 1,024 questions and training seeds. Every result and curve
+records ``provenance`` (``git rev-parse HEAD``, a dirty-tree flag); ``--protocol benchmarks/reports/<study>.md`` makes a
+run confirmatory and refuses it before any work if the tree is dirty, the protocol is a draft or not committed, or its
+commit is not an ancestor of HEAD (``benchmarks/study.py``).
+
 ``grpo`` and ``ppo`` also run as one run on several processes (the README's eighth look: one run on both cores)::
 
     OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node 2 benchmarks/train_hotpotqa_proof.py grpo \
@@ -55,6 +68,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import hotpotqa_splits as splits  # benchmarks/: held-out sets never scored before, and the overlap check
+import study  # benchmarks/: provenance of every result, the confirmatory guard (--protocol)
+
 ENV_ID = "AgentR1/HotpotQA-v0"
 TOP_K = 1
 ENV_KWARGS: dict[str, Any] = {"source": "synthetic", "seed": 0, "kb_size": 5000, "difficulty": "easy",
@@ -66,6 +82,8 @@ HELD_OUT_FROM = 1_000_000  # held-out questions: reset seeds from here on, skipp
 N_MONITOR, N_FINAL = 128, 1024  # monitoring questions, then the table's (never seen before a run ends)
 RAG_SYSTEM = "Answer the question from the passage."
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+HELD_OUT = ["legacy"]  # the held-out sets scored (--held-out); "legacy" alone keeps the earlier runs' splits
+PROVENANCE: dict[str, Any] = {}  # study.start's record (commit, dirty, protocol), written with every result
 
 
 def gold(task: Any) -> str:
@@ -99,14 +117,16 @@ def held_out(out: Path) -> tuple[list[int], list[int]]:
     from ``HELD_OUT_FROM`` on, skipping a question that a training seed draws or an earlier held-out seed drew, so
     the held-out questions are distinct and none is a training question. Prints the check."""
     path = out / "held_out.json"
+    train_tasks = questions(range(TRAIN_SEEDS))
     if path.exists():
         cached = json.loads(path.read_text())
+        splits.check_overlap("legacy", questions(cached["monitor"] + cached["final"]), train_tasks)
         return cached["monitor"], cached["final"]
     import gymnasium as gym
 
     import agentgym_r1  # noqa: F401  (registers the ids)
 
-    train = {t.prompt for t in questions(range(TRAIN_SEEDS))}
+    train = {t.prompt for t in train_tasks}
     env = gym.make(ENV_ID, **ENV_KWARGS)
     seeds: list[int] = []
     texts: set[str] = set()
@@ -121,15 +141,57 @@ def held_out(out: Path) -> tuple[list[int], list[int]]:
             texts.add(text)
         seed += 1
     env.close()
-    check = {t.prompt for t in questions(seeds)}
+    held = questions(seeds)
+    check = {t.prompt for t in held}
     print(f"overlap check: {len(train)} distinct training questions (reset seeds 0..{TRAIN_SEEDS - 1}: SFT and RL), "
           f"{len(check)} distinct held-out questions (reset seeds {HELD_OUT_FROM}..{seed - 1}, {skipped} skipped as "
           f"training or repeated questions); held-out questions that are training questions: {len(train & check)}",
           flush=True)
-    if train & check or len(check) != len(seeds):
-        raise SystemExit("held-out questions overlap the training questions")
+    splits.check_overlap("legacy", held, train_tasks)  # HeldOutOverlapError names the overlap
     path.write_text(json.dumps({"monitor": seeds[:N_MONITOR], "final": seeds[N_MONITOR:]}))
     return seeds[:N_MONITOR], seeds[N_MONITOR:]
+
+
+TASKS = splits.memo(questions)  # the sets draw the same seeds several times
+
+
+def splits_record(out: Path) -> dict[str, Any]:
+    """The partition, training seeds and dev / fresh / disjoint reset seeds of ``hotpotqa_splits`` (cached in
+    ``OUT/splits.json``; a pure function of the KB, so every OUT gets the same)."""
+    from agentgym_r1.envs.hotpotqa.synthetic import build_kb
+
+    path = out / "splits.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    record = splits.build(TASKS, build_kb(ENV_KWARGS["seed"], ENV_KWARGS["kb_size"]))
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # each process of a torchrun writes its own, then renames
+    tmp.write_text(json.dumps(record))
+    tmp.replace(path)
+    return record
+
+
+def training_seeds(out: Path) -> list[int]:
+    """The reset seeds SFT, RL and the RAG demonstrations draw from: 0..7,999 with the legacy sets, else the first
+    8,000 whose task touches no entity of the disjoint set's part of the KB."""
+    return list(range(TRAIN_SEEDS)) if HELD_OUT == ["legacy"] else splits_record(out)["training"]
+
+
+def held_out_sets(out: Path) -> tuple[list[int], dict[str, list[int]]]:
+    """The monitoring seeds and each scored set's seeds (``--held-out``), after the overlap check: the legacy 128 and
+    1,024, or dev's first 128 and the sets named. Raises ``HeldOutOverlapError`` before any training."""
+    if HELD_OUT == ["legacy"]:
+        monitor, final = held_out(out)
+        return monitor, {"legacy": final}
+    from agentgym_r1.envs.hotpotqa.synthetic import build_kb
+
+    record = splits_record(out)
+    splits.check_splits(TASKS, build_kb(ENV_KWARGS["seed"], ENV_KWARGS["kb_size"]), record, HELD_OUT)
+    return record["dev"][:splits.N_MONITOR], {name: record[name] for name in HELD_OUT}
+
+
+def scored_label(label: str, name: str) -> str:
+    """A result's name: ``label`` on the legacy set, ``label.<set>`` on the others."""
+    return label if name == "legacy" else f"{label}.{name}"
 
 
 # -- evaluation --------------------------------------------------------------------------------------------------------
@@ -265,16 +327,18 @@ def em_by_type(tasks: Sequence[Any], solved: Sequence[bool]) -> dict[str, float]
     return by_type
 
 
-def save_result(out: Path, label: str, em: float, **extra: Any) -> None:
+def save_result(out: Path, label: str, em: float, n: int = N_FINAL, **extra: Any) -> None:
+    """``label``'s held-out EM on ``n`` questions with its Wilson interval, and the code's provenance."""
     from agentgym_r1.leaderboard.board import wilson
 
     if world()[0]:
         return
-    stat = wilson(em * N_FINAL, N_FINAL)
-    row = {"run": label, "em": stat.value, "low": stat.low, "high": stat.high, "n": N_FINAL, **extra}
+    stat = wilson(round(em * n), n)
+    row = {"run": label, "em": stat.value, "low": stat.low, "high": stat.high, "n": n, **extra,
+           "provenance": PROVENANCE}
     (out / "results").mkdir(parents=True, exist_ok=True)
     (out / "results" / f"{label}.json").write_text(json.dumps(row, indent=1))
-    print(f"{label}: held-out EM on {N_FINAL} questions {100 * stat.value:.1f}% "
+    print(f"{label}: held-out EM on {n} questions {100 * stat.value:.1f}% "
           f"[{100 * stat.low:.1f}, {100 * stat.high:.1f}]", flush=True)
 
 
@@ -312,7 +376,7 @@ def save_react_result(out: Path, label: str, model: Any, tokenizer: Any, seeds: 
     wrong, and how its named comparisons ended, saved as ``label``'s result."""
     episodes, tasks = react_episodes(model, tokenizer, seeds), questions(seeds)
     solved = [e.success for e in episodes]
-    save_result(out, label, sum(solved) / len(solved), by_type=em_by_type(tasks, solved),
+    save_result(out, label, sum(solved) / len(solved), n=len(solved), by_type=em_by_type(tasks, solved),
                 bridge_outcomes=bridge_outcomes(tasks, episodes),
                 comparison_outcomes=comparison_outcomes(tasks, episodes), **extra)
 
@@ -359,7 +423,8 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
 
     if num_episodes > TRAIN_SEEDS:
         raise SystemExit(f"--sft-episodes is at most {TRAIN_SEEDS} (the training seeds)")
-    monitor, final = held_out(out)
+    monitor, finals = held_out_sets(out)
+    train_seeds = training_seeds(out)
     env = gym.make(ENV_ID, **ENV_KWARGS)
     if resume:  # continue an SFT checkpoint that had `resume` steps: a chunk draws its batches with the step count at
         # its start as seed and starts a fresh optimizer, so this is the run that would have gone on (same tokenizer)
@@ -369,7 +434,7 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
         model = AutoModelForCausalLM.from_pretrained(start_from).train()
     else:  # the tokenizer is trained on 300 expert episodes (and, with tokenizer_corpus "kb", every KB passage)
         texts = []
-        for seed in range(300):
+        for seed in train_seeds[:300]:
             play_expert(env, seed, expert_actions)
             texts.append(render_chat(env.unwrapped.transcript.messages()))
         if tokenizer_corpus == "kb":  # the retrieval corpus, as a search result shows each passage
@@ -380,7 +445,7 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
         tokenizer = train_tokenizer(texts, out / "tokenizer", vocab_size=vocab, split_digits=True,
                                     cross_spaces=pieces == "cross-spaces", words=pieces == "words")
         model = make_model(tokenizer, hidden=hidden, layers=layers, mlp_ratio=4).train()
-    episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(num_episodes)]
+    episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in train_seeds[:num_episodes]]
     lengths = sorted(len(e.prompt_ids) + len(e.completion_ids) for e in episodes)
     longest = max(len(chat_ids) for e in episodes for chat_ids in agent_turns(e))
     print(f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, vocab {len(tokenizer)}, "
@@ -400,15 +465,18 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
         if resume:
             curve.append({"step": steps - resume, "minutes": (time.time() - start) / 60, "em": em})
             (out / "sft-continued").mkdir(exist_ok=True)
-            (out / "sft-continued" / "curve.json").write_text(json.dumps({"run": "sft-continued", "curve": curve}))
+            (out / "sft-continued" / "curve.json").write_text(json.dumps({"run": "sft-continued", "curve": curve,
+                                                                          "provenance": PROVENANCE}))
         for path in (out / "sft", out / "sft-steps" / f"step{steps}"):  # the last chunk, and every chunk
             model.save_pretrained(path)
             tokenizer.save_pretrained(path)
         if em >= target:
             break
     print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  monitoring EM {em:.3f}", flush=True)
-    save_result(out, "sft", react_em(model.eval(), tokenizer, final), steps=steps, minutes=(time.time() - start) / 60,
-                monitor=em)
+    minutes = (time.time() - start) / 60
+    for name, seeds in finals.items():
+        save_result(out, scored_label("sft", name), react_em(model.eval(), tokenizer, seeds), n=len(seeds),
+                    steps=steps, minutes=minutes, monitor=em, held_out=name)
 
 
 def run_rag(out: Path, chunk: int, minutes: float, patience: int, num_episodes: int, lr: float, batch: int,
@@ -422,13 +490,13 @@ def run_rag(out: Path, chunk: int, minutes: float, patience: int, num_episodes: 
     from agentgym_r1.adapters.tiny import make_model
     from agentgym_r1.trainers.sft import Demo, sft
 
-    monitor, final = held_out(out)
+    monitor, finals = held_out_sets(out)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "tokenizer")  # the ReAct run's, a fresh model
     model = make_model(tokenizer, hidden=hidden, layers=layers, mlp_ratio=4).train()
     chat = ChatTokenizer(tokenizer)
     env = gym.make(ENV_ID, **ENV_KWARGS)
     demos = []
-    for task in questions(range(num_episodes)):
+    for task in questions(training_seeds(out)[:num_episodes]):
         answer = [*chat.encode(f"<answer>{gold(task)}</answer>"), tokenizer.eos_token_id]
         demos.append(Demo(rag_prompt(chat, env.unwrapped.retriever, task.prompt), answer, [1] * len(answer), True))
     print(f"naive RAG: {len(demos)} examples, prompt median {sorted(len(d.prompt_ids) for d in demos)[len(demos) // 2]}"
@@ -447,8 +515,10 @@ def run_rag(out: Path, chunk: int, minutes: float, patience: int, num_episodes: 
     model.save_pretrained(out / "rag")
     tokenizer.save_pretrained(out / "rag")
     print(f"RAG checkpoint: {out / 'rag'}  best at step {best_steps} of {steps}  monitoring EM {best:.3f}", flush=True)
-    save_result(out, "rag", rag_em(model, tokenizer, final), steps=best_steps, minutes=(time.time() - start) / 60,
-                monitor=best)
+    minutes = (time.time() - start) / 60
+    for name, seeds in finals.items():
+        save_result(out, scored_label("rag", name), rag_em(model, tokenizer, seeds), n=len(seeds), steps=best_steps,
+                    minutes=minutes, monitor=best, held_out=name)
 
 
 # -- RL ----------------------------------------------------------------------------------------------------------------
@@ -465,11 +535,13 @@ class Curve:
         self.history.append({"step": step, "minutes": seconds / 60, "em": em})
         if world()[0]:
             return
-        self.path.write_text(json.dumps({"run": self.label, "curve": self.history}, indent=1))
+        self.path.write_text(json.dumps({"run": self.label, "curve": self.history, "provenance": PROVENANCE},
+                                        indent=1))
         print(f"{self.label} step {step:4d}  held-out EM {em:.3f}  {seconds:.0f}s", flush=True)
 
 
-def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Curve, final: list[int], **extra: Any) -> None:
+def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Curve, finals: dict[str, list[int]],
+           **extra: Any) -> None:
     last = callback.history[-1]
     if not world()[0]:
         print(f"{label}: monitoring EM {callback.history[0]['em']:.3f} -> {last['em']:.3f} in {last['step']} steps, "
@@ -478,8 +550,9 @@ def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Curve, f
     if not world()[0]:
         policy.save_pretrained(out / label / "final")  # for `eval --checkpoint OUT/<run>/final`
         tokenizer.save_pretrained(out / label / "final")
-    save_react_result(out, label, policy.eval(), tokenizer, final, steps=last["step"], minutes=last["minutes"],
-                      monitor=last["em"], processes=world()[1], **extra)
+    for name, seeds in finals.items():
+        save_react_result(out, scored_label(label, name), policy.eval(), tokenizer, seeds, steps=last["step"],
+                          minutes=last["minutes"], monitor=last["em"], processes=world()[1], held_out=name, **extra)
 
 
 RL_TYPES = {"all": ("bridge", "comparison", "comparison (yes/no)"), "bridge": ("bridge",),
@@ -510,18 +583,22 @@ def check_comparison_share(types: str, share: float | None) -> None:
         raise ValueError(f"--comparison-share must be between 0 and 1 (exclusive), got {share}")
 
 
-def rl_tasks(types: str, comparison_share: float | None = None) -> Any:
+def rl_tasks(types: str, comparison_share: float | None = None, seeds: Sequence[int] | None = None) -> Any:
     """The RL task rows: the training seeds whose question type is in ``RL_TYPES[types]``: every one (``all``), the
     bridge questions (``bridge``: the one type whose answer a sampled episode can only get right by searching), the
     questions whose answer is a name (``names``: bridge and named comparisons, no yes/no question, whose sampled
     answer is right half the time by chance) or the named comparisons alone (``comparison``). With ``names``,
-    ``comparison_share`` sets the named comparisons' share of the rows (their natural share is 37%)."""
+    ``comparison_share`` sets the named comparisons' share of the rows (their natural share is 37%). ``seeds``: the
+    training reset seeds (default 0..TRAIN_SEEDS-1; :func:`training_seeds` under the held-out partition)."""
     from agentgym_r1.trainers.common import task_dataset
 
     check_comparison_share(types, comparison_share)
-    rows = task_dataset(TRAIN_SEEDS)  # the trainers' own task rows: reset seeds 0..TRAIN_SEEDS-1
+    seeds = list(range(TRAIN_SEEDS)) if seeds is None else list(seeds)
+    rows = task_dataset(max(seeds) + 1)  # the trainers' own task rows: row i plays reset seed i
+    if seeds != list(range(len(rows))):
+        rows = rows.select(seeds)
     if types != "all":
-        kinds = [question_type(t) for t in questions(range(TRAIN_SEEDS))]
+        kinds = [question_type(t) for t in questions(seeds)]
         keep = [i for i, kind in enumerate(kinds) if kind in RL_TYPES[types]]
         if comparison_share is not None:
             keep = [keep[i] for i in share_indices([kinds[i] for i in keep], comparison_share)]
@@ -544,12 +621,13 @@ def train(out: Path, start: Path, label: str, trainer_class: Any, args: Any, min
     tokenizer = PreTrainedTokenizerFast.from_pretrained(start)
     model = AutoModelForCausalLM.from_pretrained(start)
     (out / label).mkdir(parents=True, exist_ok=True)
-    monitor, final = held_out(out)
+    monitor, finals = held_out_sets(out)
     curve = Curve(tokenizer, monitor, label, out / label / "curve.json")
     clock = WallClockBudget(minutes, cosine=schedule == "cosine", evaluate=curve, every=every,
                             count_evaluation=budget == "wall")
-    trainer_class(model, args, tokenizer, train_dataset=rl_tasks(types, comparison_share), callbacks=[clock]).train()
-    finish(out, label, model, tokenizer, curve, final, start=str(start), types=types, budget=budget,
+    rows = rl_tasks(types, comparison_share, training_seeds(out))
+    trainer_class(model, args, tokenizer, train_dataset=rows, callbacks=[clock]).train()
+    finish(out, label, model, tokenizer, curve, finals, start=str(start), types=types, budget=budget,
            schedule=schedule, comparison_share=comparison_share, **extra)
 
 
@@ -609,20 +687,21 @@ def run_eval(out: Path, checkpoint: Path, rag: bool) -> None:
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(checkpoint)
     model = AutoModelForCausalLM.from_pretrained(checkpoint).eval()
-    seeds = held_out(out)[1]
-    if rag:
-        save_result(out, f"eval-{checkpoint.name}", rag_em(model, tokenizer, seeds))
-        return
-    save_react_result(out, f"eval-{checkpoint.parent.name if checkpoint.name == 'final' else checkpoint.name}",
-                      model, tokenizer, seeds)
+    name = checkpoint.name if rag or checkpoint.name != "final" else checkpoint.parent.name
+    for held, seeds in held_out_sets(out)[1].items():
+        if rag:
+            save_result(out, scored_label(f"eval-{name}", held), rag_em(model, tokenizer, seeds), n=len(seeds),
+                        held_out=held)
+        else:
+            save_react_result(out, scored_label(f"eval-{name}", held), model, tokenizer, seeds, held_out=held)
 
 
 def run_table(out: Path) -> None:
-    """The results as Markdown rows: run, held-out EM [95% CI] on the 1,024 questions, steps, minutes."""
-    print("| run | held-out EM (1,024 questions) [95% CI] | steps | wall min | monitoring EM (128) |\n|---|---|---|---|---|")
+    """The results as Markdown rows: run, held-out EM [95% CI], its number of questions, steps, minutes."""
+    print("| run | held-out EM [95% CI] | questions | steps | wall min | monitoring EM (128) |\n|---|---|---|---|---|---|")
     for path in sorted((out / "results").glob("*.json")):
         r = json.loads(path.read_text())
-        print(f"| {r['run']} | {100 * r['em']:.1f}% [{100 * r['low']:.1f}, {100 * r['high']:.1f}] | "
+        print(f"| {r['run']} | {100 * r['em']:.1f}% [{100 * r['low']:.1f}, {100 * r['high']:.1f}] | {r['n']} | "
               f"{r.get('steps', '')} | {r.get('minutes', 0):.1f} | {100 * r.get('monitor', math.nan):.1f}% |")
 
 
@@ -733,7 +812,21 @@ def main() -> None:
                         help="eval, RL: an episode's completion tokens, env tokens included (the words tokenizer "
                              "needs about twice the default)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--held-out", nargs="+", choices=["legacy", "dev", "fresh", "disjoint"], default=["legacy"],
+                        help="the held-out sets scored at the end (benchmarks/hotpotqa_splits.py): legacy (the 1,024 "
+                        "questions of every earlier run), or any of dev, fresh, disjoint, which also make training "
+                        "skip the disjoint set's part of the KB and monitor on dev's first 128 questions")
+    parser.add_argument("--protocol", type=Path,
+                        help="a confirmatory run: the committed protocol page (benchmarks/reports/); the run is "
+                        "refused before any work if the tree is dirty, the protocol is a draft or not committed, or "
+                        "its commit is not an ancestor of HEAD (benchmarks/study.py)")
     a = parser.parse_args()
+    if "legacy" in a.held_out and len(a.held_out) > 1:
+        parser.error(f"--held-out legacy is the earlier runs' split; it cannot be scored beside {a.held_out} (their "
+                     f"training skips part of the KB). Give legacy alone, or any of dev, fresh, disjoint")
+    HELD_OUT[:] = list(dict.fromkeys(a.held_out))
+    PROVENANCE.update(study.start(__file__, a.out, a.protocol, a.seed if a.phase in ("grpo", "ppo") else None,
+                                  HELD_OUT))  # a named error refuses a confirmatory run here, before any work
     if a.comparison_share is not None and a.phase != "grpo":
         parser.error(f"--comparison-share mixes the RL tasks of grpo; got it for {a.phase}")
     try:
