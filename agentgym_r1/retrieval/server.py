@@ -30,15 +30,17 @@ class _BodyTooLarge(Exception):
     pass
 
 
-def limit_body(app: Any, max_bytes: int = MAX_BODY_BYTES) -> Any:
+def limit_body(app: Any, max_bytes: int = MAX_BODY_BYTES, answer: bytes | None = None) -> Any:
     """ASGI middleware: 413 for a declared ``Content-Length`` over ``max_bytes``; a streamed body is counted as it
-    arrives and the request fails once it passes ``max_bytes`` (Starlette reads the whole body into memory first)."""
+    arrives and the request fails once it passes ``max_bytes`` (Starlette reads the whole body into memory first).
+    ``answer`` is the JSON body of the 413 (default: ``{"detail": ...}``)."""
+    if answer is None:
+        answer = b'{"detail": "request body over %d bytes; send fewer or shorter queries"}' % max_bytes
 
     async def too_large(send: Any) -> None:
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body",
-                    "body": b'{"detail": "request body over %d bytes; send fewer or shorter queries"}' % max_bytes})
+        await send({"type": "http.response.body", "body": answer})
 
     async def limited(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
