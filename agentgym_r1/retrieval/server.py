@@ -19,7 +19,8 @@ from typing import Any
 from agentgym_r1.error import RetrievalError, require
 from agentgym_r1.retrieval.base import Hit, Retriever
 
-__all__ = ["MAX_BATCH", "MAX_BODY_BYTES", "MAX_K", "create_app", "hit_to_dict", "serve"]
+__all__ = ["MAX_BATCH", "MAX_BODY_BYTES", "MAX_K", "create_app", "hit_to_dict", "invalid_without_input",
+           "limit_body", "serve"]
 
 MAX_BATCH = 512
 MAX_K = 100
@@ -67,6 +68,16 @@ def limit_body(app: Any, max_bytes: int = MAX_BODY_BYTES, answer: bytes | None =
     return limited
 
 
+def invalid_without_input(request: Any, exc: Any) -> Any:
+    """A FastAPI handler for ``RequestValidationError``: 422 with each error's place and message. FastAPI's default
+    echoes the input back, and a NaN, an infinity or a lone surrogate in it cannot be written as JSON, which made the
+    answer a 500."""
+    from fastapi.responses import JSONResponse
+
+    errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))} for e in exc.errors()]
+    return JSONResponse({"detail": errors}, status_code=422)
+
+
 def hit_to_dict(hit: Hit) -> dict[str, Any]:
     return {"id": hit.doc.id, "title": hit.doc.title, "text": hit.doc.text, "score": hit.score, "rank": hit.rank}
 
@@ -82,12 +93,7 @@ def create_app(retriever: Retriever) -> Any:
 
     app = fastapi.FastAPI(title="agentgym-r1 retriever", version="1")
 
-    @app.exception_handler(fastapi.exceptions.RequestValidationError)
-    def invalid(request: Any, exc: Any) -> Any:
-        # the default handler echoes the input back, and a NaN or inf input (k=NaN, k=1e400) cannot be written as
-        # JSON, which made the answer a 500; say what is wrong without the input
-        errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()]
-        return fastapi.responses.JSONResponse({"detail": errors}, status_code=422)
+    app.add_exception_handler(fastapi.exceptions.RequestValidationError, invalid_without_input)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
