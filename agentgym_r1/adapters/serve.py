@@ -29,7 +29,7 @@ from agentgym_r1.adapters.tokenize import ChatTokenizer
 from agentgym_r1.core.spaces import utf8_safe
 from agentgym_r1.error import AgentGymError, ConfigError, require
 
-__all__ = ["RequestRefused", "context_length", "make_app"]
+__all__ = ["ChatCompletions", "RequestRefused", "context_length", "make_app", "refusal_of", "request_model"]
 
 MAX_STOP = 4  # OpenAI's bound
 MAX_STOP_CHARS = 256
@@ -131,11 +131,101 @@ def refusal_of(errors: list[dict[str, Any]]) -> RequestRefused:
                           param=param, code="invalid_value")
 
 
-def make_app(backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agentgym-r1", *,
-             max_context: int | None = None, max_n: int = 8, max_queue: int = 64, chunk_tokens: int = 32,
-             request_timeout_s: float = 300.0, default_max_tokens: int = 256) -> Any:
-    """A FastAPI app serving ``backend`` under the OpenAI chat-completions API (see the module docstring for the
-    bounds). ``max_context`` defaults to :func:`context_length`."""
+class ChatCompletions:
+    """What the server does with a validated request: :meth:`prepare` bounds and tokenizes it into a :class:`Job`,
+    :meth:`complete` queues it and answers in OpenAI's shape. ``max_context`` defaults to :func:`context_length`."""
+
+    def __init__(self, backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agentgym-r1", *,
+                 max_context: int | None = None, max_n: int = 8, max_queue: int = 64, chunk_tokens: int = 32,
+                 request_timeout_s: float = 300.0, default_max_tokens: int = 256) -> None:
+        context = context_length(backend, chat) if max_context is None else max_context
+        for name, value in (("max_context", context), ("max_n", max_n), ("default_max_tokens", default_max_tokens),
+                            ("max_queue", max_queue), ("chunk_tokens", chunk_tokens)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
+        if not (isinstance(request_timeout_s, int | float) and math.isfinite(request_timeout_s)
+                and request_timeout_s > 0):
+            raise ConfigError(f"request_timeout_s must be a finite number > 0, got {request_timeout_s!r}")
+        self.chat, self.model_name, self.context, self.max_n = chat, model_name, context, max_n
+        self.request_timeout_s, self.default_max_tokens = float(request_timeout_s), default_max_tokens
+        self.queue = GenerationQueue(backend, chat, max_jobs=max_queue, chunk_tokens=chunk_tokens)
+        # A token spans at most as many characters as the longest entry of the vocabulary, so messages longer than
+        # context * that cannot fit and are refused without tokenizing them.
+        self.max_prompt_chars = context * max(max((len(t) for t in chat.tokenizer.get_vocab()), default=1), 1)
+
+    def prepare(self, request: Any) -> Job:
+        """The job for a validated request; :class:`RequestRefused` when it cannot fit the model's context."""
+        context = self.context
+        messages = [{"role": m.role, "content": utf8_safe(m.content)} for m in request.messages]
+        chars = sum(len(m["content"]) for m in messages)
+        if chars > self.max_prompt_chars or len(messages) > context:
+            raise RequestRefused(400, f"The messages ({len(messages)} of {chars:,} characters) are longer than this "
+                                      f"model's maximum context length of {context} tokens can hold; shorten them",
+                                 param="messages", code="context_length_exceeded")
+        try:
+            prompt = self.chat.prompt_ids(messages)
+        except Exception as e:  # the template refuses these messages (roles out of order, a role it does not know)
+            raise RequestRefused(400, f"The model's chat template cannot render these messages: "
+                                      f"{type(e).__name__}: {e}", param="messages") from e
+        asked = request.max_completion_tokens or request.max_tokens
+        max_tokens = min(self.default_max_tokens, context - len(prompt)) if asked is None else asked
+        if max_tokens < 1 or len(prompt) + max_tokens > context:
+            wanted = max(max_tokens, 1)
+            raise RequestRefused(400, f"This model's maximum context length is {context} tokens. However, you "
+                                      f"requested {len(prompt) + wanted} tokens ({len(prompt)} in the messages, "
+                                      f"{wanted} in the completion). Please reduce the length of the messages or "
+                                      f"max_tokens.",
+                                 param="messages" if asked is None else "max_tokens", code="context_length_exceeded")
+        params = SamplingParams(max_new_tokens=max_tokens, stop=tuple(utf8_safe(s) for s in request.stop),
+                                temperature=1.0 if request.temperature is None else request.temperature,
+                                top_p=1.0 if request.top_p is None else request.top_p)
+        job = Job(prompt, request.n or 1, max_tokens, params, deadline=time.monotonic() + self.request_timeout_s)
+        if request.seed is not None:
+            job.seed = request.seed % INT64
+        return job
+
+    async def complete(self, request: Any) -> dict[str, Any]:
+        """Prepare ``request`` (in a worker thread: tokenizing is work), queue it and wait for its rows."""
+        from starlette.concurrency import run_in_threadpool
+
+        job = await run_in_threadpool(self.prepare, request)
+        try:
+            future = self.queue.submit(job)
+        except QueueFull as e:
+            raise RequestRefused(429, str(e), code="queue_full", kind="rate_limit_error") from e
+        try:  # a cancelled wait (timeout, client gone) cancels the job: the worker drops it
+            rows = await asyncio.wait_for(asyncio.wrap_future(future), self.request_timeout_s + 30)
+        except (JobTimeout, TimeoutError) as e:
+            raise RequestRefused(503, str(e) or f"the request did not finish within {self.request_timeout_s:g} s",
+                                 code="timeout", kind="server_error") from e
+        except QueueFull as e:
+            raise RequestRefused(503, str(e), code="shutting_down", kind="server_error") from e
+        return self.reply(request, job, rows)
+
+    def reply(self, request: Any, job: Job, rows: list[Row]) -> dict[str, Any]:
+        choices = [self.choice(i, row, job.params.stop, bool(request.logprobs)) for i, row in enumerate(rows)]
+        completion = sum(len(r.ids) for r in rows)
+        return {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
+                "model": self.model_name, "choices": choices,
+                "usage": {"prompt_tokens": len(job.prompt), "completion_tokens": completion,
+                          "total_tokens": len(job.prompt) + completion}}
+
+    def choice(self, index: int, row: Row, stop: tuple[str, ...], logprobs: bool) -> dict[str, Any]:
+        text = self.chat.decode_action(row.ids)
+        if row.reason == "stop":  # OpenAI semantics: the reply ends before the stop sequence
+            text = text[:min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=len(text))]
+        out: dict[str, Any] = {"index": index, "message": {"role": "assistant", "content": text},
+                               "finish_reason": "length" if row.reason in ("length", "context") else "stop"}
+        if logprobs:  # OpenAI writes -9999.0 for a probability that underflows
+            out["logprobs"] = {"content": [{"token": str(i), "logprob": lp if math.isfinite(lp) else -9999.0,
+                                            "top_logprobs": []} for i, lp in zip(row.ids, row.logprobs, strict=True)]}
+        return out
+
+
+def make_app(backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agentgym-r1", **limits: Any) -> Any:
+    """An ASGI app serving ``backend`` under the OpenAI chat-completions API; ``limits`` are those of
+    :class:`ChatCompletions` (``max_context``, ``max_n``, ``max_queue``, ``chunk_tokens``, ``request_timeout_s``,
+    ``default_max_tokens``). See the module docstring for the bounds."""
     fastapi = require("fastapi", "serve", "the OpenAI-compatible server")
     from fastapi.exceptions import RequestValidationError
     from starlette.concurrency import run_in_threadpool
@@ -143,25 +233,15 @@ def make_app(backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agen
 
     from agentgym_r1.retrieval.server import limit_body
 
-    context = context_length(backend, chat) if max_context is None else max_context
-    for name, value in (("max_context", context), ("max_n", max_n), ("default_max_tokens", default_max_tokens)):
-        if not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
-    if not (isinstance(request_timeout_s, int | float) and math.isfinite(request_timeout_s) and request_timeout_s > 0):
-        raise ConfigError(f"request_timeout_s must be a finite number > 0, got {request_timeout_s!r}")
-    queue = GenerationQueue(backend, chat, max_jobs=max_queue, chunk_tokens=chunk_tokens)
-    # A token spans at most as many characters as the longest entry of the vocabulary, so messages longer than
-    # context * that cannot fit and are refused without tokenizing them.
-    max_prompt_chars = context * max(max((len(t) for t in chat.tokenizer.get_vocab()), default=1), 1)
-    ChatRequest = request_model(max_n)
+    service = ChatCompletions(backend, chat, model_name, **limits)
+    ChatRequest = request_model(service.max_n)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
         yield
-        await run_in_threadpool(queue.close)
+        await run_in_threadpool(service.queue.close)
 
     app = fastapi.FastAPI(title="agentgym-r1 chat completions", lifespan=lifespan)
-    app.state.queue = queue
 
     @app.exception_handler(RequestRefused)
     def refused(request: Any, exc: RequestRefused) -> Any:
@@ -177,75 +257,16 @@ def make_app(backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agen
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        return {"status": "ok", "requests": queue.pending(), "max_queue": queue.max_jobs}
+        return {"status": "ok", "requests": service.queue.pending(), "max_queue": service.queue.max_jobs}
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "agentgym-r1",
-                                            "max_model_len": context}]}
-
-    def prepare(request: Any) -> Job:
-        messages = [{"role": m.role, "content": utf8_safe(m.content)} for m in request.messages]
-        chars = sum(len(m["content"]) for m in messages)
-        if chars > max_prompt_chars or len(messages) > context:
-            raise RequestRefused(400, f"The messages ({len(messages)} of {chars:,} characters) are longer than this "
-                                      f"model's maximum context length of {context} tokens can hold; shorten them",
-                                 param="messages", code="context_length_exceeded")
-        try:
-            prompt = chat.prompt_ids(messages)
-        except Exception as e:  # the template refuses these messages (roles out of order, a role it does not know)
-            raise RequestRefused(400, f"The model's chat template cannot render these messages: "
-                                      f"{type(e).__name__}: {e}", param="messages") from e
-        asked = request.max_completion_tokens or request.max_tokens
-        max_tokens = min(default_max_tokens, context - len(prompt)) if asked is None else asked
-        if max_tokens < 1 or len(prompt) + max_tokens > context:
-            raise RequestRefused(400, f"This model's maximum context length is {context} tokens. However, you "
-                                      f"requested {len(prompt) + max(max_tokens, 1)} tokens ({len(prompt)} in the "
-                                      f"messages, {max(max_tokens, 1)} in the completion). Please reduce the length "
-                                      f"of the messages or max_tokens.",
-                                 param="messages" if asked is None else "max_tokens", code="context_length_exceeded")
-        params = SamplingParams(max_new_tokens=max_tokens, stop=tuple(utf8_safe(s) for s in request.stop),
-                                temperature=1.0 if request.temperature is None else request.temperature,
-                                top_p=1.0 if request.top_p is None else request.top_p)
-        job = Job(prompt, request.n or 1, max_tokens, params, deadline=time.monotonic() + request_timeout_s)
-        if request.seed is not None:
-            job.seed = request.seed % INT64
-        return job
+                                            "max_model_len": service.context}]}
 
     @app.post("/v1/chat/completions")
     async def completions(request: ChatRequest) -> Any:
-        job = await run_in_threadpool(prepare, request)
-        try:
-            future = queue.submit(job)
-        except QueueFull as e:
-            raise RequestRefused(429, str(e), code="queue_full", kind="rate_limit_error") from e
-        try:  # a cancelled wait (timeout, client gone) cancels the job: the worker drops it
-            rows = await asyncio.wait_for(asyncio.wrap_future(future), request_timeout_s + 30)
-        except (JobTimeout, TimeoutError) as e:
-            raise RequestRefused(503, str(e) or f"the request did not finish within {request_timeout_s:g} s",
-                                 code="timeout", kind="server_error") from e
-        except QueueFull as e:
-            raise RequestRefused(503, str(e), code="shutting_down", kind="server_error") from e
-        return fastapi.responses.JSONResponse(reply(request, job, rows))
-
-    def reply(request: Any, job: Job, rows: list[Row]) -> dict[str, Any]:
-        choices = [choice(i, row, job.params.stop, bool(request.logprobs)) for i, row in enumerate(rows)]
-        completion = sum(len(r.ids) for r in rows)
-        return {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
-                "model": model_name, "choices": choices,
-                "usage": {"prompt_tokens": len(job.prompt), "completion_tokens": completion,
-                          "total_tokens": len(job.prompt) + completion}}
-
-    def choice(index: int, row: Row, stop: tuple[str, ...], logprobs: bool) -> dict[str, Any]:
-        text = chat.decode_action(row.ids)
-        if row.reason == "stop":  # OpenAI semantics: the reply ends before the stop sequence
-            text = text[:min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=len(text))]
-        out: dict[str, Any] = {"index": index, "message": {"role": "assistant", "content": text},
-                               "finish_reason": "length" if row.reason in ("length", "context") else "stop"}
-        if logprobs:  # OpenAI writes -9999.0 for a probability that underflows
-            out["logprobs"] = {"content": [{"token": str(i), "logprob": lp if math.isfinite(lp) else -9999.0,
-                                            "top_logprobs": []} for i, lp in zip(row.ids, row.logprobs, strict=True)]}
-        return out
+        return fastapi.responses.JSONResponse(await service.complete(request))
 
     answer = json.dumps(RequestRefused(413, "The request body is too large for this server's context").body())
-    return limit_body(app, 6 * max_prompt_chars + 2**20, answer.encode())
+    return limit_body(app, 6 * service.max_prompt_chars + 2**20, answer.encode())

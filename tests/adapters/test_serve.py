@@ -154,3 +154,12 @@ def test_the_queue_is_bounded_and_each_request_has_a_time_limit(app_for):
     long = out["long"]
     assert long.status_code == 503 and long.json()["error"]["code"] == "timeout", long.text
     assert after.status_code == 200  # the worker went on
+
+
+def test_bad_server_limits_are_refused_before_serving(app_for):
+    from agentgym_r1.error import ConfigError
+
+    for bad in ({"max_n": 0}, {"max_context": -1}, {"request_timeout_s": float("nan")}, {"request_timeout_s": 0},
+                {"max_queue": 0}, {"chunk_tokens": 0}, {"default_max_tokens": True}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            app_for(**bad)
