@@ -10,8 +10,11 @@ past its deadline ends with :class:`JobTimeout`.
 A chunk continues a row: its context is the prompt plus what the row sampled so far. Stop strings are found by one
 :class:`~agentgym_r1.adapters.backends.base.StopScanner` over the row's whole completion, so one that spans two
 chunks is found too. Each chunk reseeds the backend from the job's seed and the chunk's number, so a seeded request
-gives the same completion however other requests interleave with it. Inside the backend's ``rollout_session`` (the
-transformers backend keeps the last call's key/value cache there) a job served alone continues from its cache.
+gives the same completion however other requests interleave with it. With the transformers backend the first
+``cached_jobs`` jobs in progress each keep their own key/value cache
+(:class:`~agentgym_r1.adapters.backends.prefix.PrefixCache`, through ``HFBackend.prefix_cache``), so each chunk feeds
+only the tokens the last one sampled however jobs interleave; the other jobs prefill their whole context each chunk.
+A cache holds up to ``n`` rows of the model's context: ``cached_jobs`` bounds that memory.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from agentgym_r1.adapters.backends.base import SamplingParams, StopScanner, TokenBackend
+from agentgym_r1.adapters.backends.prefix import PrefixCache
 from agentgym_r1.adapters.records import FinishReason
 from agentgym_r1.adapters.tokenize import ChatTokenizer
 from agentgym_r1.error import AgentGymError, ConfigError
@@ -67,6 +72,7 @@ class Job:
     rows: list[Row] = field(default_factory=list)
     chunks: int = 0
     future: Future = field(default_factory=Future)
+    cache: PrefixCache | None = None  # its own key/value cache, when it holds one of the queue's slots
 
     def __post_init__(self) -> None:
         self.rows = [Row() for _ in range(self.n)]
@@ -80,13 +86,14 @@ class GenerationQueue:
     """Serves :class:`Job` s with ``backend`` on one worker thread (started on the first :meth:`submit`)."""
 
     def __init__(self, backend: TokenBackend, chat: ChatTokenizer, *, max_jobs: int = 64,
-                 chunk_tokens: int = 32) -> None:
+                 chunk_tokens: int = 32, cached_jobs: int = 4) -> None:
         if max_jobs < 1:
             raise ConfigError(f"max_jobs must be >= 1, got {max_jobs}")
         if chunk_tokens < 1:
             raise ConfigError(f"chunk_tokens must be >= 1, got {chunk_tokens}")
         self.backend, self.chat = backend, chat
         self.max_jobs, self.chunk_tokens = max_jobs, chunk_tokens
+        self.free_caches = cached_jobs if getattr(backend, "reuse_prefix", False) else 0
         self.jobs: collections.deque[Job] = collections.deque()  # waiting for their next chunk
         self.held = 0  # jobs queued or in progress
         self.ready = threading.Condition()
@@ -123,10 +130,8 @@ class GenerationQueue:
             return self.held
 
     def run(self) -> None:
-        session = getattr(self.backend, "rollout_session", None)
-        with session() if session is not None else contextlib.nullcontext():
-            while (job := self.next_job()) is not None:
-                self.turn(job)
+        while (job := self.next_job()) is not None:
+            self.turn(job)
         with self.ready:
             left, self.jobs = list(self.jobs), collections.deque()
         for job in left:
@@ -142,7 +147,7 @@ class GenerationQueue:
     def turn(self, job: Job) -> None:
         """One chunk of ``job``; requeue it, or settle its future."""
         if job.future.cancelled():  # the client went away
-            self.release()
+            self.release(job)
             return
         if time.monotonic() > job.deadline:
             self.settle(job, JobTimeout(f"the request did not finish within the server's time limit "
@@ -161,12 +166,14 @@ class GenerationQueue:
             with self.ready:
                 self.jobs.append(job)
 
-    def release(self) -> None:
+    def release(self, job: Job) -> None:
+        if job.cache is not None:
+            job.cache, self.free_caches = None, self.free_caches + 1
         with self.ready:
             self.held -= 1
 
     def settle(self, job: Job, error: BaseException | None) -> None:
-        self.release()
+        self.release(job)
         if not job.future.set_running_or_notify_cancel():
             return
         if error is None:
@@ -182,7 +189,8 @@ class GenerationQueue:
             self.backend.reseed(seed)
         params = dataclasses.replace(job.params, seed=seed)
         budgets = [min(self.chunk_tokens, job.max_tokens - len(r.ids)) for r in live]
-        gens = self.backend.generate([job.prompt + r.ids for r in live], budgets, params)
+        with self.own_cache(job):
+            gens = self.backend.generate([job.prompt + r.ids for r in live], budgets, params)
         scanner = StopScanner(self.decode, self.chat.stop_token_ids, job.params.stop)
         for row, gen, budget in zip(live, gens, budgets, strict=True):
             start = len(row.ids)
@@ -195,6 +203,18 @@ class GenerationQueue:
                 reason = "length"
             del row.ids[end:], row.logprobs[end:]
             row.reason = reason
+
+    @contextlib.contextmanager
+    def own_cache(self, job: Job) -> Iterator[None]:
+        """Generate with ``job``'s own key/value cache: it gets one of the free slots on its first chunk."""
+        if job.cache is None and self.free_caches > 0:
+            job.cache, self.free_caches = PrefixCache(), self.free_caches - 1
+            job.cache.active = True  # what its session() sets; the cache lives as long as the job
+        if job.cache is None:
+            yield
+            return
+        with self.backend.prefix_cache(job.cache):
+            yield
 
     @staticmethod
     def scan(scanner: StopScanner, ids: list[int], start: int) -> tuple[int, FinishReason | None]:

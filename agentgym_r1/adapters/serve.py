@@ -137,7 +137,7 @@ class ChatCompletions:
 
     def __init__(self, backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agentgym-r1", *,
                  max_context: int | None = None, max_n: int = 8, max_queue: int = 64, chunk_tokens: int = 32,
-                 request_timeout_s: float = 300.0, default_max_tokens: int = 256) -> None:
+                 request_timeout_s: float = 300.0, default_max_tokens: int = 256, cached_requests: int = 4) -> None:
         context = context_length(backend, chat) if max_context is None else max_context
         for name, value in (("max_context", context), ("max_n", max_n), ("default_max_tokens", default_max_tokens),
                             ("max_queue", max_queue), ("chunk_tokens", chunk_tokens)):
@@ -146,9 +146,12 @@ class ChatCompletions:
         if not (isinstance(request_timeout_s, int | float) and math.isfinite(request_timeout_s)
                 and request_timeout_s > 0):
             raise ConfigError(f"request_timeout_s must be a finite number > 0, got {request_timeout_s!r}")
+        if not isinstance(cached_requests, int) or cached_requests < 0:
+            raise ConfigError(f"cached_requests must be an int >= 0, got {cached_requests!r}")
         self.chat, self.model_name, self.context, self.max_n = chat, model_name, context, max_n
         self.request_timeout_s, self.default_max_tokens = float(request_timeout_s), default_max_tokens
-        self.queue = GenerationQueue(backend, chat, max_jobs=max_queue, chunk_tokens=chunk_tokens)
+        self.queue = GenerationQueue(backend, chat, max_jobs=max_queue, chunk_tokens=chunk_tokens,
+                                     cached_jobs=cached_requests)
         # A token spans at most as many characters as the longest entry of the vocabulary, so messages longer than
         # context * that cannot fit and are refused without tokenizing them.
         self.max_prompt_chars = context * max(max((len(t) for t in chat.tokenizer.get_vocab()), default=1), 1)
@@ -225,7 +228,8 @@ class ChatCompletions:
 def make_app(backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agentgym-r1", **limits: Any) -> Any:
     """An ASGI app serving ``backend`` under the OpenAI chat-completions API; ``limits`` are those of
     :class:`ChatCompletions` (``max_context``, ``max_n``, ``max_queue``, ``chunk_tokens``, ``request_timeout_s``,
-    ``default_max_tokens``). See the module docstring for the bounds."""
+    ``default_max_tokens``, ``cached_requests``: how many requests in progress keep their own key/value cache
+    between chunks, with the transformers backend). See the module docstring for the bounds."""
     fastapi = require("fastapi", "serve", "the OpenAI-compatible server")
     from fastapi.exceptions import RequestValidationError
     from starlette.concurrency import run_in_threadpool

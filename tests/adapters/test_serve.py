@@ -160,6 +160,25 @@ def test_bad_server_limits_are_refused_before_serving(app_for):
     from agentgym_r1.error import ConfigError
 
     for bad in ({"max_n": 0}, {"max_context": -1}, {"request_timeout_s": float("nan")}, {"request_timeout_s": 0},
-                {"max_queue": 0}, {"chunk_tokens": 0}, {"default_max_tokens": True}):
+                {"max_queue": 0}, {"chunk_tokens": 0}, {"default_max_tokens": True}, {"cached_requests": -1}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             app_for(**bad)
+
+
+def test_requests_served_in_turns_continue_from_their_own_caches(app_for):
+    """Two greedy requests served in turns, chunk by chunk: the same completions whether each keeps its own key/value
+    cache between chunks or prefills its whole context every chunk."""
+    bodies = [{"messages": LONG, "max_tokens": 40, "n": 2, "temperature": 0},
+              {"messages": HI, "max_tokens": 40, "temperature": 0}]
+    texts = {}
+    for cached in (0, 4):
+        with serving(app_for(chunk_tokens=4, cached_requests=cached)) as base:
+            replies: dict[int, httpx.Response] = {}
+            threads = [threading.Thread(target=lambda i=i, b=b, got=replies: got.update(
+                {i: post(f"{base}/v1/chat/completions", b)})) for i, b in enumerate(bodies)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+        texts[cached] = [[c["message"]["content"] for c in replies[i].json()["choices"]] for i in range(2)]
+    assert texts[0] == texts[4]
