@@ -10,7 +10,8 @@ tokenizing: a prompt longer than ``max_context`` tokens could hold), then the pr
 malformed field answers 400 in OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``; FastAPI's own 422
 included. Requests then go to a :class:`~agentgym_r1.adapters.generation_queue.GenerationQueue`: at most ``max_queue``
 queued or in progress (429 past that), served in chunks of ``chunk_tokens`` round-robin so one long request does not
-hold the others, each within ``request_timeout_s`` (503 with code ``timeout`` past it).
+hold the others (with the transformers backend each of the first ``cached_requests`` keeps its own key/value cache
+between its chunks), each within ``request_timeout_s`` (503 with code ``timeout`` past it).
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the request model from the live annotations of the endpoint
@@ -226,7 +227,7 @@ class ChatCompletions:
 
 
 def make_app(backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agentgym-r1", **limits: Any) -> Any:
-    """An ASGI app serving ``backend`` under the OpenAI chat-completions API; ``limits`` are those of
+    """A FastAPI app serving ``backend`` under the OpenAI chat-completions API; ``limits`` are those of
     :class:`ChatCompletions` (``max_context``, ``max_n``, ``max_queue``, ``chunk_tokens``, ``request_timeout_s``,
     ``default_max_tokens``, ``cached_requests``: how many requests in progress keep their own key/value cache
     between chunks, with the transformers backend). See the module docstring for the bounds."""
@@ -273,4 +274,7 @@ def make_app(backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agen
         return fastapi.responses.JSONResponse(await service.complete(request))
 
     answer = json.dumps(RequestRefused(413, "The request body is too large for this server's context").body())
-    return limit_body(app, 6 * service.max_prompt_chars + 2**20, answer.encode())
+    # Starlette builds each middleware as ``cls(app, **options)``: limit_body(app, ...) wraps the app the same way
+    app.add_middleware(limit_body, max_bytes=6 * service.max_prompt_chars + 2**20, answer=answer.encode())
+    app.state.service = service
+    return app

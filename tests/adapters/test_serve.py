@@ -76,6 +76,11 @@ def test_bodies_that_are_not_json_objects_are_400s(url):
         assert r.status_code == 400 and r.json()["error"]["message"], (content[:20], r.text)
 
 
+def test_a_body_past_what_the_context_can_hold_is_413_unread(url):
+    r = post(url, {"messages": [{"role": "user", "content": "x" * 5_000_000}]}, timeout=30)
+    assert r.status_code == 413 and r.json()["error"]["type"] == "invalid_request_error"
+
+
 def test_prompt_and_max_tokens_are_bounded_by_the_context(url):
     huge = post(url, {"messages": [{"role": "user", "content": "x" * 1_000_000}]}, timeout=30)
     assert huge.status_code == 400
