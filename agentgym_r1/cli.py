@@ -47,6 +47,17 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text!r}")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym-r1", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -73,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     sr = serve.add_parser("retriever", help="serve a saved retrieval index over HTTP (POST /retrieve, GET /health)")
     sr.add_argument("--index", required=True, help="an index directory built by build_retriever")
     sr.add_argument("--host", default="127.0.0.1")
-    sr.add_argument("--port", type=int, default=8000)
+    sr.add_argument("--port", type=port_number, default=8000)
     sr.add_argument("--model", default=None, help="embedding model directory (dense/hybrid; default: the saved one)")
     sr.add_argument("--log-level", default="warning")
     sr.set_defaults(func=_serve_retriever)
@@ -83,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("env_kwargs", nargs="*", metavar="KEY=VALUE",
                     help="the env's constructor options, values read as JSON where they parse (source=synthetic)")
     se.add_argument("--host", default="127.0.0.1")
-    se.add_argument("--port", type=int, default=8000)
+    se.add_argument("--port", type=port_number, default=8000)
     se.add_argument("--max-sessions", type=int, default=16, help="the most /ws sessions open at once")
     se.add_argument("--idle-timeout", type=float, default=300.0,
                     help="seconds without a message after which a session is closed (0: never)")

@@ -6,6 +6,7 @@ model's action with a ``<`` or a newline would not be in the action space and ``
 
 from __future__ import annotations
 
+import re
 import string
 from typing import Any
 
@@ -17,6 +18,21 @@ SAMPLE_CHARSET = string.printable + "éüßøπλ中文→…✓"
 
 DEFAULT_MAX_OBSERVATION = 1_000_000
 DEFAULT_MAX_ACTION = 100_000
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with each lone surrogate (``"\\ud800"`` read from a JSON escape) replaced by U+FFFD, so it can be
+    written as UTF-8. A Python ``str`` holds a surrogate only unpaired: JSON readers join an escaped pair into one
+    character. The text is copied only when it holds one."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 class UnicodeText(spaces.Text):

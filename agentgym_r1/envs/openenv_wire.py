@@ -19,9 +19,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from pathlib import PurePath
 from typing import Any
 
+from agentgym_r1.core.spaces import utf8_safe
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.core.transcript import Span, Transcript
 from agentgym_r1.error import require
@@ -61,22 +61,24 @@ class AgentState(State):
 
 
 def jsonable(obj: Any) -> Any:
-    """``obj`` with JSON types only: tuples become lists, paths and unknown objects their ``str``, NaN ``None``."""
-    if obj is None or isinstance(obj, bool | int | str):
+    """``obj`` with JSON types only: tuples become lists, paths and unknown objects their ``str``, NaN ``None``, and
+    every string writable as UTF-8 (a lone surrogate, which a model's ``"\\ud800"`` JSON escape gives, becomes
+    U+FFFD: :func:`~agentgym_r1.core.spaces.utf8_safe`)."""
+    if obj is None or isinstance(obj, bool | int):
         return obj
+    if isinstance(obj, str):
+        return utf8_safe(obj)
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, Mapping):
-        return {str(k): jsonable(v) for k, v in obj.items()}
+        return {utf8_safe(str(k)): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple | set | frozenset):
         return [jsonable(v) for v in obj]
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
         return jsonable(obj.item())
-    if isinstance(obj, PurePath):
-        return str(obj)
-    return str(obj)
+    return utf8_safe(str(obj))  # paths and anything else
 
 
 def info_from_wire(info: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,8 @@ from typing import Any
 from agentgym_r1.error import RetrievalError, require
 from agentgym_r1.retrieval.base import Hit, Retriever
 
-__all__ = ["MAX_BATCH", "MAX_BODY_BYTES", "MAX_K", "create_app", "hit_to_dict", "serve"]
+__all__ = ["MAX_BATCH", "MAX_BODY_BYTES", "MAX_K", "create_app", "hit_to_dict", "invalid_without_input",
+           "limit_body", "serve"]
 
 MAX_BATCH = 512
 MAX_K = 100
@@ -30,15 +31,17 @@ class _BodyTooLarge(Exception):
     pass
 
 
-def limit_body(app: Any, max_bytes: int = MAX_BODY_BYTES) -> Any:
+def limit_body(app: Any, max_bytes: int = MAX_BODY_BYTES, answer: bytes | None = None) -> Any:
     """ASGI middleware: 413 for a declared ``Content-Length`` over ``max_bytes``; a streamed body is counted as it
-    arrives and the request fails once it passes ``max_bytes`` (Starlette reads the whole body into memory first)."""
+    arrives and the request fails once it passes ``max_bytes`` (Starlette reads the whole body into memory first).
+    ``answer`` is the JSON body of the 413 (default: ``{"detail": ...}``)."""
+    if answer is None:
+        answer = b'{"detail": "request body over %d bytes; send fewer or shorter queries"}' % max_bytes
 
     async def too_large(send: Any) -> None:
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body",
-                    "body": b'{"detail": "request body over %d bytes; send fewer or shorter queries"}' % max_bytes})
+        await send({"type": "http.response.body", "body": answer})
 
     async def limited(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -65,6 +68,16 @@ def limit_body(app: Any, max_bytes: int = MAX_BODY_BYTES) -> Any:
     return limited
 
 
+def invalid_without_input(request: Any, exc: Any) -> Any:
+    """A FastAPI handler for ``RequestValidationError``: 422 with each error's place and message. FastAPI's default
+    echoes the input back, and a NaN, an infinity or a lone surrogate in it cannot be written as JSON, which made the
+    answer a 500."""
+    from fastapi.responses import JSONResponse
+
+    errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))} for e in exc.errors()]
+    return JSONResponse({"detail": errors}, status_code=422)
+
+
 def hit_to_dict(hit: Hit) -> dict[str, Any]:
     return {"id": hit.doc.id, "title": hit.doc.title, "text": hit.doc.text, "score": hit.score, "rank": hit.rank}
 
@@ -80,12 +93,7 @@ def create_app(retriever: Retriever) -> Any:
 
     app = fastapi.FastAPI(title="agentgym-r1 retriever", version="1")
 
-    @app.exception_handler(fastapi.exceptions.RequestValidationError)
-    def invalid(request: Any, exc: Any) -> Any:
-        # the default handler echoes the input back, and a NaN or inf input (k=NaN, k=1e400) cannot be written as
-        # JSON, which made the answer a 500; say what is wrong without the input
-        errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()]
-        return fastapi.responses.JSONResponse({"detail": errors}, status_code=422)
+    app.add_exception_handler(fastapi.exceptions.RequestValidationError, invalid_without_input)
 
     @app.get("/health")
     def health() -> dict[str, Any]:

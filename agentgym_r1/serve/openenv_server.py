@@ -21,9 +21,14 @@ The HTTP ``/reset`` and ``/step`` endpoints are stateless in openenv-core: each 
 it (``reset_handler``/``step_handler``), so ``/step`` answers 409 (no episode) and episodes are played over ``/ws``.
 
 Bad input. An action that is not ``{"text": str}`` is refused by openenv's validation (422 / ``VALIDATION_ERROR``).
-Bad reset options answer 422 (``EXECUTION_ERROR`` on ``/ws``) and the session goes on. An env that raises in
-``step`` ends that session's episode: the observation is ``done`` with ``info["env_error"]`` and the server goes on.
-Every refusal is logged on the ``agentgym_r1.serve`` logger.
+Bad reset arguments (a ``seed`` that is not an int >= 0, ``options`` that are not an object, options the env refuses)
+answer 422 (``EXECUTION_ERROR`` on ``/ws``, the message naming the ``ConfigError``) before the env sees them, and the
+session and its live episode go on. A ``/ws`` frame openenv's handler cannot read (binary, not JSON, not an object)
+is answered with ``INVALID_JSON`` or ``VALIDATION_ERROR`` and the session goes on (:class:`SessionGuard`). Every
+string a reply carries is written as UTF-8 (lone surrogates, from a model's ``"\\ud800"`` JSON escape, become
+U+FFFD), so a finished episode's result always reaches the client. An env that raises in ``step`` ends that session's
+episode: the observation is ``done`` with ``info["env_error"]`` and the server goes on. Every refusal is logged on the
+``agentgym_r1.serve`` logger.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads endpoint annotations at runtime.
@@ -32,6 +37,7 @@ import contextlib
 import functools
 import json
 import logging
+import reprlib
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,8 +50,14 @@ require("openenv.core", "serve", "agentgym-r1 serve env")
 require("uvicorn", "serve", "agentgym-r1 serve env")
 from openenv.core.env_server.http_server import create_app  # noqa: E402
 from openenv.core.env_server.interfaces import Environment  # noqa: E402
-from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata, WSErrorCode  # noqa: E402
+from openenv.core.env_server.types import (  # noqa: E402
+    ConcurrencyConfig,
+    EnvironmentMetadata,
+    WSErrorCode,
+    WSErrorResponse,
+)
 
+from agentgym_r1.core.spaces import utf8_safe  # noqa: E402
 from agentgym_r1.envs.openenv_wire import (  # noqa: E402
     AgentAction,
     AgentObservation,
@@ -116,6 +128,9 @@ class GymEnvironment(Environment[AgentAction, AgentObservation, AgentState]):
                                           f"episode_id and options"), 422)
         if self.closed:
             raise self.refuse(ConfigError("this session was closed (idle timeout or disconnect); reconnect"), 409)
+        bad = reset_arguments_error(seed, episode_id, options)
+        if bad is not None:  # refused before the env sees them: the live episode goes on
+            raise self.refuse(bad, 422)
         try:
             if self.env is None:  # made here, in the session's executor thread, not when the socket opens
                 self.env = gym.make(self.served.env_id, **self.served.kwargs)
@@ -141,7 +156,7 @@ class GymEnvironment(Environment[AgentAction, AgentObservation, AgentState]):
         except Exception as e:  # ends this session's episode with the error in the response, never the server
             log.exception("%s raised in step", self.served.env_id)
             self.drop_env()
-            message = f"the served env {self.served.env_id} raised in step: {type(e).__name__}: {e}"
+            message = utf8_safe(f"the served env {self.served.env_id} raised in step: {type(e).__name__}: {e}")
             return AgentObservation(done=True, reward=0.0, info={"env_error": message},
                                     metadata={"env_error": message})
         self.done = bool(terminated or truncated)
@@ -153,9 +168,10 @@ class GymEnvironment(Environment[AgentAction, AgentObservation, AgentState]):
         transcript = self.env.unwrapped.transcript
         pieces = transcript_pieces(transcript, *self.seen)
         self.seen = (len(transcript.spans), len(transcript.message_spans()))
-        wire_info = jsonable(info)
-        return AgentObservation(text=text, reward=reward, done=terminated or truncated, terminated=terminated,
-                                truncated=truncated, info=wire_info, transcript=pieces, metadata=wire_info)
+        wire_info = jsonable(info)  # every string that leaves the server is written as UTF-8: jsonable, utf8_safe
+        return AgentObservation(text=utf8_safe(text), reward=reward, done=terminated or truncated,
+                                terminated=terminated, truncated=truncated, info=wire_info,
+                                transcript=jsonable(pieces), metadata=wire_info)
 
     @property
     def state(self) -> AgentState:
@@ -189,8 +205,23 @@ class GymEnvironment(Environment[AgentAction, AgentObservation, AgentState]):
 
     def refuse(self, error: Exception, status: int, what: str | None = None) -> RequestError:
         message = f"{type(error).__name__}: {error}" if what is None else f"{what}: {type(error).__name__}: {error}"
+        message = utf8_safe(message)
         log.warning("refused (%d) on %s: %s", status, self.served.env_id, message)
         return RequestError(message, status)
+
+
+def reset_arguments_error(seed: Any, episode_id: Any, options: Any) -> ConfigError | None:
+    """Why a reset's arguments cannot be used (JSON gives any type), or ``None``. Gymnasium takes a seed that is an
+    ``int`` >= 0 (``gymnasium.utils.seeding.np_random``) and ``options`` as a dict."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        return ConfigError(f"seed must be an integer >= 0 or null, got {reprlib.repr(seed)}")
+    if options is not None and not isinstance(options, dict):
+        return ConfigError(f"options must be a JSON object or null, got {type(options).__name__} "
+                           f"{reprlib.repr(options)}")
+    if episode_id is not None and not (isinstance(episode_id, str) and len(episode_id) <= 255):
+        return ConfigError(f"episode_id must be a string of at most 255 characters or null, got "
+                           f"{reprlib.repr(episode_id)}")
+    return None
 
 
 class SerialGymEnvironment(GymEnvironment):
@@ -219,7 +250,7 @@ class SessionGuard:
             return await self.app(scope, receive, send)
         close: dict[str, Any] = {}
 
-        async def guarded_receive() -> dict[str, Any]:
+        async def timed_receive() -> dict[str, Any]:
             if self.idle_timeout_s is None:
                 return await receive()
             try:
@@ -228,6 +259,18 @@ class SessionGuard:
                 log.info("closing a /ws session idle for %.0f s", self.idle_timeout_s)
                 close.update(code=CLOSE_IDLE, reason=f"session idle for more than {self.idle_timeout_s:g} s")
                 return {"type": "websocket.disconnect", "code": CLOSE_IDLE}
+
+        async def guarded_receive() -> dict[str, Any]:
+            # openenv's handler reads frames with ``receive_text`` (a binary frame raises KeyError) and parses them
+            # outside its try for bad messages (a JSON array raises AttributeError on ``.get``; 5,000 digits or deep
+            # nesting raise ValueError or RecursionError, not JSONDecodeError): each ends the session. Such a frame
+            # is answered here with an error and the session goes on.
+            while True:
+                message = await timed_receive()
+                refusal = refusal_of_frame(message)
+                if refusal is None:
+                    return message
+                await logging_send({"type": "websocket.send", "text": refusal})
 
         async def logging_send(message: dict[str, Any]) -> None:
             if message["type"] == "websocket.send" and message.get("text", "").startswith('{"type":"error"'):
@@ -247,6 +290,28 @@ class SessionGuard:
             await send(message)
 
         await self.app(scope, guarded_receive, logging_send)
+
+
+def refusal_of_frame(message: dict[str, Any]) -> str | None:
+    """The error to answer for a ``/ws`` frame openenv's handler cannot read (binary, not JSON, not an object),
+    else ``None``."""
+    if message["type"] != "websocket.receive":
+        return None
+    text = message.get("text")
+    if text is None:
+        error = {"message": "binary frames are not read: send each message as a JSON text frame",
+                 "code": WSErrorCode.INVALID_JSON}
+    else:
+        try:
+            parsed = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            error = {"message": f"Invalid JSON: {type(e).__name__}: {str(e)[:200]}", "code": WSErrorCode.INVALID_JSON}
+        else:
+            if isinstance(parsed, dict):
+                return None
+            error = {"message": f'a message is a JSON object ({{"type": ..., "data": ...}}), got a '
+                                f"{type(parsed).__name__}", "code": WSErrorCode.VALIDATION_ERROR}
+    return WSErrorResponse(data=error).model_dump_json()
 
 
 def probe(env_id: str, kwargs: dict[str, Any]) -> tuple[int, int, str]:
@@ -296,12 +361,16 @@ def make_app(env_id: str, env_kwargs: dict[str, Any] | None = None, *, max_sessi
 
 
 def add_routes(app: Any, served: ServedEnv) -> None:
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
+
+    from agentgym_r1.retrieval.server import invalid_without_input
 
     async def refused(request: Any, exc: RequestError) -> Any:
         return JSONResponse(status_code=exc.status, content={"detail": str(exc)})
 
     app.add_exception_handler(RequestError, refused)
+    app.add_exception_handler(RequestValidationError, invalid_without_input)
 
     @app.get("/sessions", tags=["Health"], summary="Live envs, the session cap and the idle timeout")
     def sessions() -> dict[str, Any]:

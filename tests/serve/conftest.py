@@ -35,24 +35,29 @@ def wait_until(predicate, seconds: float, what: str) -> None:
 
 
 @contextlib.contextmanager
-def served(env_id: str, env_kwargs: dict[str, Any] | None = None, **opts: Any) -> Iterator[str]:
-    """Serve ``env_id`` with :func:`make_app` on a free loopback port; yields the base url."""
+def serving(app: Any) -> Iterator[str]:
+    """Run the ASGI ``app`` with uvicorn on a free loopback port, in a thread; yields ``http://127.0.0.1:PORT``."""
     import uvicorn
 
-    from agentgym_r1.serve.openenv_server import make_app
-
-    app = make_app(env_id, env_kwargs, **opts)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: server.started, 30, "server start")
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@contextlib.contextmanager
+def served(env_id: str, env_kwargs: dict[str, Any] | None = None, **opts: Any) -> Iterator[str]:
+    """Serve ``env_id`` with :func:`make_app` on a free loopback port; yields the base url."""
+    from agentgym_r1.serve.openenv_server import make_app
+
+    with serving(make_app(env_id, env_kwargs, **opts)) as url:
+        yield url
 
 
 def sessions(url: str) -> dict[str, Any]:

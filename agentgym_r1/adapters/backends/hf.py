@@ -56,6 +56,17 @@ class HFBackend:
         with self.prefix.session():
             yield
 
+    @contextmanager
+    def prefix_cache(self, cache: PrefixCache) -> Iterator[None]:
+        """Calls inside the block keep and reuse their key/value cache in ``cache`` (an active one: inside its
+        ``session``) instead of the backend's own: the model server gives each request its own, so requests served
+        in turns each continue from their own cache."""
+        own, self.prefix = self.prefix, cache
+        try:
+            yield
+        finally:
+            self.prefix = own
+
     def reseed(self, seed: int) -> None:
         """Seed torch's generator (the engine calls this at the start of each rollout)."""
         import torch
