@@ -402,9 +402,10 @@ class CompositeParser(ActionParser):
         self.parsers, self._hint = tuple(parsers), hint
 
     def parse(self, text: str, tools: Mapping[str, Any]) -> ParsedAction:
-        parsed = next((p for p in (inner.parse_claimed(text, tools) for inner in self.parsers[:-1]) if p is not None),
-                      None)
-        if parsed is None:
+        for inner in self.parsers[:-1]:
+            if (parsed := inner.parse_claimed(text, tools)) is not None:
+                break
+        else:
             parsed = self.parsers[-1].parse(text, tools)
         if parsed.kind == "invalid" and parsed.problem is not None:
             return self.invalid(parsed.problem, tools)
