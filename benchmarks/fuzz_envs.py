@@ -12,12 +12,14 @@ parser over every env. Exit status 1 if any step raised.
 
 With ``--big-actions MB`` it measures memory instead: 3 sessions (env instances kept open, as a server keeps them) per
 env take 5 actions of MB megabytes each, and it prints the resident memory they keep and the transcript's length
-(exit status 1 if a transcript keeps more than the action limit of an action).
+(exit status 1 if a transcript keeps more than the action limit of an action); with ``--served``, the resident memory
+of an env server (``serve env`` in a subprocess on 127.0.0.1) after 3 /ws sessions took them.
 
     PYTHONPATH=. python benchmarks/fuzz_envs.py                       # the full campaign (minutes)
     PYTHONPATH=. python benchmarks/fuzz_envs.py --parser gemma4       # one family's parser on every env
     PYTHONPATH=. python benchmarks/fuzz_envs.py --count 5 --max-chars 5000 --budget-s 5   # CI (test_fuzz_envs.py)
     PYTHONPATH=. python benchmarks/fuzz_envs.py --big-actions 10      # memory after 10 MB actions
+    PYTHONPATH=. python benchmarks/fuzz_envs.py --big-actions 10 --served   # the env server's, over /ws
 
 Target: worst step <= 50 ms at the maximum action length (100,000 characters), with every parser.
 """
@@ -25,6 +27,7 @@ Target: worst step <= 50 ms at the maximum action length (100,000 characters), w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import resource
@@ -190,6 +193,48 @@ def big_actions(args: argparse.Namespace, sessions: int = 3, steps: int = 5) -> 
     return 1 if bad else 0
 
 
+def _process_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS"))
+
+
+def served_big_actions(args: argparse.Namespace, sessions: int = 3, steps: int = 5) -> int:
+    """The env server's resident memory (``serve env AgentR1/GSM8K-v0`` in a subprocess on 127.0.0.1) after
+    ``sessions`` /ws sessions took ``steps`` actions of ``args.big_actions`` MB each (Linux: /proc)."""
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "agentgym_r1.cli", "serve", "env", "AgentR1/GSM8K-v0",
+                               "source=synthetic", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            time.sleep(0.1)
+        envs = [gym.make("AgentR1/Remote-v0", url=f"http://127.0.0.1:{port}") for _ in range(sessions)]
+        for env in envs:
+            env.reset(seed=0)
+        before = _process_rss_mib(server.pid)
+        for env in envs:
+            for i in range(steps):
+                env.step("<tool_call>" + chr(ord("a") + i) * int(args.big_actions * 1_000_000))
+        after = _process_rss_mib(server.pid)
+        kept = max(len(env.unwrapped.transcript) for env in envs)
+        print(f"served AgentR1/GSM8K-v0, {sessions} /ws sessions x {steps} actions of {args.big_actions:g} MB: server "
+              f"RSS {before:.1f} -> {after:.1f} MiB (+{after - before:.1f}); client transcript {kept:,} chars")
+        for env in envs:
+            env.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=int, default=300, help="random mixtures after the named and native shapes")
@@ -201,8 +246,11 @@ def main(argv: list[str] | None = None) -> int:
                                                       "template name such as gemma4 (repeatable)")
     ap.add_argument("--big-actions", type=float, default=0.0, metavar="MB", help="measure memory after MB-sized "
                                                                                  "actions instead")
+    ap.add_argument("--served", action="store_true", help="with --big-actions: through the env server's /ws")
     args = ap.parse_args(argv)
-    return big_actions(args) if args.big_actions else campaign(args)
+    if args.big_actions:
+        return served_big_actions(args) if args.served else big_actions(args)
+    return campaign(args)
 
 
 if __name__ == "__main__":
