@@ -63,9 +63,16 @@ class TemplateReader:
             parsed = parse_with_template(text, self.template, self.prefix, self.closings)
         except ValueError as e:
             return [], f"the tool call could not be parsed ({str(e).splitlines()[0]})"
+        found = parsed.get("tool_calls") or []
+        if not isinstance(found, list):
+            return [], "the tool calls could not be read as a list of calls"
         calls = []
-        for call in parsed.get("tool_calls") or []:
+        for call in found:
+            # the template's transform puts whatever JSON the model wrote where the function goes:
+            # <tool_call>"str"</tool_call> gives {"function": "str"}, so every level is checked before it is read
             function = (call.get("function") or call) if isinstance(call, dict) else {}
+            if not isinstance(function, dict):
+                return [], "a tool call must be a JSON object with a function name and its arguments"
             name, args = function.get("name"), function.get("arguments", {})
             if isinstance(args, str):
                 try:

@@ -222,7 +222,9 @@ MAX_NAME = 256  # characters of a tool or argument name
 
 def parse_with_template(text: str, template: dict[str, Any], prefix: str, closings: Sequence[str] = ()) -> Message:
     """``text`` parsed by a response template with transformers' ``ResponseParser`` (what ``parse_response`` and
-    ``tokenizer.parse_response`` run), retried with each of ``closings`` after it when it does not parse alone.
+    ``tokenizer.parse_response`` run), retried with each of ``closings`` after it when it does not parse alone and
+    the closing ends a delimiter of the template's explicit fields there (:func:`_closings_that_close`: Llama's
+    ``}<|eot_id|>``; Gemma 4's end-of-turn tokens close no call, so its failed parse is one pass, not three).
     Raises ``ValueError`` (the first failure) when none parses.
 
     Model text is data, so the work is bounded: the text is fed in chunks of ``STREAM_CHUNK`` characters, as a
@@ -237,14 +239,16 @@ def parse_with_template(text: str, template: dict[str, Any], prefix: str, closin
     come through :func:`anchored`. transformers' JSON content parser (``json.loads``) raises ``RecursionError`` on
     deeply nested brackets, which is a failed parse like any other."""
     from transformers.utils.chat_parsing import ResponseParser
+    from transformers.utils.chat_parsing.response_templates import load_response_template
 
     crowded = _crowded(text, template)
     if crowded is not None:
         raise ValueError(crowded)
+    spec = load_response_template(template)  # compiled once; ResponseParser takes the compiled form as it is
     first: ValueError | None = None
-    for closing in ("", *closings):
+    for closing in ("", *_closings_that_close(text, spec, closings)):
         try:
-            parser = ResponseParser(template, prefix=prefix)
+            parser = ResponseParser(spec, prefix=prefix)
             whole = text + closing
             for start in range(0, len(whole), STREAM_CHUNK):
                 parser.feed(whole[start:start + STREAM_CHUNK])
@@ -253,6 +257,21 @@ def parse_with_template(text: str, template: dict[str, Any], prefix: str, closin
             first = first or (e if isinstance(e, ValueError) else ValueError(f"{type(e).__name__}: {e}"))
     assert first is not None
     raise first
+
+
+CLOSE_CONTEXT = 256  # characters of the text's end that a closing may complete a delimiter with
+
+
+def _closings_that_close(text: str, spec: Any, closings: Sequence[str]) -> list[str]:
+    """The ``closings`` that complete the close delimiter of one of ``spec``'s explicit fields (those with an open
+    delimiter) at the end of ``text``. Only these can change a failed parse: any other closing either joins the open
+    region's body (a call's JSON does not become valid by ending in ``<turn|>``) or ends the implicit region, which
+    the end of the text ends the same way. Checked on the last :data:`CLOSE_CONTEXT` characters, so it costs nothing
+    next to a parse."""
+    tail = text[-CLOSE_CONTEXT:]
+    closes = [f.close_re for f in spec.fields.values() if f.open_re is not None and f.close_re is not None]
+    return [c for c in closings if c and any(m.end() > len(tail) for pattern in closes
+                                               for m in pattern.finditer(tail + c))]
 
 
 def _crowded(text: str, template: dict[str, Any]) -> str | None:
@@ -272,15 +291,15 @@ def _string_delimiters(template: dict[str, Any]) -> set[str]:
 
 
 def _markers(template: dict[str, Any]) -> set[str]:
-    """The literal delimiters of ``template``: each field's ``open``/``close``, the literal start of its patterns and
-    the literal start (or key separator, LFM2's ``=``) of its tag pattern."""
+    """The literal delimiters of ``template``: each field's ``open``/``close``, the literal starts of its patterns
+    (:func:`_literal_starts`) and the literal start (or key separator, LFM2's ``=``) of its tag pattern."""
     found: set[str] = set()
     for spec in (template.get("fields") or {}).values():
         if not isinstance(spec, dict):
             continue
         found.update(spec[key] for key in ("open", "close") if isinstance(spec.get(key), str))
-        found.update(prefix for key in ("open_pattern", "close_pattern") if isinstance(spec.get(key), str)
-                     and len(prefix := _literal_prefix(spec[key])) > 1)
+        found.update(start for key in ("open_pattern", "close_pattern") if isinstance(spec.get(key), str)
+                     for start in _literal_starts(spec[key]) if len(start) > 1)
         args = spec.get("content_args") or {}
         tag = args.get("tag_pattern")
         if isinstance(tag, str):
@@ -406,6 +425,39 @@ def _literal_prefix(pattern: str) -> str:
     ``<parameter=(?P<key>...``)."""
     end = next((i for i, ch in enumerate(pattern) if ch in "\\()[]{}.*+?|^$"), len(pattern))
     return pattern[:end]
+
+
+def _literal_starts(pattern: str) -> list[str]:
+    """The literal text ``pattern`` starts with, escapes read as the characters they stand for (``<|tool_call>call:``
+    of ``<\\|tool_call>call:(?P<name>...``), or each alternative's of a leading ``(?:a|b|c)`` group: Gemma 4's end of
+    content ``(?:<turn\\|>|<\\|tool_response>|<eos>)``, which the parser closes a region at, one region per marker
+    (14,000 ``<turn|>`` took 120 ms to read)."""
+    if not pattern.startswith("(?:"):
+        return [_unescaped_start(pattern)]
+    starts, current, i = [], pattern[3:], 0
+    while i < len(current) and current[i] != ")":  # split the group's alternatives at its unescaped "|"
+        i += 2 if current[i] == "\\" else 1
+        if i < len(current) and current[i] == "|":
+            starts.append(_unescaped_start(current[:i]))
+            current, i = current[i + 1:], 0
+    return [*starts, _unescaped_start(current[:i])]
+
+
+def _unescaped_start(pattern: str) -> str:
+    """The characters ``pattern`` starts with before its first regex construct, ``\\|`` read as ``|`` (an escaped
+    punctuation character is that character)."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern) and not pattern[i + 1].isalnum() and not pattern[i + 1].isspace():
+            out.append(pattern[i + 1])
+            i += 2
+        elif ch in "\\()[]{}.*+?|^$":
+            break
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
 
 
 def _whole_lookahead(pattern: str) -> bool:

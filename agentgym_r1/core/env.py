@@ -152,11 +152,14 @@ class Env(gym.Env[str, str]):
             raise ResetNeeded("call reset() before step(), and again after the episode terminated")
         if not isinstance(action, str):
             raise TypeError(f"actions are strings; got {type(action).__name__}. Decode the model output first.")
-        spans = [self.transcript.append("agent", action, role="assistant")]
-        if len(action) > self.action_space.max_length:
+        limit = self.action_space.max_length
+        # an over-long action is kept cut to the limit: the transcript (and what a server echoes of it) stays bounded
+        # whatever the model wrote, and its span covers exactly the text kept
+        spans = [self.transcript.append("agent", action[:limit], role="assistant")]
+        if len(action) > limit:
             turn = Turn({"kind": "invalid", "error": "too long"}, valid=False,
-                        error=f"Invalid action: {len(action)} characters, more than the limit of "
-                              f"{self.action_space.max_length}.")
+                        error=f"Invalid action: {len(action)} characters, more than the limit of {limit}; the "
+                              f"transcript keeps its first {limit}.")
             turn.format = getattr(self, "format_penalty", 0.0)
             turn.messages = [EnvMessage("user", turn.error)]
         else:

@@ -27,6 +27,7 @@ from agentgym_r1.core.parsers import (
     AnswerFormat,
     ParsedAction,
     ToolCall,
+    call_of,
     json_call,
     strip_think,
     tag_spans,
@@ -61,8 +62,7 @@ def read_mistral(text: str) -> tuple[list[ToolCall], str | None]:
             return [], "the [TOOL_CALLS] list is not valid JSON"
         if not isinstance(items, list):
             return [], "[TOOL_CALLS] must be followed by a JSON list of calls"
-        return _calls(json_call(json.dumps(item)) if isinstance(item, dict) else "a call must be a JSON object"
-                      for item in items)
+        return _calls(call_of(item) for item in items)  # not dumped again: a list nested near the limit would raise
     found: list[ToolCall | str] = []
     for part in rest.split("[TOOL_CALLS]")[1:]:  # v11: name[ARGS]{...}
         name, sep, args = part.partition("[ARGS]")
@@ -78,7 +78,8 @@ def read_gpt_oss(text: str) -> tuple[list[ToolCall], str | None]:
         j = text.find("<|message|>", start)
         if j < 0:
             return [], "a call to=functions.NAME has no <|message|> with its arguments"
-        name = text[start:j].split("<|", 1)[0].split()[0] if text[start:j].strip() else ""
+        words = text[start:j].split("<|", 1)[0].split()  # empty when a marker follows the dot at once
+        name = words[0] if words else ""
         end = text.find("<|call|>", j)
         end = len(text) if end < 0 else end
         found.append(_named(name, text[j + len("<|message|>"):end].strip()))
@@ -168,7 +169,14 @@ class NativeParser(ActionParser):
         return bool(calls) or problem is not None
 
     def parse(self, text: str, tools: Mapping[str, Any]) -> ParsedAction:
+        return self._parsed(text, *self.reader(text), tools)
+
+    def parse_claimed(self, text: str, tools: Mapping[str, Any]) -> ParsedAction | None:
+        """The parse when the text holds a call in this format, from one reading (:meth:`claims` is the reading)."""
         calls, problem = self.reader(text)
+        return self._parsed(text, calls, problem, tools) if calls or problem is not None else None
+
+    def _parsed(self, text: str, calls: list[ToolCall], problem: str | None, tools: Mapping[str, Any]) -> ParsedAction:
         if problem is not None:
             return self.invalid(problem, tools)
         answer = self._answer_or_none(strip_think(text))

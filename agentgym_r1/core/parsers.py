@@ -154,6 +154,12 @@ class ActionParser:
         """Whether ``text`` is written in this format (for :class:`CompositeParser`); a cheap linear check."""
         return True
 
+    def parse_claimed(self, text: str, tools: Mapping[str, Any]) -> ParsedAction | None:
+        """The parse of ``text`` when this format :meth:`claims` it, else ``None``: what an env that reads several
+        formats calls, so that a parser whose check is the parse itself (a model family's reader) reads the text
+        once per step. Override it when :meth:`claims` is not a cheap check."""
+        return self.parse(text, tools) if self.claims(text, tools) else None
+
     def instructions(self, tools: Mapping[str, Any]) -> str:
         raise NotImplementedError
 
@@ -251,6 +257,11 @@ def json_call(body: str) -> ToolCall | str:
         msg = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply" if isinstance(
             e, RecursionError) else "a number is too long"
         return f"the tool call is not valid JSON ({msg})"
+    return call_of(obj)
+
+
+def call_of(obj: Any) -> ToolCall | str:
+    """The call a decoded JSON value describes (``{"name": ..., "arguments": {...}}``), or what is wrong with it."""
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return 'the tool call must be a JSON object with a string "name" and an "arguments" object'
     args = obj.get("arguments", obj.get("parameters", {}))
@@ -377,8 +388,9 @@ class CommandParser(ActionParser):
 class CompositeParser(ActionParser):
     """Several formats in one env, e.g. Hermes tool calls, then ``verb[argument]`` commands (WebShop).
 
-    The first parser that :meth:`~ActionParser.claims` the text parses it (the last one when none does), so the text
-    is read once; an invalid action's message ends with this parser's own ``hint`` instead of the inner parser's.
+    The first parser that claims the text parses it (the last one when none does), each asked through
+    :meth:`~ActionParser.parse_claimed`, so the text is read once; an invalid action's message ends with this
+    parser's own ``hint`` instead of the inner parser's.
     """
 
     name = "composite"
@@ -389,12 +401,12 @@ class CompositeParser(ActionParser):
         super().__init__(())
         self.parsers, self._hint = tuple(parsers), hint
 
-    def pick(self, text: str, tools: Mapping[str, Any]) -> ActionParser:
-        """The parser that reads ``text``."""
-        return next((p for p in self.parsers if p.claims(text, tools)), self.parsers[-1])
-
     def parse(self, text: str, tools: Mapping[str, Any]) -> ParsedAction:
-        parsed = self.pick(text, tools).parse(text, tools)
+        for inner in self.parsers[:-1]:
+            if (parsed := inner.parse_claimed(text, tools)) is not None:
+                break
+        else:
+            parsed = self.parsers[-1].parse(text, tools)
         if parsed.kind == "invalid" and parsed.problem is not None:
             return self.invalid(parsed.problem, tools)
         return parsed

@@ -92,9 +92,23 @@ def qa_scores(prediction: str, gold: str | Iterable[str]) -> dict[str, float]:
 _NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:\s*/\s*\d+)?|-?\.\d+")
 
 
-@functools.lru_cache(maxsize=65536)
+CACHED_CHARS = 64  # texts up to this long are cached: gold answers and short predictions, read again and again
+
+
 def parse_number(text: str) -> float | None:
-    """The last number written in ``text`` (``$1,234.50``, ``-3``, ``3/4``, ``12%`` -> 12), or ``None``."""
+    """The last number written in ``text`` (``$1,234.50``, ``-3``, ``3/4``, ``12%`` -> 12), or ``None``.
+
+    Only texts of at most :data:`CACHED_CHARS` characters are cached (8,192 of them: a few MB at most), so the cache
+    never keeps a model's long answers (up to the action limit each)."""
+    return _cached_number(text) if len(text) <= CACHED_CHARS else _number(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _cached_number(text: str) -> float | None:
+    return _number(text)
+
+
+def _number(text: str) -> float | None:
     try:  # the common case: a plain number
         value = float(text)
         return value if math.isfinite(value) else None

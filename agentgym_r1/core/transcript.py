@@ -2,8 +2,9 @@
 
 The transcript's text is every observation and action of the episode concatenated, with nothing added between them:
 ``obs0 + a1 + obs1 + a2 + ...``. Each piece is a :class:`Span` whose ``source`` is ``"agent"`` or ``"env"``, so the
-spans tile the text and the agent spans concatenate to exactly the actions the agent gave. A trainer that masks the
-loss from these spans masks exactly what the agent wrote.
+spans tile the text and the agent spans concatenate to exactly the actions the agent gave (an action over the env's
+length limit is kept cut to the limit). A trainer that masks the loss from these spans masks exactly what the agent
+wrote.
 
 Beside the spans the transcript keeps the chat form (:meth:`Transcript.messages`): system, user, assistant and tool
 messages, for adapters that render the episode through a chat template.

@@ -106,3 +106,21 @@ def test_char_f1_orders_near_misses_between_wrong_and_right():
     gold = "Broudreivale"
     assert char_f1("Grunhaven", gold) < char_f1("Broudrhaven", gold) < char_f1("Broudreivale", gold) == 1.0
     assert char_f1("x" * 100_000, gold) == 0.0  # long text: one linear pass, no credit
+
+
+def test_parse_number_keeps_no_long_answers():
+    """Long answers are read without being cached (the cache kept up to 65,536 of them, 100k characters each)."""
+    import gc
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(200):  # distinct 50k-character answers, each dropped after it is read: 10 MB if kept
+            assert parse_number(f"{i} " + "x" * 50_000 + " so the answer is 42") == 42.0
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 1_000_000, f"{kept:,} bytes kept after reading 10 MB of answers"
+    assert parse_number("$1,234.50") == 1234.5 and parse_number("-3") == -3.0  # short texts are still read (and cached)

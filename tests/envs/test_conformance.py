@@ -66,8 +66,15 @@ def _check_info(info: dict, env: gym.Env, action: str) -> None:
     assert isinstance(info["metrics"], dict)
     assert isinstance(info["env"], dict)
     spans = info["spans"]
-    assert spans[0].source == "agent" and spans[0].end - spans[0].start == len(action)
+    kept = _kept(env, action)
+    assert spans[0].source == "agent" and spans[0].end - spans[0].start == len(kept)
+    assert env.unwrapped.transcript.text[spans[0].start:spans[0].end] == kept
     assert all(s.source == "env" for s in spans[1:])
+
+
+def _kept(env: gym.Env, action: str) -> str:
+    """What the transcript keeps of an action: all of it, or its first characters up to the env's limit."""
+    return action[:env.unwrapped.action_space.max_length]
 
 
 def _check_transcript(env: gym.Env, actions: list[str]) -> None:
@@ -75,7 +82,7 @@ def _check_transcript(env: gym.Env, actions: list[str]) -> None:
     spans = t.spans
     assert spans[0].start == 0 and spans[-1].end == len(t.text)
     assert all(a.end == b.start for a, b in itertools.pairwise(spans))
-    assert t.agent_text() == "".join(actions)
+    assert t.agent_text() == "".join(_kept(env, a) for a in actions)
 
 
 @pytest.mark.parametrize("env_id", ALL_ENV_IDS)
@@ -221,3 +228,23 @@ def test_first_observation_says_how_to_act(env_id):
     assert system["role"] == "system" and obs.startswith(system["content"])
     assert tools and all(name in system["content"] for name in tools), (tools, system["content"])
     assert "<tool_call>" in system["content"]  # the call's syntax, not only the tool's name
+
+
+# -- memory: an over-long action is kept cut to the limit ----------------------------------------------------------
+@pytest.mark.parametrize("env_id", ALL_ENV_IDS)
+def test_an_action_over_the_limit_is_kept_cut_to_it(env_id):
+    """A 10 MB action is refused with an error observation, and the transcript keeps only its first characters up to
+    the limit (it kept all 10 MB of each such step, and a server echoed them back)."""
+    env = make_env(env_id)
+    env.reset(seed=0)
+    limit = env.unwrapped.action_space.max_length
+    before = len(env.unwrapped.transcript)
+    huge = "<tool_call>" + "é" * 10_000_000
+    obs, reward, terminated, _, info = env.step(huge)
+    assert not info["valid"] and "more than the limit" in info["error"] and info["error"] in obs
+    assert info["reward_parts"]["format"] <= 0 and not terminated
+    agent = info["spans"][0]
+    assert agent.source == "agent" and env.unwrapped.transcript.text[agent.start:agent.end] == huge[:limit]
+    assert len(env.unwrapped.transcript) == before + limit + len(obs)
+    _check_transcript(env, [huge])
+    env.close()

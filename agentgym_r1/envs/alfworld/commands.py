@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agentgym_r1.core.parsers import ActionParser, HermesParser, strip_think
+from agentgym_r1.core.parsers import ActionParser, HermesParser, ParsedAction, strip_think
 
 NOTHING_HAPPENS = "Nothing happens."
 ACT_TOOL: dict[str, Any] = {
@@ -66,16 +66,14 @@ HERMES = HermesParser(answer_formats=())
 
 def read_action(text: str, parser: ActionParser = HERMES) -> ReadAction:
     """One command from plain text or from one call to ``act`` in ``parser``'s format (default Hermes
-    ``<tool_call>``; any text the parser :meth:`~agentgym_r1.core.parsers.ActionParser.claims` is read as a call);
-    never raises."""
+    ``<tool_call>``; any text the parser claims, :meth:`~agentgym_r1.core.parsers.ActionParser.parse_claimed`, is
+    read as a call); never raises."""
     text = strip_think(text)
-    if parser.claims(text, {}):
-        return _read_tool_call(text, parser)
-    return read_command(text)
+    parsed = parser.parse_claimed(text, {})  # one reading: a family's reader costs as much to claim as to parse
+    return read_command(text) if parsed is None else _read_tool_call(parsed)
 
 
-def _read_tool_call(text: str, parser: ActionParser) -> ReadAction:
-    parsed = parser.parse(text, {})
+def _read_tool_call(parsed: ParsedAction) -> ReadAction:
     if parsed.kind == "invalid":
         return _invalid(parsed.problem or "the tool call cannot be read", True)
     if parsed.kind != "tool_call":
