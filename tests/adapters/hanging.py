@@ -1,0 +1,54 @@
+"""Envs that hang, for the env-timeout tests: factories at module level under ``tests.adapters`` (worker processes
+and Ray actors import them by that name)."""
+
+from __future__ import annotations
+
+import threading
+
+from agentgym_r1.core.tools import BaseTool, ToolResult
+from agentgym_r1.envs.tool_env import ToolEnv
+
+TASKS = [{"prompt": "What is 6 times 7?", "answer": "42"}]
+
+
+class Blocks(BaseTool):
+    """A tool with no timeout that waits for its connection (an Event) to answer; closing it ends the wait, as
+    closing a socket ends a read on it."""
+
+    name, description = "block", "wait for an answer"
+    parameters = {"type": "object", "properties": {}}
+    timeout = None
+
+    def __init__(self) -> None:
+        self.unblock = threading.Event()
+
+    def __call__(self) -> ToolResult:
+        self.unblock.wait(60)
+        return ToolResult(True, "late")
+
+    def close(self) -> None:
+        self.unblock.set()
+
+
+class HangsOnReset(ToolEnv):
+    """A ToolEnv whose reset waits (for a task server, say) until the env is closed."""
+
+    def __init__(self) -> None:
+        super().__init__(tasks=TASKS)
+        self.unblock = threading.Event()
+
+    def _begin(self, options):
+        self.unblock.wait(60)
+        return super()._begin(options)
+
+    def close(self) -> None:
+        self.unblock.set()
+        super().close()
+
+
+def hangs_on_reset() -> ToolEnv:
+    return HangsOnReset()
+
+
+def hangs_in_tool() -> ToolEnv:
+    return ToolEnv(tools=[Blocks()], tasks=TASKS)

@@ -1,0 +1,88 @@
+"""Rollouts never hang: an env reset or a tool that never answers ends its own episode with ``env_error`` after
+``env_timeout``, on every env backend; the worker is replaced, the other episodes and later rollouts go on, and no
+thread or process outlives ``engine.close()``."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from agentgym_r1.adapters import Prompt, RolloutConfig, RolloutEngine, SamplingParams
+from agentgym_r1.adapters.env_backends import MAX_HUNG_THREADS, EnvCall, make_env_backend
+from agentgym_r1.envs.tool_env import ToolEnv
+from agentgym_r1.error import ConfigError
+from tests.adapters.hanging import TASKS, hangs_in_tool, hangs_on_reset
+from tests.adapters.scripted import ScriptedBackend
+from tests.liveness import children, new_threads, wait_until
+
+
+def act(context, turn):
+    """Turn 0 calls ``block`` (GSM8K has no such tool: an error observation, and it plays on); turn 1 answers."""
+    return ['<tool_call>{"name": "block", "arguments": {}}</tool_call>', "<answer>42</answer>"][min(turn, 1)], True
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", ["thread", "process", "ray"])
+def test_a_hung_reset_or_tool_ends_its_episode_and_nothing_outlives_close(request, chat, name):
+    ray = request.getfixturevalue("ray") if name == "ray" else None
+    before_threads, before_children = set(threading.enumerate()), children()
+    config = RolloutConfig(max_turns=3, env_backend=name, env_workers=3, env_timeout=2.0,
+                           sampling=SamplingParams(max_new_tokens=40))
+    engine = RolloutEngine(ScriptedBackend(chat, act), chat, config)
+    prompts = [Prompt(hangs_on_reset), Prompt(hangs_in_tool), Prompt("AgentR1/GSM8K-v0", {"source": "synthetic"}, 1)]
+    try:
+        for _ in range(2):  # the second rollout plays on the replaced workers
+            engine.backend.turn = 0
+            episodes = engine.rollout(prompts).episodes
+            assert [e.end_reason for e in episodes] == ["env_error", "env_error", "terminated"], \
+                [e.error for e in episodes]
+            assert all("within 2 s (env_timeout)" in e.error for e in episodes[:2]), [e.error for e in episodes]
+            assert [len(e.turns) for e in episodes] == [1, 1, 2]  # the reset's placeholder; the step's one turn
+            assert episodes[0].placeholder and episodes[2].error is None
+        workers = list(engine.envs.workers) if name == "ray" else []
+    finally:
+        engine.close()
+    assert wait_until(lambda: not new_threads(before_threads)), new_threads(before_threads)
+    if ray is None:
+        assert wait_until(lambda: children() <= before_children), children() - before_children
+    else:  # Ray's worker processes are the raylet's to pool; the actors themselves are dead
+        for worker in workers:
+            with pytest.raises(ray.exceptions.RayActorError):
+                ray.get(worker.pid.remote(), timeout=30)
+
+
+@pytest.mark.timeout(120)
+def test_the_thread_backend_starts_no_more_calls_past_its_hung_limit():
+    """Hung calls that closing their envs does not end (the Event is set only here) are bounded in number."""
+    stuck = threading.Event()
+    backend = make_env_backend("thread", 4, timeout=0.2)
+    before = set(threading.enumerate())
+    try:
+        replies = backend.run([EnvCall(i, None, _waits_on(stuck)) for i in range(MAX_HUNG_THREADS + 4)])
+        assert all("env_timeout" in r.error for r in replies)
+        assert len(new_threads(before)) == MAX_HUNG_THREADS + 4
+        refused = backend.run([EnvCall(100, None, "AgentR1/GSM8K-v0", {"source": "synthetic"}, 0)])
+        assert "still running in threads" in refused[0].error and len(new_threads(before)) == MAX_HUNG_THREADS + 4
+    finally:
+        stuck.set()
+        backend.close()
+    assert wait_until(lambda: not new_threads(before))
+    backend.release([100])
+    (reply,) = backend.run([EnvCall(101, None, "AgentR1/GSM8K-v0", {"source": "synthetic"}, 0)])
+    assert reply.error is None and reply.obs  # the hung calls ended: calls start again
+    backend.close()
+
+
+def _waits_on(event):
+    def make():
+        event.wait(60)
+        return ToolEnv(tasks=TASKS)
+
+    return make
+
+
+@pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf"), "60", None, True])
+def test_env_timeout_must_be_a_finite_positive_number(value):
+    with pytest.raises(ConfigError, match=rf"env_timeout must be a finite number of seconds > 0, got {value!r}"):
+        RolloutConfig(env_timeout=value)
