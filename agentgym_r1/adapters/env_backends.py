@@ -29,18 +29,19 @@ import pickle
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import gymnasium as gym
 
-from agentgym_r1.core.workers import ProcessWorker, run_in_threads
-from agentgym_r1.error import ConfigError, EnvBackendError, WorkerTimeout, require
+from agentgym_r1.core.workers import ProcessWorker, ThreadLanes, call_started
+from agentgym_r1.error import ConfigError, EnvBackendError, WorkerDied, WorkerTimeout, require
 
 EnvBackendName = Literal["thread", "process", "ray"]
 ENV_BACKENDS: tuple[str, ...] = ("thread", "process", "ray")
 DEFAULT_ENV_TIMEOUT = 120.0  # seconds per env call; ALFWorld's slowest reset is well under a second
+ACTOR_STARTUP_TIMEOUT = 120.0  # seconds for a new Ray actor to come up (not counted in any env call's limit)
 MAX_HUNG_THREADS = 16  # abandoned env calls still running, past which the thread backend starts no more
 
 
@@ -77,14 +78,23 @@ class EnvHost:
     def __init__(self) -> None:
         self.live: dict[int, tuple[gym.Env, Any]] = {}
         self.idle: dict[Any, list[gym.Env]] = {}
+        self.started: float | None = None  # when the call that runs now started (time.monotonic()), else None
 
     def run(self, calls: Sequence[EnvCall]) -> list[EnvReply]:
-        return [self.call(c) for c in calls]
-
-    def stream(self, calls: Sequence[EnvCall]) -> Iterator[EnvReply]:
-        """Each call's reply as soon as it is made (a worker process sends each one, so each has its own limit)."""
+        """The replies in order; in a worker process each call has the whole time limit (:func:`call_started`)."""
+        replies = []
         for c in calls:
-            yield self.call(c)
+            call_started()
+            self.started = time.monotonic()
+            replies.append(self.call(c))
+        self.started = None
+        return replies
+
+    def running_for(self) -> float:
+        """Seconds the current call of :meth:`run` has been running (0 when none), asked by a Ray driver while
+        it waits (on the actor's clock: the driver may be on another machine)."""
+        started = self.started
+        return 0.0 if started is None else time.monotonic() - started
 
     def call(self, c: EnvCall) -> EnvReply:
         if c.action is not None:
@@ -160,14 +170,15 @@ def _transcript(env: gym.Env) -> list[dict[str, Any]] | None:
 
 
 class ThreadBackend:
-    """Envs in this process, stepped by ``workers`` threads (in turn with 0 or 1), each call in a daemon thread
-    waited for at most ``timeout`` seconds."""
+    """Envs in this process, stepped by ``workers`` daemon threads (one with 0 or 1), each call waited for at most
+    ``timeout`` seconds."""
 
     name = "thread"
 
     def __init__(self, workers: int = 0, timeout: float = DEFAULT_ENV_TIMEOUT) -> None:
         self.workers, self.timeout = workers, timeout
         self.host = EnvHost()
+        self.lanes = ThreadLanes(self.host.call, workers, timeout, "agentgym-env-worker")
         self.hung: list[threading.Thread] = []  # abandoned calls' threads
         self.dropped: set[int] = set()  # their slots: the envs are closed at release, never pooled
 
@@ -181,8 +192,7 @@ class ThreadBackend:
                                    "still running in threads, so no more are started; use env_backend='process', "
                                    "whose hung workers are killed") for _ in calls]
         replies = []
-        for c, (reply, thread) in zip(calls, run_in_threads(self.host.call, calls, self.workers, self.timeout,
-                                                            "agentgym-env-call"), strict=True):
+        for c, (reply, thread) in zip(calls, self.lanes.run(calls), strict=True):
             if thread is not None:
                 self.hung.append(thread)
                 self.dropped.add(c.slot)
@@ -201,6 +211,7 @@ class ThreadBackend:
     def close(self) -> None:
         """Close every env, then give abandoned calls (which closing their envs may have ended) a moment to end."""
         self.host.close()
+        self.lanes.close()
         deadline = time.monotonic() + min(self.timeout, 2.0)
         for thread in self.hung:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -225,15 +236,12 @@ class WorkerPool:
         raise NotImplementedError
 
     def _submit(self, worker: Any, method: str, *args: Any) -> Any:
-        """Start ``method(*args)`` on the worker's host; ``"stream"`` sends back one reply per call."""
+        """Start ``method(*args)`` on the worker's :class:`EnvHost`."""
         raise NotImplementedError
 
     def _result(self, pending: Any) -> Any:
-        """The next reply of ``pending``, within ``self.timeout`` (:class:`WorkerTimeout` past it)."""
+        """What the call gave, each env call in it within ``self.timeout`` (:class:`WorkerTimeout` past it)."""
         raise NotImplementedError
-
-    def _finish(self, pending: Any) -> None:
-        """After a stream's last reply."""
 
     def _died(self, error: BaseException) -> bool:
         raise NotImplementedError
@@ -266,24 +274,15 @@ class WorkerPool:
                 replies[i] = EnvReply(error=self.lost.pop(c.slot, f"no env in slot {c.slot}"))
                 continue
             batches.setdefault(worker, []).append(i)
-        pending = {w: self._send(w, "stream", [calls[i] for i in idx]) for w, idx in batches.items()}
+        pending = {w: self._send(w, "run", [calls[i] for i in idx]) for w, idx in batches.items()}
         for w, idx in batches.items():
-            for i, reply in zip(idx, self._collect(w, pending[w], len(idx)), strict=True):
+            try:
+                out = self._receive(pending[w])
+            except Exception as e:  # past the time limit, or dead: the worker is replaced and its envs are lost
+                out = [EnvReply(error=self._failed(w, e)) for _ in idx]
+            for i, reply in zip(idx, out, strict=True):
                 replies[i] = reply
         return [r if r is not None else EnvReply(error="no reply") for r in replies]
-
-    def _collect(self, w: int, pending: Any, n: int) -> list[EnvReply]:
-        """Worker ``w``'s ``n`` replies, each within the time limit; past it, or when the worker dies, an error for
-        the rest (the worker is replaced)."""
-        out: list[EnvReply] = []
-        try:
-            while len(out) < n:
-                out.append(self._receive(pending))
-            self._finish(pending)
-        except Exception as e:
-            message = self._failed(w, e)
-            out += [EnvReply(error=message) for _ in range(n - len(out))]
-        return out
 
     def _send(self, w: int, method: str, *args: Any) -> Any:
         """The pending call, or the exception when the worker refused it (a dead process refuses at once)."""
@@ -364,9 +363,9 @@ def _host_call(method: str, *args: Any) -> Any:
 class ProcessBackend(WorkerPool):
     """Envs in ``workers`` spawned processes (a :class:`ProcessWorker` each, so every env stays in one process).
 
-    A worker sends each call's reply as it is made, and each is waited for at most ``timeout`` seconds. A worker past
-    it is killed (SIGKILL); one that dies (killed, out of memory) closes its pipe, and the wait ends at once. Either
-    way the pipe is out of step, so any failure replaces the worker.
+    A round's calls go to a worker as one request; it marks the start of each call in shared memory, so each call is
+    waited for at most ``timeout`` seconds. A worker past it is killed (SIGKILL); one that dies (killed, out of
+    memory) closes its pipe, and the wait ends at once. Any failure replaces the worker (its pipe is out of step).
     """
 
     name = "process"
@@ -382,9 +381,6 @@ class ProcessBackend(WorkerPool):
 
     def _result(self, pending: ProcessWorker) -> Any:
         return pending.reply(self.timeout)[1]
-
-    def _finish(self, pending: ProcessWorker) -> None:
-        pending.reply(self.timeout)  # ("done", None) after a stream's replies
 
     def _died(self, error: BaseException) -> bool:
         return True
@@ -402,8 +398,9 @@ class RayBackend(WorkerPool):
     directory on its workers' ``sys.path`` (``ray/_private/worker.py``, ``connect``: ``_py_driver_sys_path``); on
     other nodes install ``agentgym-r1`` or ship it with a ``runtime_env``. A killed actor answers
     ``ray.exceptions.RayActorError`` (``max_restarts=0``: Ray does not restart it; this pool starts a new one). A
-    stream is one actor call per env call: a sync actor runs one caller's calls in the order they were sent, so
-    each ``ray.get`` waits for one call, and an actor past the limit is killed.
+    round is one actor call per worker; when it has not answered within the limit, the driver asks the actor (which
+    takes two calls at once, ``max_concurrency=2``) how long its current env call has run, and kills it past the
+    limit, else waits for the rest of it.
     """
 
     name = "ray"
@@ -411,27 +408,47 @@ class RayBackend(WorkerPool):
     def __init__(self, workers: int, address: str | None = None, timeout: float = DEFAULT_ENV_TIMEOUT) -> None:
         self.ray = require("ray", "ray", "env_backend='ray'")
         connect_ray(self.ray, address)
-        self.actor = self.ray.remote(num_cpus=1, max_restarts=0)(EnvHost)
+        self.actor = self.ray.remote(num_cpus=1, max_restarts=0, max_concurrency=2)(EnvHost)
+        self.booting: dict[int, Any] = {}  # id(actor) -> its first call, answered once the actor is up
         super().__init__(workers, timeout)
 
     def _spawn(self) -> Any:
-        return self.actor.remote()
+        actor = self.actor.remote()
+        self.booting[id(actor)] = actor.pid.remote()
+        return actor
 
     def _submit(self, worker: Any, method: str, *args: Any) -> Any:
-        if method == "stream":
-            return [worker.call.remote(c) for c in args[0]]
-        return [getattr(worker, method).remote(*args)]
+        boot = self.booting.pop(id(worker), None)
+        if boot is not None:  # an actor's start (a new worker process, this package imported) is in no call's limit
+            try:
+                self.ray.get(boot, timeout=ACTOR_STARTUP_TIMEOUT)
+            except self.ray.exceptions.GetTimeoutError as e:
+                raise WorkerDied(f"a Ray actor did not start within {ACTOR_STARTUP_TIMEOUT:g} s (are there CPUs "
+                                 "free for one more actor?)") from e
+        return worker, getattr(worker, method).remote(*args), method == "run"
 
-    def _result(self, pending: list[Any]) -> Any:
-        try:
-            return self.ray.get(pending.pop(0), timeout=self.timeout)
-        except self.ray.exceptions.GetTimeoutError as e:
-            raise WorkerTimeout(f"a Ray actor did not answer within {self.timeout:g} s") from e
+    def _result(self, pending: tuple[Any, Any, bool]) -> Any:
+        """A round's reply, its env calls timed one by one; any other call's within the limit."""
+        worker, ref, timed_per_call = pending
+        wait = self.timeout
+        while True:
+            try:
+                return self.ray.get(ref, timeout=wait)
+            except self.ray.exceptions.GetTimeoutError:
+                if not timed_per_call:
+                    raise WorkerTimeout(f"a Ray actor did not answer within {self.timeout:g} s") from None
+            try:
+                wait = self.timeout - self.ray.get(worker.running_for.remote(), timeout=self.timeout)
+            except self.ray.exceptions.GetTimeoutError:
+                wait = 0.0
+            if wait <= 0:
+                raise WorkerTimeout(f"a Ray actor's env call did not answer within {self.timeout:g} s")
 
     def _died(self, error: BaseException) -> bool:
-        return isinstance(error, self.ray.exceptions.RayActorError | WorkerTimeout)
+        return isinstance(error, self.ray.exceptions.RayActorError | WorkerTimeout | WorkerDied)
 
     def _stop(self, worker: Any) -> None:
+        self.booting.pop(id(worker), None)
         self.ray.kill(worker, no_restart=True)
 
 

@@ -40,7 +40,7 @@ def ray():
     ray = pytest.importorskip("ray", reason="the ray extra is not installed")
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+        ray.init(num_cpus=4, include_dashboard=False, logging_level="WARNING")  # logical CPUs: one per actor
     yield ray
     if started:
         ray.shutdown()

@@ -21,7 +21,7 @@ from agentgym_r1.core.tools import (
     run_tool,
     tool,
 )
-from agentgym_r1.core.workers import ProcessWorker, run_in_threads
+from agentgym_r1.core.workers import ProcessWorker, ThreadLanes
 from agentgym_r1.envs.tool_env import ToolEnv
 from agentgym_r1.error import ConfigError, ToolNotPicklableError, WorkerDied, WorkerTimeout
 from tests.liveness import children, new_threads, wait_until
@@ -134,22 +134,29 @@ def test_a_process_worker_is_killed_past_its_limit_and_restarts_on_the_next_call
         worker.close()
 
 
-def test_threads_past_their_limit_are_handed_back_and_late_answers_dropped():
+def test_thread_lanes_hand_back_a_call_past_its_limit_and_end_at_close():
     release = threading.Event()
 
     def work(x: int) -> int:
         if x == 1:
             release.wait(30)
+        if x == 4:
+            raise ValueError("four")
         return x * 10
 
-    out = run_in_threads(work, [0, 1, 2, 3], workers=2, timeout=0.5)
+    before = set(threading.enumerate())
+    lanes = ThreadLanes(work, workers=2, timeout=0.5)
+    out = lanes.run([0, 1, 2, 3, 4])
     try:
-        assert [r for r, _ in out] == [0, None, 20, 30]
-        assert out[1][1] is not None and out[1][1].is_alive() and all(t is None for i, (_, t) in enumerate(out) if i != 1)
+        assert [r for r, _ in out[:4]] == [0, None, 20, 30] and isinstance(out[4][0], ValueError)
+        hung = out[1][1]
+        assert hung is not None and hung.is_alive() and all(t is None for i, (_, t) in enumerate(out) if i != 1)
+        assert [r for r, _ in lanes.run([5, 6, 7])] == [50, 60, 70]  # two lanes at work: a new one took its place
+        assert len(new_threads(before)) == 3
     finally:
         release.set()
-    out[1][1].join(10)
-    assert not out[1][1].is_alive()
+    lanes.close()
+    assert wait_until(lambda: not new_threads(before))
 
 
 # -- abandoned threads, bounded per kind of tool and in all ----------------------------------------------------------
