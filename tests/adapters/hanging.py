@@ -52,3 +52,22 @@ def hangs_on_reset() -> ToolEnv:
 
 def hangs_in_tool() -> ToolEnv:
     return ToolEnv(tools=[Blocks()], tasks=TASKS)
+
+
+STALL = threading.Event()
+
+
+class Stalls(BaseTool):
+    """Blocks until the module's STALL event is set (a hung connection that closing the env does not end)."""
+
+    name, description = "stall", "stall"
+    parameters = {"type": "object", "properties": {}}
+    timeout = 0.01
+
+    def __call__(self) -> ToolResult:
+        STALL.wait(60)
+        return ToolResult(True, "late")
+
+
+def stall_env() -> ToolEnv:
+    return ToolEnv(tools=[Stalls()], tasks=[{"prompt": "wait", "answer": "a"}])

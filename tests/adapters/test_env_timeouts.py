@@ -12,7 +12,7 @@ from agentgym_r1.adapters import Prompt, RolloutConfig, RolloutEngine, SamplingP
 from agentgym_r1.adapters.env_backends import MAX_HUNG_THREADS, EnvCall, make_env_backend
 from agentgym_r1.envs.tool_env import ToolEnv
 from agentgym_r1.error import ConfigError
-from tests.adapters.hanging import TASKS, hangs_in_tool, hangs_on_reset
+from tests.adapters.hanging import STALL, TASKS, Stalls, hangs_in_tool, hangs_on_reset, stall_env
 from tests.adapters.scripted import ScriptedBackend
 from tests.liveness import children, new_threads, wait_until
 
@@ -50,6 +50,28 @@ def test_a_hung_reset_or_tool_ends_its_episode_and_nothing_outlives_close(reques
         for worker in workers:
             with pytest.raises(ray.exceptions.RayActorError):
                 ray.get(worker.pid.remote(), timeout=30)
+
+
+@pytest.mark.timeout(300)
+def test_rollouts_of_factory_made_envs_with_a_hung_tool_keep_threads_bounded(chat):
+    """Each episode's env is new, and so is its tool: before, each instance could leave 4 threads (32 per 8-episode
+    rollout, 193 after 6). Now the tool's kind has 4 in all, and the count drops to nothing once the hang ends and
+    the engine is closed."""
+    STALL.clear()
+    before = set(threading.enumerate())
+    config = RolloutConfig(max_turns=4, sampling=SamplingParams(max_new_tokens=40))
+    engine = RolloutEngine(ScriptedBackend(chat, lambda c, t: ('<tool_call>{"name": "stall", "arguments": {}}'
+                                                              "</tool_call>", True)), chat, config)
+    try:
+        for _ in range(6):
+            episodes = engine.rollout([Prompt(stall_env, seed=s) for s in range(8)]).episodes
+            assert [e.end_reason for e in episodes] == ["max_turns"] * 8  # the episodes go on: error observations
+            assert len(new_threads(before)) <= Stalls.max_abandoned_calls + 1  # and the one env worker
+        assert "unavailable" in episodes[-1].messages[-1]["content"]
+    finally:
+        STALL.set()
+        engine.close()
+    assert wait_until(lambda: not new_threads(before)), new_threads(before)
 
 
 @pytest.mark.timeout(120)

@@ -24,6 +24,7 @@ from agentgym_r1.core.tools import (
 from agentgym_r1.core.workers import ProcessWorker, ThreadLanes
 from agentgym_r1.envs.tool_env import ToolEnv
 from agentgym_r1.error import ConfigError, ToolNotPicklableError, WorkerDied, WorkerTimeout
+from tests.adapters.hanging import STALL, Stalls, stall_env
 from tests.liveness import children, new_threads, wait_until
 
 
@@ -160,25 +161,6 @@ def test_thread_lanes_hand_back_a_call_past_its_limit_and_end_at_close():
 
 
 # -- abandoned threads, bounded per kind of tool and in all ----------------------------------------------------------
-STALL = threading.Event()
-
-
-class Stalls(BaseTool):
-    """Blocks until the module's STALL event is set (a hung connection that closing the env does not end)."""
-
-    name, description = "stall", "stall"
-    parameters = {"type": "object", "properties": {}}
-    timeout = 0.01
-
-    def __call__(self) -> ToolResult:
-        STALL.wait(60)
-        return ToolResult(True, "late")
-
-
-def stall_env() -> ToolEnv:
-    return ToolEnv(tools=[Stalls()], tasks=[{"prompt": "wait", "answer": "a"}])
-
-
 @pytest.mark.timeout(120)
 def test_abandoned_threads_are_bounded_across_new_instances_of_a_tool():
     """Every env a factory makes has a new instance of the tool: before, each instance had its own 4 threads."""
