@@ -71,3 +71,16 @@ class Stalls(BaseTool):
 
 def stall_env() -> ToolEnv:
     return ToolEnv(tools=[Stalls()], tasks=[{"prompt": "wait", "answer": "a"}])
+
+
+def spin_forever() -> str:
+    """Loop forever (a runaway tool: nothing a thread could wait on)."""
+    while True:
+        pass
+
+
+def spins_in_a_process() -> ToolEnv:
+    """A ToolEnv whose one tool runs in its own process and never returns (no tool timeout: the env's limit holds)."""
+    from agentgym_r1.core.tools import tool
+
+    return ToolEnv(tools=[tool(spin_forever, name="block", timeout=None)], tasks=TASKS, tool_isolation="process")

@@ -6,13 +6,22 @@ from __future__ import annotations
 
 import threading
 
+import psutil
 import pytest
 
 from agentgym_r1.adapters import Prompt, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.adapters.env_backends import MAX_HUNG_THREADS, EnvCall, make_env_backend
 from agentgym_r1.envs.tool_env import ToolEnv
 from agentgym_r1.error import ConfigError
-from tests.adapters.hanging import STALL, TASKS, Stalls, hangs_in_tool, hangs_on_reset, stall_env
+from tests.adapters.hanging import (
+    STALL,
+    TASKS,
+    Stalls,
+    hangs_in_tool,
+    hangs_on_reset,
+    spins_in_a_process,
+    stall_env,
+)
 from tests.adapters.scripted import ScriptedBackend
 from tests.liveness import children, new_threads, wait_until
 
@@ -50,6 +59,42 @@ def test_a_hung_reset_or_tool_ends_its_episode_and_nothing_outlives_close(reques
         for worker in workers:
             with pytest.raises(ray.exceptions.RayActorError):
                 ray.get(worker.pid.remote(), timeout=30)
+
+
+@pytest.mark.timeout(300)
+def test_a_tool_process_inside_a_killed_env_worker_ends_with_it(chat):
+    """The env worker is killed at env_timeout while its env waits on a runaway tool in a process of its own (a
+    grandchild): that process sees its parent gone and exits, so nothing is left once the engine is closed."""
+    seen: set[int] = set()
+    stop = threading.Event()
+
+    def watch():  # every descendant that appears while the rollout runs (a grandchild is re-parented when orphaned)
+        while not stop.wait(0.1):
+            seen.update(p.pid for p in psutil.Process().children(recursive=True))
+
+    before = children()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    config = RolloutConfig(max_turns=3, env_backend="process", env_workers=1, env_timeout=3.0,
+                           sampling=SamplingParams(max_new_tokens=40))
+    engine = RolloutEngine(ScriptedBackend(chat, act), chat, config)
+    try:
+        (episode,) = engine.rollout([Prompt(spins_in_a_process)]).episodes
+        assert episode.end_reason == "env_error" and "env_timeout" in episode.error
+    finally:
+        engine.close()
+        stop.set()
+        watcher.join(10)
+    spawned = seen - before
+    assert len(spawned) >= 2  # the env worker and its tool's process
+    assert wait_until(lambda: not any(_alive(pid) for pid in spawned)), [pid for pid in spawned if _alive(pid)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 @pytest.mark.timeout(300)
