@@ -205,12 +205,31 @@ class ThreadBackend:
     def release(self, slots: Sequence[int]) -> None:
         hung = [s for s in slots if s in self.dropped]
         self.dropped.difference_update(hung)
-        self.host.release([s for s in slots if s not in hung])
-        self.host.discard(hung)
+        self._bounded(self.host.release, [s for s in slots if s not in hung])
+        self._bounded(self.host.discard, hung)
+
+    def _bounded(self, fn: Callable[..., Any], *args: Any) -> None:
+        """``fn(*args)`` (envs' ``close``) in a daemon thread for at most the time limit, then abandoned; what it
+        raises is raised here."""
+        box: dict[str, BaseException] = {}
+
+        def target() -> None:
+            try:
+                fn(*args)
+            except Exception as e:
+                box["error"] = e
+
+        thread = threading.Thread(target=target, name="agentgym-env-close", daemon=True)
+        thread.start()
+        thread.join(self.timeout)
+        if thread.is_alive():
+            self.hung.append(thread)
+        elif "error" in box:
+            raise box["error"]
 
     def close(self) -> None:
         """Close every env, then give abandoned calls (which closing their envs may have ended) a moment to end."""
-        self.host.close()
+        self._bounded(self.host.close)
         self.lanes.close()
         deadline = time.monotonic() + min(self.timeout, 2.0)
         for thread in self.hung:
@@ -383,7 +402,7 @@ class ProcessBackend(WorkerPool):
         return pending.reply(self.timeout)[1]
 
     def _died(self, error: BaseException) -> bool:
-        return True
+        return isinstance(error, WorkerTimeout | WorkerDied)  # anything else is the call's own error, sent back
 
     def _stop(self, worker: ProcessWorker) -> None:
         worker.kill()

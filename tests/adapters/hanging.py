@@ -84,3 +84,21 @@ def spins_in_a_process() -> ToolEnv:
     from agentgym_r1.core.tools import tool
 
     return ToolEnv(tools=[tool(spin_forever, name="block", timeout=None)], tasks=TASKS, tool_isolation="process")
+
+
+CLOSE_HANGS = threading.Event()  # set by a test to let every HangsOnClose close
+
+
+class HangsOnClose(ToolEnv):
+    """A ToolEnv whose close waits for a server that never answers (until the test sets CLOSE_HANGS)."""
+
+    def __init__(self) -> None:
+        super().__init__(tasks=TASKS)
+
+    def close(self) -> None:
+        CLOSE_HANGS.wait(120)
+        super().close()
+
+
+def hangs_on_close() -> ToolEnv:
+    return HangsOnClose()

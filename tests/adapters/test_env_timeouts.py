@@ -14,10 +14,12 @@ from agentgym_r1.adapters.env_backends import MAX_HUNG_THREADS, EnvCall, make_en
 from agentgym_r1.envs.tool_env import ToolEnv
 from agentgym_r1.error import ConfigError
 from tests.adapters.hanging import (
+    CLOSE_HANGS,
     STALL,
     TASKS,
     Stalls,
     hangs_in_tool,
+    hangs_on_close,
     hangs_on_reset,
     spins_in_a_process,
     stall_env,
@@ -59,6 +61,23 @@ def test_a_hung_reset_or_tool_ends_its_episode_and_nothing_outlives_close(reques
         for worker in workers:
             with pytest.raises(ray.exceptions.RayActorError):
                 ray.get(worker.pid.remote(), timeout=30)
+
+
+@pytest.mark.timeout(100)  # not stalled: each close would hold a rollout 120 s
+@pytest.mark.parametrize("name", ["thread", "process"])
+def test_an_env_whose_close_hangs_does_not_hold_the_rollout(chat, name):
+    """Factory-made envs are closed when their episode is released: a close that hangs is given up at the limit."""
+    CLOSE_HANGS.clear()
+    config = RolloutConfig(max_turns=2, env_backend=name, env_workers=1, env_timeout=2.0,
+                           sampling=SamplingParams(max_new_tokens=40))
+    engine = RolloutEngine(ScriptedBackend(chat, lambda c, t: ("<answer>42</answer>", True)), chat, config)
+    try:
+        for _ in range(2):  # released (and closed) after each rollout; the second plays on
+            (episode,) = engine.rollout([Prompt(hangs_on_close)]).episodes
+            assert episode.end_reason == "terminated" and episode.success
+    finally:
+        CLOSE_HANGS.set()
+        engine.close()
 
 
 @pytest.mark.timeout(300)
