@@ -141,3 +141,17 @@ class SessionLimitError(RemoteEnvError):
 
 class EnvBackendError(AgentGymError, ConnectionError):
     """An env backend that cannot start: a Ray cluster address that cannot be reached."""
+
+
+class WorkerTimeout(AgentGymError, TimeoutError):
+    """A call to a worker (a tool's or an env's) that did not answer within its time limit; the worker was killed,
+    or, for a thread, abandoned."""
+
+
+class WorkerDied(AgentGymError, RuntimeError):
+    """A worker process that exited (killed, out of memory, crashed) before it answered."""
+
+
+class ToolNotPicklableError(ConfigError):
+    """A tool given ``isolation="process"`` that cannot be pickled to its worker process (the message names the tool
+    and the fix)."""

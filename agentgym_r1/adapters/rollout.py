@@ -13,7 +13,7 @@ format penalty) and plays on; a turn or an env reply that would overflow ``max_c
 Envs live where ``env_backend`` says (:mod:`agentgym_r1.adapters.env_backends`): in this process, stepped by
 ``env_workers`` threads (``"thread"``, default), in ``env_workers`` worker processes (``"process"``) or Ray actors
 (``"ray"``, on ``ray_address``). The episodes are the same on each (seeds, transcripts, rewards); a worker that dies
-ends the episodes it held with ``"env_error"`` and is replaced.
+ends the episodes it held with ``"env_error"`` and is replaced, and so does an env call past ``env_timeout``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import gymnasium as gym
 from agentgym_r1.adapters.backends.base import ChatBackend, SamplingParams, TokenBackend
 from agentgym_r1.adapters.context import ContextPolicy, Summariser, make_context
 from agentgym_r1.adapters.env_backends import (
+    DEFAULT_ENV_TIMEOUT,
     EnvBackendName,
     EnvCall,
     EnvReply,
@@ -54,7 +55,8 @@ class RolloutConfig:
 
     ``env_backend`` (``"thread"``, ``"process"`` or ``"ray"``) says where the envs run, ``env_workers`` with how many
     threads, processes or actors, ``ray_address`` which Ray cluster (default: the one this process is connected to,
-    or a local instance).
+    or a local instance). ``env_timeout`` bounds every env call (reset, step) in seconds: past it the episode ends
+    with ``end_reason="env_error"`` and the worker is replaced (a process or actor killed, a thread abandoned).
     """
 
     samples_per_prompt: int = 1
@@ -68,6 +70,7 @@ class RolloutConfig:
     seed: int | None = 0
     env_backend: EnvBackendName = "thread"
     ray_address: str | None = None
+    env_timeout: float = DEFAULT_ENV_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.samples_per_prompt < 1:
@@ -84,7 +87,7 @@ class RolloutConfig:
             raise ConfigError(f"max_completion_tokens must be >= 1 or None, got {self.max_completion_tokens}")
         if self.max_context_tokens < 2:
             raise ConfigError(f"max_context_tokens must be >= 2, got {self.max_context_tokens}")
-        check_env_backend(self.env_backend, self.env_workers, self.ray_address)
+        check_env_backend(self.env_backend, self.env_workers, self.ray_address, self.env_timeout)
 
 
 @dataclass(slots=True)
@@ -124,7 +127,8 @@ class RolloutEngine:
         self.token_mode = hasattr(backend, "generate")
         if self.token_mode and chat is None:
             raise ConfigError("a token backend needs chat=ChatTokenizer(tokenizer) to render and tokenize env text")
-        self.envs = make_env_backend(self.config.env_backend, self.config.env_workers, self.config.ray_address)
+        self.envs = make_env_backend(self.config.env_backend, self.config.env_workers, self.config.ray_address,
+                                     self.config.env_timeout)
         self._slots = itertools.count()
         self._timings: dict[str, float] = {}
         self._rollouts = 0

@@ -7,13 +7,21 @@ A tool is a :class:`BaseTool`: ``name``, ``description``, ``parameters`` (a JSON
 raises or runs past its timeout gives an error result, and long output is truncated. Nothing a model sends crashes
 the episode.
 
-**Timeouts and hung tools.** A call with a ``timeout`` runs in its own daemon thread and the env waits at most that
-long. Python cannot stop a thread, so a call that times out is *abandoned*, not killed: it goes on running until the
-tool returns, and its side effects still happen, unless the tool cooperates: it can poll :func:`cancelled` (true in
-the call's thread once the env stopped waiting) and stop before acting. Abandoned calls are counted per tool
-instance (so a hung tool only uses up its own env's capacity, never another env's or another tool's): at
-``max_abandoned_calls`` still running, the tool is reported as unavailable without starting another thread, until
-one of them returns. Threads per tool stay at most ``max_abandoned_calls + 1``, however many calls hang.
+**Timeouts and hung tools.** A tool's ``isolation`` says where its calls run. ``"thread"`` (default): a call with a
+``timeout`` runs in its own daemon thread and the env waits at most that long. Python cannot stop a thread, so a call
+that times out is *abandoned*, not killed: it goes on running until the tool returns, and its side effects still
+happen, unless the tool cooperates: it can poll :func:`cancelled` (true in the call's thread once the env stopped
+waiting) and stop before acting. Abandoned calls are counted per *kind* of tool (its class, or its function, and its
+name), so the many instances that factory-made envs build share one count, and a hung tool never uses up another
+kind's: at ``max_abandoned_calls`` of its kind still running, or :data:`MAX_ABANDONED_THREADS` of all kinds, the tool
+answers "unavailable" without starting another thread, until one of them returns. Abandoned threads in a process stay
+at most :data:`MAX_ABANDONED_THREADS`, however many envs and calls hang.
+
+``"process"``: the tool is pickled to a worker process of its own (:class:`~agentgym_r1.core.workers.ProcessWorker`,
+started on its first call) and each call is sent there; past its ``timeout`` the process is killed, so a hung or
+runaway call is stopped, not abandoned, and the next call starts a fresh process. A call costs a round trip through
+a pipe (well under a millisecond) and the first call of each process its start (a new interpreter, ~0.1-1 s). A
+tool that cannot be pickled raises :class:`~agentgym_r1.error.ToolNotPicklableError` when its env is built.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import pickle
 import re
 import threading
 import types
@@ -32,9 +41,19 @@ from typing import Any, ClassVar, Literal, get_args, get_origin
 import fastjsonschema
 import jsonschema
 
-from agentgym_r1.error import InvalidToolSchemaError
+from agentgym_r1.core.workers import ProcessWorker
+from agentgym_r1.error import (
+    ConfigError,
+    InvalidToolSchemaError,
+    ToolNotPicklableError,
+    WorkerDied,
+    WorkerTimeout,
+)
 
 DEFAULT_MAX_OUTPUT_CHARS = 4000
+MAX_ABANDONED_THREADS = 64  # timed-out tool calls still running in this process, all tools together
+ISOLATIONS = ("thread", "process")
+Isolation = Literal["thread", "process"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +70,8 @@ class BaseTool:
 
     Subclasses set ``name``, ``description`` and ``parameters`` (class attributes or in ``__init__``) and implement
     ``__call__``. ``timeout`` is seconds per call (``None``: the call runs inline, for tools whose cost is bounded);
-    ``max_output_chars`` bounds the text the agent sees.
+    ``max_output_chars`` bounds the text the agent sees; ``isolation`` is ``"thread"`` or ``"process"`` (see the
+    module docstring).
     """
 
     name: str
@@ -60,6 +80,11 @@ class BaseTool:
     timeout: float | None = 30.0
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
     max_abandoned_calls: int = 4
+    isolation: Isolation = "thread"
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What goes to a worker process: not the compiled validator nor this process's worker and lock."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_validator", "_process")}
 
     def __call__(self, **arguments: Any) -> ToolResult:
         raise NotImplementedError
@@ -131,8 +156,9 @@ def _remote_ref(schema: Any) -> str | None:
     return None
 
 
-def check_tools(tools: Any) -> dict[str, BaseTool]:
-    """Turn a list of tools or functions into ``{name: tool}``, checking names and schemas."""
+def check_tools(tools: Any, isolation: Isolation | None = None) -> dict[str, BaseTool]:
+    """Turn a list of tools or functions into ``{name: tool}``, checking names and schemas; ``isolation``, when
+    given, is set on every tool."""
     out: dict[str, BaseTool] = {}
     for t in tools:
         tool_ = t if isinstance(t, BaseTool) else FunctionTool(t) if callable(t) else None
@@ -143,8 +169,26 @@ def check_tools(tools: Any) -> dict[str, BaseTool]:
         if tool_.name in out:
             raise InvalidToolSchemaError(f"two tools are named {tool_.name!r}; tool names must be unique")
         tool_.__dict__["_validator"] = compile_schema(tool_.name, tool_.parameters)
+        if isolation is not None:
+            tool_.isolation = isolation
+        check_isolation(tool_)
         out[tool_.name] = tool_
     return out
+
+
+def check_isolation(tool_: BaseTool) -> None:
+    """A known ``isolation``; for ``"process"``, a tool that pickles (it is sent to its worker process)."""
+    if tool_.isolation not in ISOLATIONS:
+        raise ConfigError(f"tool {tool_.name!r}: isolation must be one of {list(ISOLATIONS)}, got {tool_.isolation!r}")
+    if tool_.isolation == "process":
+        try:
+            pickle.dumps(tool_)
+        except Exception as e:
+            raise ToolNotPicklableError(
+                f"tool {tool_.name!r} has isolation='process', so it is sent to a worker process, and it cannot be "
+                f"pickled ({type(e).__name__}: {e}); define its function or class at module level and keep "
+                "unpicklable state (connections, locks) out of __init__ (open it on the first call), or use "
+                "isolation='thread'") from e
 
 
 # -- calling ----------------------------------------------------------------------------------------------------------
@@ -158,24 +202,32 @@ def cancelled() -> bool:
     return event is not None and event.is_set()
 
 
-class _Abandoned:
-    """The calls of one tool instance that timed out and are still running."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.running = 0
+_ABANDONED_LOCK = threading.Lock()
+_abandoned: dict[tuple[str, str, str], int] = {}  # timed-out calls still running, by kind of tool
 
 
-def _abandoned(tool_: BaseTool) -> _Abandoned:
-    state = tool_.__dict__.get("_abandoned")
-    if state is None:
-        state = tool_.__dict__.setdefault("_abandoned", _Abandoned())
-    return state
+def _kind(tool_: BaseTool) -> tuple[str, str, str]:
+    """What the instances of one tool share: its function (or class) and its name."""
+    made_from = getattr(tool_, "fn", type(tool_))
+    return getattr(made_from, "__module__", ""), getattr(made_from, "__qualname__", ""), tool_.name
 
 
 def abandoned_calls(tool_: BaseTool) -> int:
-    """How many of ``tool_``'s timed-out calls are still running."""
-    return _abandoned(tool_).running
+    """How many timed-out calls of ``tool_``'s kind (its instances in every env) are still running."""
+    return _abandoned.get(_kind(tool_), 0)
+
+
+def abandoned_threads() -> int:
+    """How many timed-out tool calls of any kind are still running in this process (at most
+    :data:`MAX_ABANDONED_THREADS`)."""
+    return sum(_abandoned.values())
+
+
+def _count_abandoned(kind: tuple[str, str, str], delta: int) -> None:
+    """Under ``_ABANDONED_LOCK``."""
+    _abandoned[kind] = _abandoned.get(kind, 0) + delta
+    if not _abandoned[kind]:
+        del _abandoned[kind]
 
 
 def truncate(text: str, limit: int) -> str:
@@ -196,7 +248,7 @@ def call_tool(tool_: BaseTool, arguments: Any) -> ToolResult:
 
 def _in_thread(tool_: BaseTool, arguments: dict[str, Any], timeout: float) -> Any:
     """Run the call in a daemon thread (it never blocks interpreter exit); raise TimeoutError past ``timeout``."""
-    state, box, done, stop = _abandoned(tool_), {}, threading.Event(), threading.Event()
+    kind, box, done, stop = _kind(tool_), {}, threading.Event(), threading.Event()
 
     def target() -> None:
         _local.cancelled = stop
@@ -205,17 +257,17 @@ def _in_thread(tool_: BaseTool, arguments: dict[str, Any], timeout: float) -> An
         except BaseException as e:  # handed to the caller below
             box["error"] = e
         finally:
-            with state.lock:
+            with _ABANDONED_LOCK:
                 done.set()
                 if stop.is_set():
-                    state.running -= 1
+                    _count_abandoned(kind, -1)
 
     threading.Thread(target=target, name=f"agentgym-tool-{tool_.name}", daemon=True).start()
     if not done.wait(timeout):
-        with state.lock:
+        with _ABANDONED_LOCK:
             if not done.is_set():
                 stop.set()
-                state.running += 1
+                _count_abandoned(kind, 1)
                 raise TimeoutError
     if "error" in box:
         raise box["error"]
@@ -223,10 +275,14 @@ def _in_thread(tool_: BaseTool, arguments: dict[str, Any], timeout: float) -> An
 
 
 def run_tool(tool_: BaseTool, arguments: dict[str, Any]) -> ToolResult:
-    """Call a tool on validated arguments with its timeout; coerce the result and truncate it."""
-    if tool_.timeout is not None and abandoned_calls(tool_) >= tool_.max_abandoned_calls:
-        return ToolResult(False, f"Error: {tool_.name} is unavailable: {abandoned_calls(tool_)} earlier calls did not "
-                                 f"answer within {tool_.timeout:g} s and are still running.")
+    """Call a tool on validated arguments with its timeout and isolation; coerce the result and truncate it."""
+    if tool_.isolation == "process":
+        return _in_process(tool_, arguments)
+    if tool_.timeout is not None and (abandoned_calls(tool_) >= tool_.max_abandoned_calls
+                                      or abandoned_threads() >= MAX_ABANDONED_THREADS):
+        return ToolResult(False, f"Error: {tool_.name} is unavailable: {abandoned_calls(tool_)} earlier calls of it "
+                                 f"({abandoned_threads()} of all tools) did not answer within their timeout and are "
+                                 "still running.")
     try:
         result = tool_(**arguments) if tool_.timeout is None else _in_thread(tool_, arguments, tool_.timeout)
     except TimeoutError:
@@ -234,6 +290,75 @@ def run_tool(tool_: BaseTool, arguments: dict[str, Any]) -> ToolResult:
     except Exception as e:  # a tool's own failure is the agent's observation, not a crash
         return ToolResult(False, f"Error: {tool_.name} failed: {type(e).__name__}: {truncate(str(e), 300)}")
     return _coerce(tool_, result)
+
+
+# -- tools in worker processes ----------------------------------------------------------------------------------------
+_TOOL: BaseTool | None = None  # in a tool's worker process: the tool
+
+
+def _set_tool(tool_: BaseTool) -> None:
+    global _TOOL
+    _TOOL = tool_
+
+
+def _call_in_worker(arguments: dict[str, Any]) -> Any:
+    assert _TOOL is not None
+    return _TOOL(**arguments)
+
+
+def _close_in_worker() -> None:
+    assert _TOOL is not None
+    _TOOL.close()
+
+
+class _Process:
+    """A tool's worker process, and the lock that keeps one call at a time on its pipe."""
+
+    def __init__(self, tool_: BaseTool) -> None:
+        self.lock = threading.Lock()
+        self.worker = ProcessWorker(_set_tool, tool_, name=f"agentgym tool {tool_.name}")
+
+
+def _process_of(tool_: BaseTool) -> _Process:
+    proc = tool_.__dict__.get("_process")
+    if proc is None:
+        with _ABANDONED_LOCK:  # two threads calling a new tool at once get one process
+            proc = tool_.__dict__.setdefault("_process", _Process(tool_))
+    return proc
+
+
+def _in_process(tool_: BaseTool, arguments: dict[str, Any]) -> ToolResult:
+    """The call in the tool's worker process; past the timeout the process is killed (the next call starts one)."""
+    proc, timeout = _process_of(tool_), tool_.timeout
+    if not proc.lock.acquire(timeout=-1 if timeout is None else timeout):
+        return ToolResult(False, f"Error: {tool_.name} is busy with another call (it runs in one process).")
+    try:
+        result = proc.worker.call(_call_in_worker, arguments, timeout=timeout)
+    except WorkerTimeout:
+        return ToolResult(False, f"Error: {tool_.name} did not answer within {timeout:g} s; it was stopped.")
+    except WorkerDied as e:
+        return ToolResult(False, f"Error: {tool_.name} stopped before it answered ({truncate(str(e), 300)}).")
+    except Exception as e:  # the tool's own failure, raised in its process
+        return ToolResult(False, f"Error: {tool_.name} failed: {type(e).__name__}: {truncate(str(e), 300)}")
+    finally:
+        proc.lock.release()
+    return _coerce(tool_, result)
+
+
+def close_tool(tool_: BaseTool) -> None:
+    """``tool_.close()``, and for a tool in a process its ``close`` there (unless a call is in flight), then the
+    process is stopped. Envs close their tools with this."""
+    tool_.close()
+    proc = tool_.__dict__.get("_process")
+    if proc is None:
+        return
+    if proc.lock.acquire(blocking=False):
+        try:
+            proc.worker.close(_close_in_worker, timeout=min(tool_.timeout or 5.0, 5.0))
+        finally:
+            proc.lock.release()
+    else:  # a call waits on the pipe: killing the process ends it with an error result
+        proc.worker.kill()
 
 
 def _coerce(tool_: BaseTool, result: Any) -> ToolResult:
@@ -307,7 +432,8 @@ class FunctionTool(BaseTool):
     """A tool made from a typed Python function: the schema from the signature, the description from the docstring."""
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
-                 timeout: float | None = 30.0, max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS) -> None:
+                 timeout: float | None = 30.0, max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+                 isolation: Isolation = "thread") -> None:
         self.fn = fn
         self.name = name or fn.__name__
         summary, param_docs = _doc_parts(fn.__doc__ or "")
@@ -327,6 +453,7 @@ class FunctionTool(BaseTool):
         self.parameters = {"type": "object", "properties": props, "required": required, "additionalProperties": False}
         self.timeout = timeout
         self.max_output_chars = max_output_chars
+        self.isolation = isolation
 
     def __call__(self, **arguments: Any) -> ToolResult:
         out = self.fn(**arguments)

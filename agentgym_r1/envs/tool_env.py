@@ -19,7 +19,15 @@ from agentgym_r1.core.parsers import (
 )
 from agentgym_r1.core.rewards import exact_match
 from agentgym_r1.core.tasks import Task, TaskSource, as_source
-from agentgym_r1.core.tools import BaseTool, ToolResult, check_tools, invalid_arguments, run_tool
+from agentgym_r1.core.tools import (
+    BaseTool,
+    Isolation,
+    ToolResult,
+    check_tools,
+    close_tool,
+    invalid_arguments,
+    run_tool,
+)
 from agentgym_r1.error import RewardFunctionError
 
 RewardFn = Callable[[str, Task], "float | Grade"]
@@ -91,6 +99,10 @@ class ToolEnv(Env):
 
     **Episode end.** Terminated on an answer; truncated by the registered turn limit (``max_episode_steps``, 8).
 
+    **Tools' isolation.** ``tool_isolation="process"`` runs every tool in a worker process of its own, killed at the
+    tool's ``timeout`` (a hung or runaway call is stopped, not abandoned); ``None`` keeps each tool's own
+    ``isolation`` (``"thread"`` by default). See :mod:`agentgym_r1.core.tools`.
+
     **Data sources.** ``tasks``: a list of ``{"prompt", "answer"}`` dicts or :class:`Task`, or a :class:`TaskSource`.
 
     **Version history.** v0: first release.
@@ -109,12 +121,13 @@ class ToolEnv(Env):
         failed_call_penalty: float = 0.0,
         format_penalty: float = -0.1,
         max_calls_per_turn: int = 8,
+        tool_isolation: Isolation | None = None,
         render_mode: str | None = None,
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
         super().__init__(render_mode=render_mode)
-        self.tools = check_tools(tools)
+        self.tools = check_tools(tools, tool_isolation)
         self.tasks = as_source(tasks)
         self.reward_fn = exact_match_reward if reward_fn is None else check_reward_fn(reward_fn)
         self.parser = make_parser(parser, answer_formats)
@@ -195,5 +208,5 @@ class ToolEnv(Env):
 
     def close(self) -> None:
         for t in self.tools.values():
-            t.close()
+            close_tool(t)
         super().close()

@@ -32,3 +32,15 @@ def model(tokenizer, tmp_path_factory):
     from transformers import Qwen2ForCausalLM
 
     return Qwen2ForCausalLM.from_pretrained(str(path)).eval()
+
+
+@pytest.fixture(scope="module")
+def ray():
+    """A local Ray instance for env-backend tests (skipped without the ``ray`` extra)."""
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=4, include_dashboard=False, logging_level="WARNING")  # logical CPUs: one per actor
+    yield ray
+    if started:
+        ray.shutdown()

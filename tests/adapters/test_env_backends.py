@@ -18,17 +18,6 @@ GSM8K = {"source": "synthetic"}
 ALFWORLD = {"source": "generated", "num_games": 3}
 
 
-@pytest.fixture(scope="module")
-def ray():
-    ray = pytest.importorskip("ray", reason="the ray extra is not installed")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 def test_an_unreachable_ray_address_is_a_named_error_at_construction(chat):
     ray = pytest.importorskip("ray", reason="the ray extra is not installed")
     if ray.is_initialized():

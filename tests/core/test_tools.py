@@ -142,8 +142,13 @@ def test_a_thousand_hung_calls_keep_threads_bounded_and_report_the_tool_unavaila
     assert run_tool(hung, {}).ok
 
 
+class _Other(_Hangs):
+    name = "other"
+
+
 def test_a_hung_tool_uses_only_its_own_capacity():
-    hung, other = _Hangs(), _Hangs()
+    """Only its own kind's: another kind of tool still runs (instances of one kind share it: test_tool_isolation)."""
+    hung, other = _Hangs(), _Other()
     other.timeout = 5.0
     other.release.set()
     try:
