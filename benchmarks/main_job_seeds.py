@@ -51,7 +51,7 @@ def run_one(seed: int, kernels: str, out: Path, threads: int, changes: dict, epi
     store = ResultsStore(plan.results)
     try:
         rows = [r for rs in board(store, references=False).values() for r in rs if r.kind == "trained"]
-        (pair,) = paired_rows(store)
+        (pair,) = paired_rows(store).values()
     finally:
         store.close()
     before, after = sorted(rows, key=lambda r: "after" in r.policy)

@@ -95,17 +95,19 @@ def pair_episodes(before: list[EpisodeRecord], after: list[EpisodeRecord]) -> Pa
 IDENTITY = ("env_id", "env_version", "source", "env_kwargs", "seed")  # a run's episodes are the same tasks as another's
 
 
-def paired_rows(store: ResultsStore) -> list[Paired]:
-    """The paired test of every trained agent whose two rows are stored, one per env identity (:data:`IDENTITY`)."""
+def paired_rows(store: ResultsStore) -> dict[int, Paired]:
+    """The paired test of every trained agent whose two rows are stored, by the after-training run's id: one per env
+    identity (:data:`IDENTITY`), so runs of other options or seeds are never paired."""
     runs = store.runs()
-    out = []
+    out = {}
     for rec in store.trainings():
-        ends = {}
+        ends: dict[tuple, dict[str, int]] = {}
         for run in runs:
             if run["policy"] in (rec.before_policy, rec.after_policy):
                 ends.setdefault(tuple(run[k] for k in IDENTITY), {})[run["policy"]] = run["id"]
-        out += [pair_episodes(store.episodes(ids[rec.before_policy]), store.episodes(ids[rec.after_policy]))
-                for ids in ends.values() if len(ids) == 2]
+        out |= {ids[rec.after_policy]: pair_episodes(store.episodes(ids[rec.before_policy]),
+                                                     store.episodes(ids[rec.after_policy]))
+                for ids in ends.values() if len(ids) == 2}
     return out
 
 
@@ -210,6 +212,7 @@ def build_rows(store: ResultsStore) -> list[Row]:
     a training that did not finish."""
     trainings = store.trainings()
     names = {spec: (label, rec) for rec in trainings for spec, label in trained_labels(rec).items()}
+    pairs = paired_rows(store)
     rows: list[Row] = []
     for run in store.runs():
         episodes = store.episodes(run["id"])
@@ -217,7 +220,8 @@ def build_rows(store: ResultsStore) -> list[Row]:
         row = Row(run["env_id"], run["source"] or "", label, "trained" if rec else run["policy_kind"] or "",
                   len(episodes), run["episodes"] or 0, status=run["status"] or "", message=run["message"],
                   seed=run["seed"], options=options_label(run["env_kwargs"] or ""),
-                  meta={k: str(run[k]) for k in ("env_version", "package_version", "git_commit", "updated_at")})
+                  meta={k: str(run[k]) for k in ("env_version", "package_version", "git_commit", "updated_at")},
+                  paired=pairs.get(run["id"]))
         if rec is not None and rec.status != "done" and row.status != "done":
             row.status, row.message = "missing", training_state(rec)
         fill(row, episodes)

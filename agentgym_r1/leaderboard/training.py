@@ -43,6 +43,9 @@ from agentgym_r1.leaderboard.suites import env_kwargs as full_env_kwargs
 ENV_ID, SOURCE = TRAINED_ENTRY.env_id, TRAINED_ENTRY.source
 TASK_OPTIONS: dict[str, Any] = TRAINED_TASK_OPTIONS
 HELD_OUT_OPTIONS: dict[str, Any] = TRAINED_HELD_OUT_OPTIONS  # the generator seeded 1: never trained on
+# What the trained rows' figures depend on, printed under them (benchmarks/reports/main_job.md has the runs).
+DEPENDS = ("The trained rows depend on the training seed and on the CPU's floating-point kernels "
+           "(benchmarks/reports/main_job.md).")
 COMPLETE = ".complete"  # written in a checkpoint folder once it is saved whole
 
 
@@ -92,6 +95,13 @@ class TrainPlan:
     timeout: float = 60.0
     budget: TrainBudget = TrainBudget()
     curve_episodes: int = 128  # the learning curve is read on the first ones of the rows' episodes (cheap)
+
+    def __post_init__(self) -> None:
+        from agentgym_r1.error import ConfigError
+
+        for name in ("episodes", "curve_episodes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"the trained agent's {name} must be at least 1, got {getattr(self, name)}")
 
     @property
     def key(self) -> str:
@@ -208,12 +218,14 @@ def _row_point(plan: TrainPlan, stage: str, step: int, progress: Callable[..., N
     return [step, sum(e.success for e in episodes) / len(episodes), len(episodes)]
 
 
-def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
+def sft_start(budget: TrainBudget) -> tuple[Any, Any, list[Any]]:
+    """What the SFT starts from: a tokenizer trained on ``tokenizer_episodes`` expert transcripts, the untrained tiny
+    model (its weights seeded by ``budget.seed``) and ``sft_episodes`` expert episodes, tokenized as rollouts are."""
     import gymnasium as gym
 
     from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
     from agentgym_r1.envs.gsm8k.expert import expert_actions
-    from agentgym_r1.trainers.sft import expert_episode, sft
+    from agentgym_r1.trainers.sft import expert_episode
 
     env = gym.make(ENV_ID, source=SOURCE, **TASK_OPTIONS)
     try:
@@ -227,6 +239,13 @@ def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
         episodes = [expert_episode(env, tokenizer, seed) for seed in range(budget.sft_episodes)]
     finally:
         env.close()
+    return tokenizer, model, episodes
+
+
+def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
+    from agentgym_r1.trainers.sft import sft
+
+    tokenizer, model, episodes = sft_start(budget)
 
     def on_step(step: int, _loss: float) -> None:
         if (step + 1) % 50 == 0:
