@@ -80,14 +80,26 @@ def training_summary(rec: TrainingRecord) -> str:
             f"{b.get('sft_steps')} steps on expert episodes, then GRPO {b.get('grpo_steps')} steps "
             f"({b.get('grpo_prompts')} tasks x {b.get('generations')} samples a step), seed {b.get('seed')}.")
     curve = ", ".join(f"{int(p[0])}: {100 * p[1]:.1f}" for p in rec.curve)
-    points = f" Held-out success by GRPO step (greedy, {int(rec.curve[0][2])} episodes): {curve}." if rec.curve else ""
+    points = (f" Held-out success by GRPO step (greedy, on the first {int(rec.curve[0][2])} of the rows' episodes): "
+              f"{curve}." if rec.curve else "")
     if rec.status == "skipped":
         return f"{what} Not trained here: {training_state(rec)}"
     if rec.status != "done":
         return f"{what} TRAINING ROW MISSING: {training_state(rec)}.{points}"
     (_, first, n), (steps, last, _) = rec.curve[0], rec.curve[-1]
-    return (f"{what} Held-out success {100 * first:.1f}% -> {100 * last:.1f}% ({100 * (last - first):+.1f} points "
-            f"after {int(steps)} GRPO steps, {int(n)} episodes).{points} Checkpoint: {rec.checkpoint}.")
+    return (f"{what} On the curve's {int(n)} held-out episodes: {100 * first:.1f}% -> {100 * last:.1f}% "
+            f"({100 * (last - first):+.1f} points after {int(steps)} GRPO steps).{points} Checkpoint: {rec.checkpoint}.")
+
+
+def paired_lines(rows: Sequence[Row]) -> list[str]:
+    """Under an env's table: each trained agent's paired test (its after-training row against its start, episode by
+    episode) and, where a trained row is shown, what its figures depend on
+    (:data:`~agentgym_r1.leaderboard.training.DEPENDS`)."""
+    from agentgym_r1.leaderboard.training import DEPENDS
+
+    lines = [f"Paired test, '{r.policy}' against its start on the same {p.pairs} episodes: {p.gained} newly solved, "
+             f"{p.lost} lost; McNemar's exact p = {p.p:.2g}." for r in rows if (p := r.paired) is not None]
+    return lines + ([DEPENDS] if any(r.kind == "trained" and r.episodes for r in rows) else [])
 
 
 def _summaries(env_id: str, trainings: Sequence[TrainingRecord]) -> list[str]:
@@ -101,7 +113,8 @@ def terminal(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] =
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
         out.append(f"== {env_id} ({', '.join(sorted({r.source for r in rows if not r.reported}))})")
-        out += [tabulate(cells, header, tablefmt="simple", disable_numparse=True), *_summaries(env_id, trainings), ""]
+        out += [tabulate(cells, header, tablefmt="simple", disable_numparse=True), *paired_lines(rows),
+                *_summaries(env_id, trainings), ""]
     out.append(f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Reported rows: "
                f"{REFERENCE_SOURCE}.")
     return "\n".join(out)
@@ -114,6 +127,7 @@ def markdown(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] =
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
         out += [f"## {env_id}", "", tabulate(cells, header, tablefmt="github", disable_numparse=True), ""]
+        out += [line for text in paired_lines(rows) for line in (text, "")]
         out += [line for text in _summaries(env_id, trainings) for line in (text, "")]
     out.append(f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Rows marked *reported, not run* are copied from "
                f"{REFERENCE_SOURCE}; oracle rows read the gold answer and are upper bounds, not results.")
@@ -226,6 +240,7 @@ def to_html(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] = 
         header, cells = table(env_id, rows)
         envs.append({"id": env_id, "plot": bar_chart(env_id, rows), "header": header,
                      "rows": [{"kind": r.kind, "cells": c} for r, c in zip(rows, cells, strict=True)],
+                     "paired": paired_lines(rows),
                      "trainings": [{"summary": training_summary(t), "missing": t.status != "done",
                                     "curve": curve_chart(t) if t.curve else ""}
                                    for t in trainings if t.env_id == env_id]})
