@@ -7,8 +7,10 @@ The HTML page needs no network: styles and plots are inline.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import math
+import textwrap
 import time
 from collections.abc import Sequence
 from importlib import resources
@@ -161,16 +163,44 @@ COLOURS = {"random": "#9aa5b1", "baseline": "#2f6fdf", "oracle": "#e08a1e", "mod
            "reported": "#b9b9b9"}
 
 
-def bar_chart(env_id: str, rows: list[Row]) -> str:
+LABEL_WIDTH = 48  # characters of a bar's label on one line; a longer name wraps (whole, never cut at the edge)
+
+
+def option_groups(rows: Sequence[Row]) -> list[tuple[str, list[Row]]]:
+    """An env's rows split by their env options, in board order: one chart per group, so bars of other tasks
+    (``difficulty=hard`` beside the defaults) are never drawn side by side as if comparable. Reported rows have no
+    options and join the defaults' chart."""
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        groups.setdefault(r.options, []).append(r)
+    return list(groups.items())
+
+
+def chart_caption(env_id: str, options: str) -> str:
+    """What a bar chart shows, named with the env options all its rows share."""
+    return f"{env_id}, {metric_columns(env_id)[0][1]} (%); env options: {options or 'none (the defaults)'}"
+
+
+def bar_label(policy: str) -> str:
+    """A bar's label: the policy's name, wrapped at :data:`LABEL_WIDTH` characters (a long spec breaks anywhere)."""
+    return "\n".join(textwrap.wrap(policy, LABEL_WIDTH, break_on_hyphens=False)) or policy
+
+
+def bar_chart(env_id: str, rows: list[Row], options: str = "") -> str:
     """A horizontal bar chart of the primary metric (percent) with 95% CI whiskers, as an inline ``<svg
     class="plot">`` drawn by matplotlib's SVG backend (text kept as text). Each bar is a group ``id="bar-KIND-I"``;
-    reported rows are hatched."""
+    reported rows are hatched. ``rows`` share their env ``options`` (:func:`option_groups`).
+
+    Matplotlib's constrained layout places the axes so that the labels, however long, lie inside the figure (the
+    SVG is clipped at its viewport); it measures them in DejaVu Sans, the font the SVG names."""
     from matplotlib.figure import Figure
 
     key, label = metric_columns(env_id)[0]
     shown = [r for r in rows if key in r.metrics and not math.isnan(r.metrics[key].value)]
-    fig = Figure(figsize=(7.5, 0.6 + 0.32 * max(1, len(shown))))
-    ax = fig.add_axes((0.3, 0.5 / fig.get_figheight(), 0.62, 1 - 0.8 / fig.get_figheight()))
+    labels = [bar_label(r.policy) for r in shown]
+    lines = max((t.count("\n") + 1 for t in labels), default=1)
+    fig = Figure(figsize=(7.5, 0.6 + max(0.32, 0.14 * lines + 0.06) * max(1, len(shown))), layout="constrained")
+    ax = fig.add_subplot()
     for i, r in enumerate(shown):
         s, y = r.metrics[key], len(shown) - 1 - i
         bar = ax.barh(y, 100 * max(0.0, s.value), height=0.7, color="white" if r.reported else COLOURS.get(r.kind),
@@ -181,13 +211,13 @@ def bar_chart(env_id: str, rows: list[Row]) -> str:
             ax.errorbar(100 * s.value, y, xerr=[[100 * (s.value - s.low)], [100 * (s.high - s.value)]], color="#111",
                         capsize=3, linewidth=1)
         ax.text(101, y, f"{100 * s.value:.1f}", va="center", fontsize=8)
-    ax.set_yticks(range(len(shown)), [r.policy for r in reversed(shown)], fontsize=8)
+    ax.set_yticks(range(len(shown)), list(reversed(labels)), fontsize=8)
     ax.set_xlim(0, 100)
     ax.set_xlabel(f"{label} (%)", fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(axis="x", color="#e3e3e3")
     ax.set_axisbelow(True)
-    return _svg(fig, env_id, f"{env_id} {label}")
+    return _svg(fig, f"{env_id} {options}".strip(), chart_caption(env_id, options))
 
 
 def _svg(fig, salt: str, label: str) -> str:
@@ -198,7 +228,7 @@ def _svg(fig, salt: str, label: str) -> str:
         fig.savefig(buf, format="svg")
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
-    return svg.replace("<svg", f'<svg class="plot" role="img" aria-label="{label}"', 1)
+    return svg.replace("<svg", f'<svg class="plot" role="img" aria-label="{html.escape(label)}"', 1)
 
 
 def curve_chart(rec: TrainingRecord) -> str:
@@ -238,7 +268,9 @@ def to_html(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] = 
     envs = []
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
-        envs.append({"id": env_id, "plot": bar_chart(env_id, rows), "header": header,
+        plots = [{"caption": chart_caption(env_id, options), "svg": bar_chart(env_id, group, options)}
+                 for options, group in option_groups(rows)]
+        envs.append({"id": env_id, "plots": plots, "header": header,
                      "rows": [{"kind": r.kind, "cells": c} for r, c in zip(rows, cells, strict=True)],
                      "paired": paired_lines(rows),
                      "trainings": [{"summary": training_summary(t), "missing": t.status != "done",
