@@ -166,14 +166,22 @@ COLOURS = {"random": "#9aa5b1", "baseline": "#2f6fdf", "oracle": "#e08a1e", "mod
 LABEL_WIDTH = 48  # characters of a bar's label on one line; a longer name wraps (whole, never cut at the edge)
 
 
-def option_groups(rows: Sequence[Row]) -> list[tuple[str, list[Row]]]:
+def charted(env_id: str, rows: Sequence[Row]) -> list[Row]:
+    """The rows that have a bar: those with a figure for the env's primary metric."""
+    key = metric_columns(env_id)[0][0]
+    return [r for r in rows if key in r.metrics and not math.isnan(r.metrics[key].value)]
+
+
+def option_groups(env_id: str, rows: Sequence[Row]) -> list[tuple[str, list[Row]]]:
     """An env's rows split by their env options, in board order: one chart per group, so bars of other tasks
     (``difficulty=hard`` beside the defaults) are never drawn side by side as if comparable. Reported rows have no
-    options and join the defaults' chart."""
+    options and join the defaults' chart. A group without a bar (its runs skipped: the env does not take the
+    options) gets no chart, unless no group has a bar (then the env's one chart is empty, as its table says why)."""
     groups: dict[str, list[Row]] = {}
     for r in rows:
         groups.setdefault(r.options, []).append(r)
-    return list(groups.items())
+    drawn = [(options, group) for options, group in groups.items() if charted(env_id, group)]
+    return drawn or list(groups.items())[:1]
 
 
 def chart_caption(env_id: str, options: str) -> str:
@@ -196,7 +204,7 @@ def bar_chart(env_id: str, rows: list[Row], options: str = "") -> str:
     from matplotlib.figure import Figure
 
     key, label = metric_columns(env_id)[0]
-    shown = [r for r in rows if key in r.metrics and not math.isnan(r.metrics[key].value)]
+    shown = charted(env_id, rows)
     labels = [bar_label(r.policy) for r in shown]
     lines = max((t.count("\n") + 1 for t in labels), default=1)
     fig = Figure(figsize=(7.5, 0.6 + max(0.32, 0.14 * lines + 0.06) * max(1, len(shown))), layout="constrained")
@@ -269,7 +277,7 @@ def to_html(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] = 
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
         plots = [{"caption": chart_caption(env_id, options), "svg": bar_chart(env_id, group, options)}
-                 for options, group in option_groups(rows)]
+                 for options, group in option_groups(env_id, rows)]
         envs.append({"id": env_id, "plots": plots, "header": header,
                      "rows": [{"kind": r.kind, "cells": c} for r, c in zip(rows, cells, strict=True)],
                      "paired": paired_lines(rows),

@@ -117,6 +117,8 @@ def options_page(tmp_path_factory) -> str:
     for options in (HARD, NESTED):
         _run(store, "scripted", 5, options)
         _run(store, "random", 0, options, "random")
+    skipped = RunMeta(GSM8K, "synthetic", "scripted", 0, 8, env_kwargs='{"rooms":3}')  # no bar: no chart
+    store.finish_run(skipped, "skipped", "AgentR1/GSM8K-v0 does not take --env-kwargs")
     page = render.to_html(board(store), store.trainings())
     store.close()
     return page
@@ -162,7 +164,9 @@ def test_rows_of_other_env_options_are_drawn_in_their_own_chart_named_by_its_opt
     parser = Charts()
     parser.feed(options_page)
     charts = parser.charts
-    assert len(charts) == 3, [c["caption"] for c in charts]  # one per options: the defaults, hard, medium+mix
+    # one per options with a bar: the defaults, hard, medium+mix (not rooms=3, whose only run was skipped)
+    assert len(charts) == 3, [c["caption"] for c in charts]
+    assert "rooms=3" in options_page  # in the table, with its reason
     for chart in charts:  # today's page: one uncaptioned chart with 'scripted' and 'random' three times each
         assert chart["caption"].startswith(f"{GSM8K}, accuracy (%); env options: "), chart
         assert chart["label"] == chart["caption"]  # the aria-label too (a quote in the options stays inside it)
