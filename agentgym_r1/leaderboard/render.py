@@ -1,5 +1,5 @@
 """The board rendered for the terminal and as markdown (``tabulate``), as CSV, and as one static HTML page
-(a ``jinja2`` template) with a ``matplotlib`` bar chart per env, inline as SVG.
+(a ``jinja2`` template) with a ``matplotlib`` bar chart per env and env options, inline as SVG.
 
 The HTML page needs no network: styles and plots are inline.
 """
