@@ -61,6 +61,57 @@ class Stat:
 
 
 @dataclass
+class Paired:
+    """A trained agent's two rows compared episode by episode: ``pairs`` episodes played by both (matched by identity:
+    the same env, source, options, job seed, episode index and reset seed), ``gained`` solved only after training,
+    ``lost`` only before, and McNemar's exact two-sided ``p`` (:func:`mcnemar`)."""
+
+    pairs: int
+    gained: int
+    lost: int
+    p: float
+
+
+def mcnemar(gained: int, lost: int) -> float:
+    """McNemar's exact test: under no change each discordant pair is equally likely to go either way, so ``gained``
+    is Binomial(gained + lost, 1/2); the two-sided p of ``scipy.stats.binomtest`` (1.0 with no discordant pair)."""
+    if gained + lost == 0:
+        return 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(gained, gained + lost, 0.5).pvalue)
+
+
+def pair_episodes(before: list[EpisodeRecord], after: list[EpisodeRecord]) -> Paired:
+    """The paired test of two runs of the same job but the policy: episodes are matched by (index, reset seed), never
+    by their order in the lists; an episode only one run played is left out."""
+    start = {(e.idx, e.seed): e.success for e in before}
+    pairs = [(start[(e.idx, e.seed)], e.success) for e in after if (e.idx, e.seed) in start]
+    gained = sum(a and not b for b, a in pairs)
+    lost = sum(b and not a for b, a in pairs)
+    return Paired(len(pairs), gained, lost, mcnemar(gained, lost))
+
+
+IDENTITY = ("env_id", "env_version", "source", "env_kwargs", "seed")  # a run's episodes are the same tasks as another's
+
+
+def paired_rows(store: ResultsStore) -> dict[int, Paired]:
+    """The paired test of every trained agent whose two rows are stored, by the after-training run's id: one per env
+    identity (:data:`IDENTITY`), so runs of other options or seeds are never paired."""
+    runs = store.runs()
+    out = {}
+    for rec in store.trainings():
+        ends: dict[tuple, dict[str, int]] = {}
+        for run in runs:
+            if run["policy"] in (rec.before_policy, rec.after_policy):
+                ends.setdefault(tuple(run[k] for k in IDENTITY), {})[run["policy"]] = run["id"]
+        out |= {ids[rec.after_policy]: pair_episodes(store.episodes(ids[rec.before_policy]),
+                                                     store.episodes(ids[rec.after_policy]))
+                for ids in ends.values() if len(ids) == 2}
+    return out
+
+
+@dataclass
 class Row:
     env_id: str
     source: str
@@ -78,6 +129,7 @@ class Row:
     seed: int | None = None
     meta: dict[str, str] = field(default_factory=dict)
     options: str = ""  # the run's env options beyond its source (``difficulty=hard``), as the board shows them
+    paired: Paired | None = None  # on a trained agent's after-training row: the paired test against its start
 
     @property
     def reported(self) -> bool:
@@ -160,6 +212,7 @@ def build_rows(store: ResultsStore) -> list[Row]:
     a training that did not finish."""
     trainings = store.trainings()
     names = {spec: (label, rec) for rec in trainings for spec, label in trained_labels(rec).items()}
+    pairs = paired_rows(store)
     rows: list[Row] = []
     for run in store.runs():
         episodes = store.episodes(run["id"])
@@ -167,7 +220,8 @@ def build_rows(store: ResultsStore) -> list[Row]:
         row = Row(run["env_id"], run["source"] or "", label, "trained" if rec else run["policy_kind"] or "",
                   len(episodes), run["episodes"] or 0, status=run["status"] or "", message=run["message"],
                   seed=run["seed"], options=options_label(run["env_kwargs"] or ""),
-                  meta={k: str(run[k]) for k in ("env_version", "package_version", "git_commit", "updated_at")})
+                  meta={k: str(run[k]) for k in ("env_version", "package_version", "git_commit", "updated_at")},
+                  paired=pairs.get(run["id"]))
         if rec is not None and rec.status != "done" and row.status != "done":
             row.status, row.message = "missing", training_state(rec)
         fill(row, episodes)

@@ -1,5 +1,5 @@
 """The board rendered for the terminal and as markdown (``tabulate``), as CSV, and as one static HTML page
-(a ``jinja2`` template) with a ``matplotlib`` bar chart per env, inline as SVG.
+(a ``jinja2`` template) with a ``matplotlib`` bar chart per env and env options, inline as SVG.
 
 The HTML page needs no network: styles and plots are inline.
 """
@@ -7,8 +7,10 @@ The HTML page needs no network: styles and plots are inline.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import math
+import textwrap
 import time
 from collections.abc import Sequence
 from importlib import resources
@@ -80,14 +82,26 @@ def training_summary(rec: TrainingRecord) -> str:
             f"{b.get('sft_steps')} steps on expert episodes, then GRPO {b.get('grpo_steps')} steps "
             f"({b.get('grpo_prompts')} tasks x {b.get('generations')} samples a step), seed {b.get('seed')}.")
     curve = ", ".join(f"{int(p[0])}: {100 * p[1]:.1f}" for p in rec.curve)
-    points = f" Held-out success by GRPO step (greedy, {int(rec.curve[0][2])} episodes): {curve}." if rec.curve else ""
+    points = (f" Held-out success by GRPO step (greedy, on the first {int(rec.curve[0][2])} of the rows' episodes): "
+              f"{curve}." if rec.curve else "")
     if rec.status == "skipped":
         return f"{what} Not trained here: {training_state(rec)}"
     if rec.status != "done":
         return f"{what} TRAINING ROW MISSING: {training_state(rec)}.{points}"
     (_, first, n), (steps, last, _) = rec.curve[0], rec.curve[-1]
-    return (f"{what} Held-out success {100 * first:.1f}% -> {100 * last:.1f}% ({100 * (last - first):+.1f} points "
-            f"after {int(steps)} GRPO steps, {int(n)} episodes).{points} Checkpoint: {rec.checkpoint}.")
+    return (f"{what} On the curve's {int(n)} held-out episodes: {100 * first:.1f}% -> {100 * last:.1f}% "
+            f"({100 * (last - first):+.1f} points after {int(steps)} GRPO steps).{points} Checkpoint: {rec.checkpoint}.")
+
+
+def paired_lines(rows: Sequence[Row]) -> list[str]:
+    """Under an env's table: each trained agent's paired test (its after-training row against its start, episode by
+    episode) and, where a trained row is shown, what its figures depend on
+    (:data:`~agentgym_r1.leaderboard.training.DEPENDS`)."""
+    from agentgym_r1.leaderboard.training import DEPENDS
+
+    lines = [f"Paired test, '{r.policy}' against its start on the same {p.pairs} episodes: {p.gained} newly solved, "
+             f"{p.lost} lost; McNemar's exact p = {p.p:.2g}." for r in rows if (p := r.paired) is not None]
+    return lines + ([DEPENDS] if any(r.kind == "trained" and r.episodes for r in rows) else [])
 
 
 def _summaries(env_id: str, trainings: Sequence[TrainingRecord]) -> list[str]:
@@ -101,7 +115,8 @@ def terminal(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] =
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
         out.append(f"== {env_id} ({', '.join(sorted({r.source for r in rows if not r.reported}))})")
-        out += [tabulate(cells, header, tablefmt="simple", disable_numparse=True), *_summaries(env_id, trainings), ""]
+        out += [tabulate(cells, header, tablefmt="simple", disable_numparse=True), *paired_lines(rows),
+                *_summaries(env_id, trainings), ""]
     out.append(f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Reported rows: "
                f"{REFERENCE_SOURCE}.")
     return "\n".join(out)
@@ -114,6 +129,7 @@ def markdown(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] =
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
         out += [f"## {env_id}", "", tabulate(cells, header, tablefmt="github", disable_numparse=True), ""]
+        out += [line for text in paired_lines(rows) for line in (text, "")]
         out += [line for text in _summaries(env_id, trainings) for line in (text, "")]
     out.append(f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Rows marked *reported, not run* are copied from "
                f"{REFERENCE_SOURCE}; oracle rows read the gold answer and are upper bounds, not results.")
@@ -147,16 +163,52 @@ COLOURS = {"random": "#9aa5b1", "baseline": "#2f6fdf", "oracle": "#e08a1e", "mod
            "reported": "#b9b9b9"}
 
 
-def bar_chart(env_id: str, rows: list[Row]) -> str:
+LABEL_WIDTH = 48  # characters of a bar's label on one line; a longer name wraps (whole, never cut at the edge)
+
+
+def charted(env_id: str, rows: Sequence[Row]) -> list[Row]:
+    """The rows that have a bar: those with a figure for the env's primary metric."""
+    key = metric_columns(env_id)[0][0]
+    return [r for r in rows if key in r.metrics and not math.isnan(r.metrics[key].value)]
+
+
+def option_groups(env_id: str, rows: Sequence[Row]) -> list[tuple[str, list[Row]]]:
+    """An env's rows split by their env options, in board order: one chart per group, so bars of other tasks
+    (``difficulty=hard`` beside the defaults) are never drawn side by side as if comparable. Reported rows have no
+    options and join the defaults' chart. A group without a bar (its runs skipped: the env does not take the
+    options) gets no chart, unless no group has a bar (then the env's one chart is empty, as its table says why)."""
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        groups.setdefault(r.options, []).append(r)
+    drawn = [(options, group) for options, group in groups.items() if charted(env_id, group)]
+    return drawn or list(groups.items())[:1]
+
+
+def chart_caption(env_id: str, options: str) -> str:
+    """What a bar chart shows, named with the env options all its rows share."""
+    return f"{env_id}, {metric_columns(env_id)[0][1]} (%); env options: {options or 'none (the defaults)'}"
+
+
+def bar_label(policy: str) -> str:
+    """A bar's label: the policy's name, wrapped at :data:`LABEL_WIDTH` characters (a long spec breaks anywhere)."""
+    return "\n".join(textwrap.wrap(policy, LABEL_WIDTH, break_on_hyphens=False)) or policy
+
+
+def bar_chart(env_id: str, rows: list[Row], options: str = "") -> str:
     """A horizontal bar chart of the primary metric (percent) with 95% CI whiskers, as an inline ``<svg
     class="plot">`` drawn by matplotlib's SVG backend (text kept as text). Each bar is a group ``id="bar-KIND-I"``;
-    reported rows are hatched."""
+    reported rows are hatched. ``rows`` share their env ``options`` (:func:`option_groups`).
+
+    Matplotlib's constrained layout places the axes so that the labels, however long, lie inside the figure (the
+    SVG is clipped at its viewport); it measures them in DejaVu Sans, the font the SVG names."""
     from matplotlib.figure import Figure
 
     key, label = metric_columns(env_id)[0]
-    shown = [r for r in rows if key in r.metrics and not math.isnan(r.metrics[key].value)]
-    fig = Figure(figsize=(7.5, 0.6 + 0.32 * max(1, len(shown))))
-    ax = fig.add_axes((0.3, 0.5 / fig.get_figheight(), 0.62, 1 - 0.8 / fig.get_figheight()))
+    shown = charted(env_id, rows)
+    labels = [bar_label(r.policy) for r in shown]
+    lines = max((t.count("\n") + 1 for t in labels), default=1)
+    fig = Figure(figsize=(7.5, 0.6 + max(0.32, 0.14 * lines + 0.06) * max(1, len(shown))), layout="constrained")
+    ax = fig.add_subplot()
     for i, r in enumerate(shown):
         s, y = r.metrics[key], len(shown) - 1 - i
         bar = ax.barh(y, 100 * max(0.0, s.value), height=0.7, color="white" if r.reported else COLOURS.get(r.kind),
@@ -167,13 +219,13 @@ def bar_chart(env_id: str, rows: list[Row]) -> str:
             ax.errorbar(100 * s.value, y, xerr=[[100 * (s.value - s.low)], [100 * (s.high - s.value)]], color="#111",
                         capsize=3, linewidth=1)
         ax.text(101, y, f"{100 * s.value:.1f}", va="center", fontsize=8)
-    ax.set_yticks(range(len(shown)), [r.policy for r in reversed(shown)], fontsize=8)
+    ax.set_yticks(range(len(shown)), list(reversed(labels)), fontsize=8)
     ax.set_xlim(0, 100)
     ax.set_xlabel(f"{label} (%)", fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(axis="x", color="#e3e3e3")
     ax.set_axisbelow(True)
-    return _svg(fig, env_id, f"{env_id} {label}")
+    return _svg(fig, f"{env_id} {options}".strip(), chart_caption(env_id, options))
 
 
 def _svg(fig, salt: str, label: str) -> str:
@@ -184,7 +236,7 @@ def _svg(fig, salt: str, label: str) -> str:
         fig.savefig(buf, format="svg")
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
-    return svg.replace("<svg", f'<svg class="plot" role="img" aria-label="{label}"', 1)
+    return svg.replace("<svg", f'<svg class="plot" role="img" aria-label="{html.escape(label)}"', 1)
 
 
 def curve_chart(rec: TrainingRecord) -> str:
@@ -224,8 +276,11 @@ def to_html(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] = 
     envs = []
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
-        envs.append({"id": env_id, "plot": bar_chart(env_id, rows), "header": header,
+        plots = [{"caption": chart_caption(env_id, options), "svg": bar_chart(env_id, group, options)}
+                 for options, group in option_groups(env_id, rows)]
+        envs.append({"id": env_id, "plots": plots, "header": header,
                      "rows": [{"kind": r.kind, "cells": c} for r, c in zip(rows, cells, strict=True)],
+                     "paired": paired_lines(rows),
                      "trainings": [{"summary": training_summary(t), "missing": t.status != "done",
                                     "curve": curve_chart(t) if t.curve else ""}
                                    for t in trainings if t.env_id == env_id]})

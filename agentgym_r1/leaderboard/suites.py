@@ -32,7 +32,7 @@ class SuiteEntry:
 # generator seeded 0; the board's episodes come from the generator seeded 1, which training never sees.
 TRAINED_TASK_OPTIONS: dict[str, Any] = {"min_steps": 1, "max_steps": 1, "system_prompt": "Solve it."}
 TRAINED_HELD_OUT_OPTIONS: dict[str, Any] = {**TRAINED_TASK_OPTIONS, "seed": 1}
-TRAINED_ENTRY = SuiteEntry("AgentR1/GSM8K-v0", "synthetic", 128, ("random", "scripted", "oracle"),
+TRAINED_ENTRY = SuiteEntry("AgentR1/GSM8K-v0", "synthetic", 1024, ("random", "scripted", "oracle"),
                            tuple(TRAINED_HELD_OUT_OPTIONS.items()), train=True)
 
 

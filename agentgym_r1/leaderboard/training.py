@@ -43,6 +43,9 @@ from agentgym_r1.leaderboard.suites import env_kwargs as full_env_kwargs
 ENV_ID, SOURCE = TRAINED_ENTRY.env_id, TRAINED_ENTRY.source
 TASK_OPTIONS: dict[str, Any] = TRAINED_TASK_OPTIONS
 HELD_OUT_OPTIONS: dict[str, Any] = TRAINED_HELD_OUT_OPTIONS  # the generator seeded 1: never trained on
+# What the trained rows' figures depend on, printed under them (benchmarks/reports/main_job.md has the runs).
+DEPENDS = ("The trained rows depend on the training seed and on the CPU's floating-point kernels "
+           "(benchmarks/reports/main_job.md).")
 COMPLETE = ".complete"  # written in a checkpoint folder once it is saved whole
 
 
@@ -51,14 +54,14 @@ class TrainBudget:
     """How much training the run does: fixed step counts (reproducible), the model's size and the recipe."""
 
     sft_steps: int = 850
-    grpo_steps: int = 40
-    eval_every: int = 10
+    grpo_steps: int = 60
+    eval_every: int = 20
     sft_episodes: int = 4000
     sft_batch: int = 16
     sft_lr: float = 3e-3
     grpo_prompts: int = 16
     generations: int = 8
-    grpo_lr: float = 3e-4
+    grpo_lr: float = 6e-4
     layers: int = 4
     hidden: int = 128
     vocab: int = 1000
@@ -85,12 +88,20 @@ class TrainPlan:
 
     results: str
     out_dir: Path
-    episodes: int = 128
+    episodes: int = TRAINED_ENTRY.episodes
     seed: int = 0
     suite: str = "quick"
     concurrency: int = 16
     timeout: float = 60.0
     budget: TrainBudget = TrainBudget()
+    curve_episodes: int = 128  # the learning curve is read on the first ones of the rows' episodes (cheap)
+
+    def __post_init__(self) -> None:
+        from agentgym_r1.error import ConfigError
+
+        for name in ("episodes", "curve_episodes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"the trained agent's {name} must be at least 1, got {getattr(self, name)}")
 
     @property
     def key(self) -> str:
@@ -103,6 +114,10 @@ class TrainPlan:
     def job(self, stage: str) -> Job:
         return Job(ENV_ID, SOURCE, self.spec(stage), self.seed, self.episodes, self.suite, self.timeout, 1,
                    self.concurrency, env_kwargs=canonical(HELD_OUT_OPTIONS))
+
+    def curve_items(self) -> list[tuple[int, int]]:
+        """The episodes the learning curve reads: the first ``curve_episodes`` of the rows' (the same tasks)."""
+        return self.job("grpo").items()[:self.curve_episodes]
 
 
 def train_on_board(plan: TrainPlan, callbacks: Sequence[Any] = (), say: Callable[[str], None] = lambda _: None,
@@ -187,7 +202,7 @@ def _train(plan: TrainPlan, rec: TrainingRecord, store: ResultsStore, callbacks:
 
 def _row_point(plan: TrainPlan, stage: str, step: int, progress: Callable[..., None] | None) -> list[float]:
     """Evaluate one of the two rows as a board job (resumable), and return it as a curve point
-    ``[step, success, episodes]``."""
+    ``[step, success, episodes]`` on the curve's episodes (:meth:`TrainPlan.curve_items`)."""
     job = plan.job(stage)
     (outcome,) = run_jobs([job], plan.results, workers=1, progress=progress)
     store = ResultsStore(plan.results)
@@ -198,15 +213,19 @@ def _row_point(plan: TrainPlan, stage: str, step: int, progress: Callable[..., N
         store.close()
     if outcome.status != "done" or not episodes:
         raise RuntimeError(f"the evaluation of {plan.spec(stage)} ended {outcome.status}: {outcome.message}")
+    first = {idx for idx, _ in plan.curve_items()}
+    episodes = [e for e in episodes if e.idx in first]  # the curve's episodes, read from the row's
     return [step, sum(e.success for e in episodes) / len(episodes), len(episodes)]
 
 
-def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
+def sft_start(budget: TrainBudget) -> tuple[Any, Any, list[Any]]:
+    """What the SFT starts from: a tokenizer trained on ``tokenizer_episodes`` expert transcripts, the untrained tiny
+    model (its weights seeded by ``budget.seed``) and ``sft_episodes`` expert episodes, tokenized as rollouts are."""
     import gymnasium as gym
 
     from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
     from agentgym_r1.envs.gsm8k.expert import expert_actions
-    from agentgym_r1.trainers.sft import expert_episode, sft
+    from agentgym_r1.trainers.sft import expert_episode
 
     env = gym.make(ENV_ID, source=SOURCE, **TASK_OPTIONS)
     try:
@@ -220,6 +239,13 @@ def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
         episodes = [expert_episode(env, tokenizer, seed) for seed in range(budget.sft_episodes)]
     finally:
         env.close()
+    return tokenizer, model, episodes
+
+
+def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
+    from agentgym_r1.trainers.sft import sft
+
+    tokenizer, model, episodes = sft_start(budget)
 
     def on_step(step: int, _loss: float) -> None:
         if (step + 1) % 50 == 0:
@@ -266,7 +292,7 @@ def _grpo(plan: TrainPlan, rec: TrainingRecord, store: ResultsStore, mark: Calla
                 return control
             player = EnginePlayer.from_model(model, tokenizer, budget.max_new_tokens, plan.timeout)
             try:
-                records = list(player.play(ENV_ID, held_out, job.items(), job.concurrency))
+                records = list(player.play(ENV_ID, held_out, plan.curve_items(), job.concurrency))
             finally:
                 player.close()
             success = sum(r.success for r in records) / len(records)

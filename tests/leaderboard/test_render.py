@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import csv
+import html
 import io
+import json
 import re
 import shutil
 import subprocess
+from html.parser import HTMLParser
 
 import pytest
 
 from agentgym_r1.leaderboard import render
 from agentgym_r1.leaderboard.board import board
 from agentgym_r1.leaderboard.jobs import Job, run_jobs
-from agentgym_r1.leaderboard.store import ResultsStore
+from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore, RunMeta, TrainingRecord
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +87,126 @@ def test_html_page_opens_in_headless_chromium_with_its_table_and_plots(boards, t
     assert (0x2F, 0x6F, 0xDF) in colours  # a baseline bar was painted
     assert (0xE0, 0x8A, 0x1E) in colours  # an oracle bar
     assert (0xF0, 0xF0, 0xF0) in colours  # the tables' header cells
+
+
+# -- a board with one env at several env options, a trained agent's long labels and a long policy spec ---------------
+GSM8K = "AgentR1/GSM8K-v0"
+BEFORE, AFTER = "hf:/ckpt/sft?max_new_tokens=40", "hf:/ckpt/grpo?max_new_tokens=40"
+AFTER_LABEL = "tiny agent, after training (SFT + GRPO 40 steps)"  # the label the issue saw cut at the left edge
+LONG_SPEC = "hf:/checkpoints/agentgym-r1/gsm8k/qwen2.5-0.5b-instruct-grpo-step-400?max_new_tokens=256&temperature=0.7"
+HARD, NESTED = '{"difficulty":"hard"}', '{"difficulty":"medium","mix":{"a":1}}'
+
+
+def _run(store: ResultsStore, policy: str, solved: int, options: str = "", kind: str = "baseline") -> None:
+    meta = RunMeta(GSM8K, "synthetic", policy, 0, 8, policy_kind=kind, status="done", env_kwargs=options)
+    run_id = store.begin_run(meta)
+    for i in range(8):
+        store.add_episode(meta, run_id, EpisodeRecord(i, i, None, i < solved, float(i < solved), 1, 0,
+                                                      metrics={"accuracy": float(i < solved)}))
+    store.finish_run(meta, "done")
+
+
+@pytest.fixture(scope="module")
+def options_page(tmp_path_factory) -> str:
+    store = ResultsStore(tmp_path_factory.mktemp("options") / "r.sqlite")
+    store.save_training(TrainingRecord("k", GSM8K, "synthetic", "", "done", None, BEFORE, AFTER, 40,
+                                       [[0, 0.25, 8], [40, 0.75, 8]], {"sft_steps": 20, "grpo_steps": 40}))
+    for policy, solved, kind in ((BEFORE, 2, "model"), (AFTER, 7, "model"), ("scripted", 8, "baseline"),
+                                 ("random", 1, "random"), (LONG_SPEC, 3, "model")):
+        _run(store, policy, solved, kind=kind)
+    for options in (HARD, NESTED):
+        _run(store, "scripted", 5, options)
+        _run(store, "random", 0, options, "random")
+    skipped = RunMeta(GSM8K, "synthetic", "scripted", 0, 8, env_kwargs='{"rooms":3}')  # no bar: no chart
+    store.finish_run(skipped, "skipped", "AgentR1/GSM8K-v0 does not take --env-kwargs")
+    page = render.to_html(board(store), store.trainings())
+    store.close()
+    return page
+
+
+class Charts(HTMLParser):
+    """Each bar chart (``<svg class="plot">``; a learning curve is ``plot curve``) of a page: the caption shown with it (its ``figure``'s ``figcaption``, "" when
+    none), its aria-label and the texts drawn in it (its ``text`` elements)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.charts: list[dict] = []
+        self.caption = self.where = ""
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "figure":
+            self.caption = ""
+        elif tag == "figcaption":
+            self.where = "caption"
+        elif tag == "text" and self.where == "svg":
+            self.where = "text"
+        elif tag == "svg" and a.get("class") == "plot":
+            self.charts.append({"caption": self.caption, "label": a.get("aria-label"), "texts": []})
+            self.where = "svg"
+
+    def handle_endtag(self, tag):
+        if tag == "figcaption" or tag == "svg":
+            self.where = ""
+        elif tag == "text" and self.where == "text":
+            self.where = "svg"
+        if tag == "figure":
+            self.caption = ""
+
+    def handle_data(self, data):
+        if self.where == "caption":
+            self.caption += data
+        elif self.where == "text":
+            self.charts[-1]["texts"].append(data)
+
+
+def test_rows_of_other_env_options_are_drawn_in_their_own_chart_named_by_its_options(options_page):
+    parser = Charts()
+    parser.feed(options_page)
+    charts = parser.charts
+    # one per options with a bar: the defaults, hard, medium+mix (not rooms=3, whose only run was skipped)
+    assert len(charts) == 3, [c["caption"] for c in charts]
+    assert "rooms=3" in options_page  # in the table, with its reason
+    for chart in charts:  # today's page: one uncaptioned chart with 'scripted' and 'random' three times each
+        assert chart["caption"].startswith(f"{GSM8K}, accuracy (%); env options: "), chart
+        assert chart["label"] == chart["caption"]  # the aria-label too (a quote in the options stays inside it)
+        assert chart["texts"].count("scripted") == 1 and chart["texts"].count("random") == 1, chart
+    defaults, hard, nested = charts
+    assert defaults["caption"].endswith("env options: none (the defaults)")
+    assert AFTER_LABEL in defaults["texts"] and "Qwen3-4B GRPO" in defaults["texts"]  # the paper's rows: defaults
+    assert hard["caption"].endswith("env options: difficulty=hard") and AFTER_LABEL not in hard["texts"]
+    assert nested["caption"].endswith('env options: difficulty=medium mix={"a":1}')
+
+
+MEASURE = """<script>
+const out = [];
+for (const svg of document.querySelectorAll("svg.plot")) {
+  const box = svg.getBoundingClientRect();
+  for (const t of svg.querySelectorAll("text")) {
+    const r = t.getBoundingClientRect();
+    out.push({chart: svg.getAttribute("aria-label"), text: t.textContent,
+              margins: [r.left - box.left, r.top - box.top, box.right - r.right, box.bottom - r.bottom]});
+  }
+}
+const pre = document.createElement("pre");
+pre.id = "measured";
+pre.textContent = JSON.stringify(out);
+document.body.appendChild(pre);
+</script>"""
+
+
+def test_every_label_lies_inside_its_chart_in_headless_chromium(options_page, tmp_path):
+    """The browser lays the page out; a script added to a copy of it measures every text of every chart against the
+    chart's box (an inline SVG clips at its viewport: a label out of it is cut, as the trained rows' were)."""
+    browser = _chromium()
+    page = tmp_path / "measured.html"
+    page.write_text(options_page.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    dom = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,1600",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True).stdout
+    measured = json.loads(html.unescape(re.search(r'<pre id="measured">(.*?)</pre>', dom, re.S).group(1)))
+    texts = {m["text"] for m in measured}
+    assert {AFTER_LABEL, "scripted", "accuracy (%)", "GRPO step (0: the SFT checkpoint)"} <= texts
+    cut = [(m["chart"], m["text"], [round(x, 1) for x in m["margins"]]) for m in measured
+           if min(m["margins"]) < -0.5]  # half a pixel for rounding
+    assert not cut, f"texts out of their chart (margins left, top, right, bottom in px): {cut}"
+    assert any(LONG_SPEC.startswith(t) and len(t) < len(LONG_SPEC) for t in texts)  # the long spec wrapped

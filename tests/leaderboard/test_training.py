@@ -20,10 +20,11 @@ torch = pytest.importorskip("torch")
 from transformers import TrainerCallback  # noqa: E402
 
 from agentgym_r1.cli import build_parser, main  # noqa: E402
+from agentgym_r1.error import ConfigError  # noqa: E402
 from agentgym_r1.leaderboard.board import board  # noqa: E402
 from agentgym_r1.leaderboard.cli import run_board  # noqa: E402
 from agentgym_r1.leaderboard.store import ResultsStore, TrainingRecord  # noqa: E402
-from agentgym_r1.leaderboard.training import TrainBudget  # noqa: E402
+from agentgym_r1.leaderboard.training import DEPENDS, TrainBudget, TrainPlan  # noqa: E402
 
 GSM8K = "AgentR1/GSM8K-v0"
 TINY = TrainBudget(sft_steps=2, grpo_steps=2, eval_every=1, sft_episodes=16, sft_batch=4, grpo_prompts=2,
@@ -108,8 +109,23 @@ def test_the_curve_is_plotted_on_the_page_and_summarised_in_the_text_renders(tra
     assert main(["leaderboard", "show", "--results", str(results)]) == 0
     text = capsys.readouterr().out
     assert "Trained in this run on AgentR1/GSM8K-v0" in text and "Held-out success by GRPO step" in text
+    # the paired test of the two rows, on the same held-out episodes, beside them in the text and on the page
+    paired = "Paired test, 'tiny agent, after training (SFT + GRPO 2 steps)' against its start on the same 4 episodes"
+    assert paired in text and paired in page and DEPENDS in text
     assert main(["leaderboard", "export", "--format", "md", "--results", str(results)]) == 0
     assert "-> " in capsys.readouterr().out
+
+
+def test_the_rows_score_1024_held_out_problems_and_the_curve_reads_the_first_of_them(tmp_path):
+    """The suite's rows are scored on 1,024 held-out problems (enough for the paired test and tight intervals); the
+    curve, read every ``eval_every`` steps during training, plays only the first ``curve_episodes`` of the same."""
+    plan = TrainPlan(str(tmp_path / "lb.sqlite"), tmp_path / "train", budget=TINY)
+    assert plan.episodes == 1024 and len(plan.job("sft").items()) == 1024
+    assert plan.curve_items() == plan.job("grpo").items()[:128] == [(i, i) for i in range(128)]
+    assert TrainPlan(plan.results, plan.out_dir, 10, curve_episodes=3, budget=TINY).curve_items() == \
+        [(0, 0), (1, 1), (2, 2)]
+    with pytest.raises(ConfigError, match="curve_episodes must be at least 1, got 0"):
+        TrainPlan(plan.results, plan.out_dir, curve_episodes=0)
 
 
 def test_a_rerun_resumes_without_training_again(trained, capsys):

@@ -1,0 +1,102 @@
+"""The main job's trained agent, trained and scored for given seeds and CPU-kernel settings, without the baselines.
+
+Each run (one training seed under one kernel setting) is a fresh process, so ``ATEN_CPU_CAPABILITY`` is read by torch
+before it loads; runs go one at a time, each on ``--threads`` threads. A run trains the quick suite's agent
+(:func:`agentgym_r1.leaderboard.training.train_on_board` with ``TrainBudget(seed=SEED)``: the same recipe, the same
+held-out episodes and rows as ``leaderboard run --suite quick``), then writes ``OUT/seed{S}-{kernels}.json``: the
+seed, the kernel setting, the before/after success with 95% Wilson intervals, the paired test (discordant counts,
+McNemar's exact p: :func:`agentgym_r1.leaderboard.board.paired_rows`), the steps, the wall time, ``git rev-parse
+HEAD`` and whether the tree was dirty. Budgets are steps, so a result does not depend on the machine's load; the wall
+time does (the load average is recorded beside it).
+
+    PYTHONPATH=. python benchmarks/main_job_seeds.py --seeds 0 1 2 3 4 --kernels default avx2 --out runs/main-job
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agentgym_r1.leaderboard.suites import TRAINED_ENTRY
+
+KERNELS = ("default", "avx2", "avx512")  # ATEN_CPU_CAPABILITY values; "default" leaves it unset
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def run_one(seed: int, kernels: str, out: Path, threads: int, changes: dict, episodes: int) -> dict:
+    """Train and score one run in this process (the parent sets the kernel variable before torch loads)."""
+    import dataclasses
+
+    import torch
+
+    from agentgym_r1.leaderboard.board import board, paired_rows
+    from agentgym_r1.leaderboard.store import ResultsStore
+    from agentgym_r1.leaderboard.training import TrainBudget, TrainPlan, train_on_board
+
+    torch.set_num_threads(threads)
+    name = f"seed{seed}-{kernels}"
+    plan = TrainPlan(str(out / name / "results.sqlite"), out / name / "train", episodes,
+                     budget=TrainBudget(**{**changes, "seed": seed}))
+    start = time.monotonic()
+    rec = train_on_board(plan, say=lambda line: print(f"[{name}] {line}", flush=True))
+    wall = time.monotonic() - start
+    store = ResultsStore(plan.results)
+    try:
+        rows = [r for rs in board(store, references=False).values() for r in rs if r.kind == "trained"]
+        (pair,) = paired_rows(store).values()
+    finally:
+        store.close()
+    before, after = sorted(rows, key=lambda r: "after" in r.policy)
+    stat = {r.policy: r.metrics["accuracy"] for r in rows}
+    return {"seed": seed, "kernels": kernels, "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY"),
+            "torch_capability": torch.backends.cpu.get_cpu_capability(), "threads": threads, "status": rec.status,
+            "message": rec.message, "episodes": plan.episodes,
+            "before": dataclasses.asdict(stat[before.policy]), "after": dataclasses.asdict(stat[after.policy]),
+            "gained": pair.gained, "lost": pair.lost, "pairs": pair.pairs, "mcnemar_p": pair.p,
+            "separated": stat[after.policy].low > stat[before.policy].high, "curve": rec.curve,
+            "budget": dataclasses.asdict(plan.budget), "wall_s": round(wall, 1), "load_after": os.getloadavg(),
+            "commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--kernels", nargs="+", default=["default"], choices=sorted(set(KERNELS)))
+    p.add_argument("--out", type=Path, default=Path("runs/main-job"))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--budget", default="{}", metavar="JSON",
+                   help="TrainBudget fields over the recipe's, e.g. '{\"grpo_steps\": 80}' (exploration only)")
+    p.add_argument("--episodes", type=int, default=TRAINED_ENTRY.episodes, help="held-out episodes of each row")
+    p.add_argument("--child", nargs=2, metavar=("SEED", "KERNELS"), help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.child:
+        seed, kernels = int(a.child[0]), a.child[1]
+        result = run_one(seed, kernels, a.out, a.threads, json.loads(a.budget), a.episodes)
+        (a.out / f"seed{seed}-{kernels}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        print(json.dumps({k: result[k] for k in ("seed", "kernels", "before", "after", "gained", "lost",
+                                                  "mcnemar_p", "wall_s")}), flush=True)
+        return 0 if result["status"] == "done" else 1
+    a.out.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for seed in a.seeds:  # one at a time, each with the threads to itself; both kernel settings of a seed together
+        for kernels in a.kernels:
+            env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads)}
+            env.pop("ATEN_CPU_CAPABILITY", None)
+            if kernels != "default":
+                env["ATEN_CPU_CAPABILITY"] = kernels
+            cmd = [sys.executable, __file__, "--child", str(seed), kernels, "--out", str(a.out),
+                   "--threads", str(a.threads), "--budget", a.budget, "--episodes", str(a.episodes)]
+            failed += subprocess.run(cmd, env=env).returncode != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
