@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgym_r1.adapters.loading import load_model, load_tokenizer
 from agentgym_r1.error import ConfigError, require
 
 Row = dict[str, Any]
@@ -215,11 +216,9 @@ def _template_text(spec: str) -> str:
 def _tokenizer(path: str | None, template: str | None) -> Any:
     if path is None:
         raise ConfigError("give --tokenizer (or --model) to decode the row's ids")
-    from agentgym_r1.leaderboard.models import load_tokenizer
-
     if not Path(path).is_dir():
         raise ConfigError(f"the tokenizer directory {path} does not exist")
-    tokenizer = load_tokenizer(path)
+    tokenizer = load_tokenizer(path, "--tokenizer")
     if template:
         tokenizer.chat_template = _template_text(template)
     return tokenizer
@@ -278,8 +277,8 @@ def _tiny(template: str | None) -> tuple[Any, Any]:
 
 
 def _local(args: argparse.Namespace) -> tuple[Any, Any]:
-    transformers = require("transformers", "train", "agentgym-r1 inspect --model")
+    require("transformers", "train", "agentgym-r1 inspect --model")
     if not Path(args.model).is_dir():
         raise ConfigError(f"the model directory {args.model} does not exist")
     tokenizer = _tokenizer(args.tokenizer or args.model, args.template)
-    return tokenizer, transformers.AutoModelForCausalLM.from_pretrained(args.model).eval()
+    return tokenizer, load_model(args.model, "--model", device="cpu")

@@ -112,15 +112,6 @@ def make_client(url: str, timeout: float, api_key: str | None = None, retries: i
                          timeout=timeout, max_retries=retries)
 
 
-def load_tokenizer(path: str) -> Any:
-    """The tokenizer of a local model directory: its ``tokenizer.json`` as is when there is one (``AutoTokenizer``
-    beside a qwen2 ``config.json`` would rebuild a custom tokenizer as a Qwen2 one and change its ids)."""
-    transformers = require("transformers", "train", "the hf: policy")
-    if os.path.exists(os.path.join(path, "tokenizer.json")):
-        return transformers.PreTrainedTokenizerFast.from_pretrained(path)
-    return transformers.AutoTokenizer.from_pretrained(path)
-
-
 class HFPolicy(Policy):
     """A local transformers causal LM with a chat template, greedy, on CPU (or ``device``)."""
 
@@ -128,16 +119,17 @@ class HFPolicy(Policy):
         if not os.path.isdir(path):
             raise PolicyError(f"hf:{path}: no such model directory; give a local directory with config.json, the "
                               f"weights and a tokenizer (nothing is downloaded at evaluation time)")
-        transformers = require("transformers", "train", "the hf: policy")
+        require("transformers", "train", "the hf: policy")
         require("torch", "train", "the hf: policy")
         from agentgym_r1.adapters.backends.base import SamplingParams
         from agentgym_r1.adapters.backends.hf import HFBackend
+        from agentgym_r1.adapters.loading import load_model, load_tokenizer
         from agentgym_r1.adapters.tokenize import ChatTokenizer
 
         self.name, self.timeout, self.max_new_tokens = f"hf:{path}", timeout, max_new_tokens
         try:
-            tokenizer = load_tokenizer(path)
-            model = transformers.AutoModelForCausalLM.from_pretrained(path).to(device).eval()
+            tokenizer = load_tokenizer(path, "model")
+            model = load_model(path, "model", device=device)
             self.chat = ChatTokenizer(tokenizer)
         except (OSError, ValueError) as e:  # ConfigError (no chat template, no eos) is a ValueError
             raise PolicyError(f"hf:{path} cannot be loaded: {e}") from e
