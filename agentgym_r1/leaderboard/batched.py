@@ -65,8 +65,7 @@ def model_dir(spec: str) -> tuple[str, str, dict[str, str]]:
 def check_spec(spec: str, env_id: str) -> None:
     """Raise the error a policy spec would raise, before any episode: an unknown name, a malformed endpoint, a bad
     option, a missing extra."""
-    from agentgym_r1.leaderboard.models import parse_openai_spec
-    from agentgym_r1.leaderboard.policies import make_policy
+    from agentgym_r1.leaderboard.models import make_policy, parse_openai_spec
 
     if is_engine_spec(spec):
         model_dir(spec)

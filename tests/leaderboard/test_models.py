@@ -8,8 +8,7 @@ import pytest
 
 from agentgym_r1.error import ConfigError, PolicyError, PolicyTimeout
 from agentgym_r1.leaderboard.jobs import Job, run_jobs
-from agentgym_r1.leaderboard.models import chat_messages
-from agentgym_r1.leaderboard.policies import make_policy
+from agentgym_r1.leaderboard.models import chat_messages, make_policy
 from agentgym_r1.leaderboard.runner import run_episode
 from agentgym_r1.leaderboard.store import ResultsStore
 from agentgym_r1.leaderboard.suites import make_env
