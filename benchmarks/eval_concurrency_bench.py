@@ -55,7 +55,8 @@ def serve(model_dir: str, port: int, latency: float) -> None:
 
 
 def build_model(path: Path, vllm: bool = False) -> None:
-    from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
+    from agentgym_r1.testing import gsm8k_corpus
 
     shape = {"hidden": 128, "heads": 2} if vllm else {"hidden": 64}
     make_model(train_tokenizer(gsm8k_corpus(), path, vocab_size=512), path, layers=2, **shape)

@@ -97,7 +97,7 @@ def test_bad_model_specs_are_config_errors():
 def _tiny_qwen2(path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from agentgym_r1.adapters.tiny import make_model, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
 
     corpus = ["<tool_call> calculator expression answer 1 2 3 + * </tool_call> <answer> </answer> has how many"] * 20
     make_model(train_tokenizer(corpus, path, vocab_size=300), path, hidden=16, layers=1, heads=2)
