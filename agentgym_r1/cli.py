@@ -109,8 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("trainer_args", nargs=argparse.REMAINDER, help="--config run.yaml and trainer flags")
     tr.set_defaults(func=_train)
     from agentgym_r1.adapters.inspector import add_inspect_parser
+    from agentgym_r1.envs.gsm8k.expert import expert_actions
 
-    add_inspect_parser(sub)
+    add_inspect_parser(sub, tiny_expert=expert_actions)
     return parser
 
 

@@ -28,7 +28,7 @@ import gymnasium as gym
 
 import agentgym_r1  # noqa: F401
 from agentgym_r1.leaderboard.board import wilson
-from agentgym_r1.leaderboard.policies import make_policy
+from agentgym_r1.leaderboard.models import make_policy
 
 LEVELS = ("easy", "medium", "hard")
 

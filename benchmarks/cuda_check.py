@@ -26,7 +26,8 @@ def main() -> None:
     assert torch.cuda.is_available(), "no CUDA device"
     from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
     from agentgym_r1.adapters.backends.hf import HFBackend
-    from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
+    from agentgym_r1.testing import gsm8k_corpus
     from agentgym_r1.trainers.configs import AgentGRPOConfig, AgentPPOConfig
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
     from agentgym_r1.trainers.ppo import AgentPPOTrainer

@@ -36,16 +36,15 @@ def serve(model_dir: str, port: int, latency: float) -> None:
 
     import torch
     import uvicorn
-    from transformers import AutoModelForCausalLM
 
     from agentgym_r1.adapters.backends.hf import HFBackend
+    from agentgym_r1.adapters.loading import load_model, load_tokenizer
     from agentgym_r1.adapters.serve import make_app
     from agentgym_r1.adapters.tokenize import ChatTokenizer
-    from agentgym_r1.leaderboard.models import load_tokenizer
 
     torch.set_num_threads(1)
     chat = ChatTokenizer(load_tokenizer(model_dir))
-    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    model = load_model(model_dir, "model", device="cpu")
     app = make_app(HFBackend(model, chat), chat, "tiny")
     if latency > 0:
         @app.middleware("http")
@@ -56,7 +55,8 @@ def serve(model_dir: str, port: int, latency: float) -> None:
 
 
 def build_model(path: Path, vllm: bool = False) -> None:
-    from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
+    from agentgym_r1.testing import gsm8k_corpus
 
     shape = {"hidden": 128, "heads": 2} if vllm else {"hidden": 64}
     make_model(train_tokenizer(gsm8k_corpus(), path, vocab_size=512), path, layers=2, **shape)

@@ -82,7 +82,8 @@ def family_parsers(only: list[str] | None = None) -> dict[str, Any]:
         from agentgym_r1.adapters import ChatTokenizer
         from agentgym_r1.adapters.families import trl_text_templates
         from agentgym_r1.adapters.native import native_parser
-        from agentgym_r1.adapters.tiny import family_tokenizer, gsm8k_corpus, train_tokenizer
+        from agentgym_r1.adapters.scratch import family_tokenizer, train_tokenizer
+        from agentgym_r1.testing import gsm8k_corpus
     except ImportError as e:
         print(f"(no family parsers: {e})")
         return {}

@@ -107,9 +107,10 @@ def serve_model(port: int) -> None:
     import uvicorn
 
     from agentgym_r1.adapters.backends.hf import HFBackend
+    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
     from agentgym_r1.adapters.serve import make_app
-    from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, train_tokenizer
     from agentgym_r1.adapters.tokenize import ChatTokenizer
+    from agentgym_r1.testing import gsm8k_corpus
 
     torch.set_num_threads(1)
     tokenizer = train_tokenizer(gsm8k_corpus(20), vocab_size=400)

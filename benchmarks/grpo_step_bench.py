@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def build(path: Path) -> None:
-    from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
+    from agentgym_r1.testing import gsm8k_corpus
 
     tok = train_tokenizer(gsm8k_corpus(60), path, vocab_size=512)
     make_model(tok, path, hidden=128, layers=2, heads=2, seed=0)

@@ -27,9 +27,10 @@ from collections.abc import Callable
 from agentgym_r1.adapters import ChatTokenizer
 from agentgym_r1.adapters.families import trl_text_templates
 from agentgym_r1.adapters.native import native_parser
-from agentgym_r1.adapters.tiny import family_tokenizer, gsm8k_corpus, train_tokenizer
+from agentgym_r1.adapters.scratch import family_tokenizer, train_tokenizer
 from agentgym_r1.adapters.tokenize import MAX_MARKERS, MAX_STRING_DELIMITERS, stock_response_template
 from agentgym_r1.core.fuzz import adversarial_actions
+from agentgym_r1.testing import gsm8k_corpus
 
 UNITS = ("<arg_key>", "<arg_key>k</arg_key>\n<arg_value>", "<arg_value>", ", then", "to=functions.", "<tool_call>",
          "</tool_call>", "<|tool_call>", "<|tool_call_start|>", "<function=", "<parameter=", "<parameter=x>\n",

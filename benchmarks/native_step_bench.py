@@ -23,7 +23,8 @@ import agentgym_r1  # noqa: F401  (registers the envs)
 from agentgym_r1.adapters import ChatTokenizer
 from agentgym_r1.adapters.families import trl_text_templates
 from agentgym_r1.adapters.native import native_parser
-from agentgym_r1.adapters.tiny import family_tokenizer, gsm8k_corpus, train_tokenizer
+from agentgym_r1.adapters.scratch import family_tokenizer, train_tokenizer
+from agentgym_r1.testing import gsm8k_corpus
 
 SHAPES = {"unclosed call + 90k": '<|tool_call>call:act{command:<|"|>look' + "a" * 90_000,
           "<turn|> x 14k": "<turn|>" * 14_000}

@@ -35,8 +35,10 @@ import torch
 import agentgym_r1  # noqa: F401  (registers the env ids)
 from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.adapters.backends.hf import HFBackend
-from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, play_expert, train_tokenizer
+from agentgym_r1.adapters.scratch import make_model, play_expert, train_tokenizer
 from agentgym_r1.envs.gsm8k.env import SYSTEM_PROMPT
+from agentgym_r1.envs.gsm8k.expert import expert_actions
+from agentgym_r1.testing import gsm8k_corpus
 
 ENV_ID, ENV_KWARGS = "AgentR1/GSM8K-v0", {"source": "synthetic"}
 
@@ -75,7 +77,7 @@ def expert_texts(chat: ChatTokenizer, n: int, seed: int) -> list[str]:
     env, texts = gym.make(ENV_ID, **ENV_KWARGS), []
     tools = [env.unwrapped.tool_schemas()[0]]
     for i in range(n):
-        play_expert(env, seed + i)
+        play_expert(env, seed + i, expert_actions)
         msgs = env.unwrapped.transcript.messages()
         texts.append(chat.render(msgs, add_generation_prompt=False))
         trl_msgs = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": msgs[1]["content"]},

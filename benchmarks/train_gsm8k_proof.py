@@ -36,7 +36,7 @@ import torch
 import agentgym_r1  # noqa: F401  (registers the ids)
 from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.adapters.backends.hf import HFBackend
-from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
+from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
 from agentgym_r1.envs.gsm8k.expert import expert_actions
 from agentgym_r1.trainers.sft import expert_episode, sft
 
@@ -86,7 +86,7 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, resume: int = 
     else:
         tokenizer = train_tokenizer(texts, vocab_size=1000, split_digits=True, cross_spaces=True)
         model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
-    episodes = [expert_episode(env, tokenizer, seed) for seed in range(num_episodes)]
+    episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(num_episodes)]
     print(f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, vocab {len(tokenizer)}, "
           f"{len(episodes)} expert episodes, prompt {len(episodes[0].prompt_ids)} tokens")
     start, steps, success = time.time(), resume, 0.0

@@ -418,7 +418,7 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
             tokenizer_corpus: str = "episodes", pieces: str = "cross-spaces") -> None:
     import gymnasium as gym
 
-    from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
     from agentgym_r1.trainers.sft import expert_episode, sft
 
     if num_episodes > TRAIN_SEEDS:
@@ -487,7 +487,7 @@ def run_rag(out: Path, chunk: int, minutes: float, patience: int, num_episodes: 
     from transformers import PreTrainedTokenizerFast
 
     from agentgym_r1.adapters import ChatTokenizer
-    from agentgym_r1.adapters.tiny import make_model
+    from agentgym_r1.adapters.scratch import make_model
     from agentgym_r1.trainers.sft import Demo, sft
 
     monitor, finals = held_out_sets(out)

@@ -143,7 +143,7 @@ def monitor(model: Any, tokenizer: Any, seeds: list[int]) -> dict[str, Any]:
 
 def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: int, lr: float, batch: int,
             layers: int, vocab: int, minutes: float = math.inf) -> None:
-    from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
     from agentgym_r1.trainers.sft import expert_episode, sft
 
     start = time.time()

@@ -86,7 +86,8 @@ def tiny_model_and_tokenizer() -> tuple[Any, Any]:
     """A random tiny Qwen2-style model with a BPE tokenizer trained on GSM8K episodes, using TRL's Qwen3 template."""
     from trl.chat_template_utils import qwen3_chat_template
 
-    from agentgym_r1.adapters.tiny import gsm8k_corpus, make_model, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
+    from agentgym_r1.testing import gsm8k_corpus
 
     tokenizer = train_tokenizer(gsm8k_corpus(20), vocab_size=400, split_digits=True, cross_spaces=True)
     tokenizer.chat_template = qwen3_chat_template

@@ -1,7 +1,7 @@
 """The mask inspector: one training row drawn token by token, agent tokens (trained) apart from env and prompt tokens.
 
 ``agentgym-r1 inspect`` reads a saved batch (:func:`save_batch`, the ``to_trl()`` dict as JSON) or plays a fresh
-rollout with a model (a local directory, or ``tiny``: the tiny kit's random model) and a chat template (the model's,
+rollout with a model (a local directory, or ``tiny``: a random tiny model built on the spot) and a chat template (the model's,
 one of TRL's by name, or a ``.jinja`` file), then prints the row with ANSI colours and/or writes it as HTML. Each
 token is its own cell with alternating shades, so token boundaries show; whitespace is visible (``↵`` for a newline).
 The step reward sits after the last agent token of its step, where a trainer puts it.
@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgym_r1.adapters.loading import load_model, load_tokenizer
 from agentgym_r1.error import ConfigError, require
 
 Row = dict[str, Any]
@@ -168,13 +169,15 @@ def load_rows(path: str | Path) -> list[Row]:
 
 
 # -- the command -----------------------------------------------------------------------------------------------------
-def add_inspect_parser(sub: Any) -> None:
+def add_inspect_parser(sub: Any, tiny_expert: Callable[[Any], list[str]] | None = None) -> None:
+    """The ``inspect`` command on ``sub``. ``tiny_expert``: GSM8K's expert actions, whose episodes are the corpus of
+    ``--model tiny``'s tokenizer (given by the caller: this layer imports no env)."""
     p = sub.add_parser("inspect", help="show which tokens of a rollout row train (terminal colours and HTML)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("batch", nargs="?", help="a saved batch (save_batch: RolloutBatch.to_trl() as JSON); else a "
                                             "fresh rollout with --model")
     p.add_argument("--row", type=int, default=0, help="which row to show (default 0)")
-    p.add_argument("--model", default=None, help="a local model directory, or 'tiny' (the tiny kit's random model)")
+    p.add_argument("--model", default=None, help="a local model directory, or 'tiny' (a random tiny model built on the spot)")
     p.add_argument("--tokenizer", default=None, help="the tokenizer directory (default: --model's)")
     p.add_argument("--template", default=None,
                    help="a chat template: one of TRL's by name (qwen3, gemma3, gptoss...) or a .jinja file")
@@ -185,7 +188,7 @@ def add_inspect_parser(sub: Any) -> None:
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--html", default=None, help="also write the row as an HTML page to this file")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto")
-    p.set_defaults(func=run_inspect)
+    p.set_defaults(func=run_inspect, tiny_expert=tiny_expert)
 
 
 def run_inspect(args: argparse.Namespace) -> int:
@@ -215,11 +218,9 @@ def _template_text(spec: str) -> str:
 def _tokenizer(path: str | None, template: str | None) -> Any:
     if path is None:
         raise ConfigError("give --tokenizer (or --model) to decode the row's ids")
-    from agentgym_r1.leaderboard.models import load_tokenizer
-
     if not Path(path).is_dir():
         raise ConfigError(f"the tokenizer directory {path} does not exist")
-    tokenizer = load_tokenizer(path)
+    tokenizer = load_tokenizer(path, "--tokenizer")
     if template:
         tokenizer.chat_template = _template_text(template)
     return tokenizer
@@ -250,7 +251,7 @@ def _fresh(args: argparse.Namespace) -> tuple[Any, Row]:
     if not isinstance(given, dict):
         raise ConfigError(f"--env-kwargs must be a JSON object such as '{{\"parser\": \"auto\"}}', got {given!r}")
     env_kwargs = {**_default_kwargs(args.env), **given}
-    tokenizer, model = _tiny(args.template) if args.model == "tiny" else _local(args)
+    tokenizer, model = _tiny(args.template, args.tiny_expert) if args.model == "tiny" else _local(args)
     chat = ChatTokenizer(tokenizer)
     engine = RolloutEngine(HFBackend(model, chat), chat, RolloutConfig(
         max_turns=args.max_turns, seed=args.seed, sampling=SamplingParams(max_new_tokens=args.max_new_tokens)))
@@ -268,18 +269,22 @@ def _default_kwargs(env_id: str) -> dict[str, Any]:
     return {"source": "synthetic"} if env_id in ("AgentR1/GSM8K-v0", "AgentR1/HotpotQA-v0") else {}
 
 
-def _tiny(template: str | None) -> tuple[Any, Any]:
-    from agentgym_r1.adapters.tiny import family_tokenizer, gsm8k_corpus, make_model, train_tokenizer
+def _tiny(template: str | None, expert: Callable[[Any], list[str]] | None) -> tuple[Any, Any]:
+    from agentgym_r1.adapters.scratch import expert_corpus, family_tokenizer, make_model, train_tokenizer
 
-    tokenizer = train_tokenizer(gsm8k_corpus(20), vocab_size=400)
+    if expert is None:
+        raise ConfigError("--model tiny needs an expert for its tokenizer's corpus: give add_inspect_parser "
+                          "tiny_expert=agentgym_r1.envs.gsm8k.expert.expert_actions (agentgym-r1's CLI does)")
+    tokenizer = train_tokenizer(expert_corpus("AgentR1/GSM8K-v0", {"source": "synthetic"}, expert, 20),
+                                vocab_size=400)
     if template:
         tokenizer = family_tokenizer(tokenizer, _template_text(template))
     return tokenizer, make_model(tokenizer)
 
 
 def _local(args: argparse.Namespace) -> tuple[Any, Any]:
-    transformers = require("transformers", "train", "agentgym-r1 inspect --model")
+    require("transformers", "train", "agentgym-r1 inspect --model")
     if not Path(args.model).is_dir():
         raise ConfigError(f"the model directory {args.model} does not exist")
     tokenizer = _tokenizer(args.tokenizer or args.model, args.template)
-    return tokenizer, transformers.AutoModelForCausalLM.from_pretrained(args.model).eval()
+    return tokenizer, load_model(args.model, "--model", device="cpu")

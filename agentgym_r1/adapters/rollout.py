@@ -235,9 +235,140 @@ class RolloutEngine:
         for live in lives:
             live.slot = None
 
-    # -- one round: generate for every live episode, then step their envs ----------------------------------------
+    # -- one round: a turn for every live episode, then the env steps -------------------------------------------
     def _round(self, live: list[_Live]) -> None:
-        _step_turns(self, _generate_turns(self, live))
+        self._step_turns(self._generate_turns(live))
+
+    def _token_limit(self, x: _Live) -> tuple[int, str]:
+        """The most tokens the episode's context may hold, and the setting that says so."""
+        cfg = self.config
+        limit, name = cfg.max_context_tokens, f"max_context_tokens={cfg.max_context_tokens}"
+        if cfg.max_completion_tokens is not None and cfg.context.full:
+            by_completion = len(x.episode.prompt_ids) + cfg.max_completion_tokens
+            if by_completion < limit:
+                limit, name = by_completion, f"max_completion_tokens={cfg.max_completion_tokens}"
+        return limit, name
+
+
+    def _generate_turns(self, live: list[_Live]) -> list[tuple[_Live, TurnRecord]]:
+        """Sample one turn for every live episode; returns the turns whose actions go to the envs."""
+        if not self.token_mode:
+            return self._chat_turns(live)
+        cfg, chat = self.config, self.chat
+        assert chat is not None
+        batch: list[tuple[_Live, list[int], int]] = []
+        t0 = time.perf_counter()
+        for x in live:
+            ctx = x.ids if cfg.context.full else chat.prompt_ids(cfg.context.messages(x.messages))
+            limit, name = self._token_limit(x)
+            room = limit - len(ctx)
+            if room < 1:
+                self._end(x, "context_limit", f"the context has {len(ctx)} tokens, no room left under {name}")
+                continue
+            batch.append((x, ctx, min(cfg.sampling.max_new_tokens, room)))
+        self._timings["tokenize"] += time.perf_counter() - t0
+        if not batch:
+            return []
+        t0 = time.perf_counter()
+        try:
+            gens = self.backend.generate([c for _, c, _ in batch], [b for _, _, b in batch], cfg.sampling)
+        except Exception as e:  # a failing backend ends the live episodes with the reason; the batch returns
+            for x, _, _ in batch:
+                self._end(x, "generation_error", f"{type(e).__name__}: {e}")
+            return []
+        finally:
+            self._timings["generate"] += time.perf_counter() - t0
+        out = []
+        for (x, ctx, budget), gen in zip(batch, gens, strict=True):
+            if not gen.ids:
+                self._end(x, "generation_error", f"the backend returned no tokens for turn {x.turn}")
+                continue
+            reason = gen.finish_reason
+            if reason == "length" and budget < cfg.sampling.max_new_tokens:
+                reason = "context"
+            turn = TurnRecord(list(gen.ids), [float(v) for v in gen.logprobs], reason,
+                              chat.decode_action(gen.ids), len(ctx), None if cfg.context.full else list(ctx))
+            x.episode.turns.append(turn)
+            if cfg.context.full:
+                x.ids += turn.completion_ids
+            if reason == "context":
+                self._end(x, "context_limit",
+                          f"turn {x.turn} reached {self._token_limit(x)[1]} before it ended")
+                continue
+            out.append((x, turn))
+        return out
+
+
+    def _chat_turns(self, live: list[_Live]) -> list[tuple[_Live, TurnRecord]]:
+        cfg = self.config
+        t0 = time.perf_counter()
+        try:
+            replies = self.backend.chat([cfg.context.messages(x.messages) for x in live], cfg.sampling)
+        except Exception as e:
+            for x in live:
+                self._end(x, "generation_error", f"{type(e).__name__}: {e}")
+            return []
+        finally:
+            self._timings["generate"] += time.perf_counter() - t0
+        out = []
+        for x, reply in zip(live, replies, strict=True):
+            turn = TurnRecord([], list(reply.logprobs or []), reply.finish_reason, reply.text, 0)
+            x.episode.turns.append(turn)
+            x.episode.text_only = True
+            out.append((x, turn))
+        return out
+
+
+    def _step_turns(self, pairs: list[tuple[_Live, TurnRecord]]) -> None:
+        """Step each env with its turn's action; record rewards; append the env's reply or end the episode."""
+        t0 = time.perf_counter()
+        replies = self.envs.run([EnvCall(x.slot, turn.action) for x, turn in pairs])  # type: ignore[arg-type]
+        self._timings["env"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for (x, turn), reply in zip(pairs, replies, strict=True):
+            self._after_step(x, turn, reply)
+        self._timings["tokenize"] += time.perf_counter() - t0
+
+
+    def _after_step(self, x: _Live, turn: TurnRecord, reply: EnvReply) -> None:
+        if reply.error is not None:
+            self._end(x, "env_error", reply.error)
+            return
+        info = reply.info
+        turn.reward = reply.reward
+        parts = info.get("reward_parts")
+        turn.reward_parts = ({k: float(v) for k, v in parts.items()} if isinstance(parts, dict)
+                             else {"outcome": turn.reward})
+        turn.valid, turn.error = bool(info.get("valid", True)), info.get("error")
+        x.turn += 1
+        history = [*x.messages, {"role": "assistant", "content": turn.action}]
+        messages = _messages(reply, history)
+        new = messages[len(history):]
+        x.messages = messages
+        x.episode.success = bool(info.get("success", False))
+        x.episode.metrics = {k: float(v) for k, v in (info.get("metrics") or {}).items()}
+        cfg = self.config
+        if reply.terminated:
+            self._end(x, "terminated")
+        elif reply.truncated:
+            self._end(x, "turn_limit")
+        elif cfg.max_turns is not None and x.turn >= cfg.max_turns:
+            self._end(x, "max_turns")
+        elif self.token_mode and cfg.context.full:
+            self._append_suffix(x, turn, history, new)
+
+
+    def _append_suffix(self, x: _Live, turn: TurnRecord, history: list[dict[str, Any]],
+                       new: list[dict[str, Any]]) -> None:
+        assert self.chat is not None
+        suffix = self.chat.suffix_ids(history, new, turn.completion_ids)
+        limit, name = self._token_limit(x)
+        if len(x.ids) + len(suffix) + 1 > limit:
+            self._end(x, "context_limit", f"the env reply after turn {x.turn - 1} ({len(suffix)} tokens) does not "
+                                            f"fit under {name}")
+            return
+        turn.env_ids = suffix
+        x.ids += suffix
 
 
 def _group_seeds(specs: list[Prompt], seed: int | None) -> list[Prompt]:
@@ -260,134 +391,3 @@ def _messages(reply: EnvReply, previous: list[dict[str, Any]]) -> list[dict[str,
     if reply.messages is not None:
         return reply.messages
     return [*previous, {"role": "user", "content": reply.obs}]
-
-
-# -- one round: a turn for every live episode, then the env steps (module functions on the engine's live episodes)
-def _token_limit(engine: RolloutEngine, x: _Live) -> tuple[int, str]:
-    """The most tokens the episode's context may hold, and the setting that says so."""
-    cfg = engine.config
-    limit, name = cfg.max_context_tokens, f"max_context_tokens={cfg.max_context_tokens}"
-    if cfg.max_completion_tokens is not None and cfg.context.full:
-        by_completion = len(x.episode.prompt_ids) + cfg.max_completion_tokens
-        if by_completion < limit:
-            limit, name = by_completion, f"max_completion_tokens={cfg.max_completion_tokens}"
-    return limit, name
-
-
-def _generate_turns(engine: RolloutEngine, live: list[_Live]) -> list[tuple[_Live, TurnRecord]]:
-    """Sample one turn for every live episode; returns the turns whose actions go to the envs."""
-    if not engine.token_mode:
-        return _chat_turns(engine, live)
-    cfg, chat = engine.config, engine.chat
-    assert chat is not None
-    batch: list[tuple[_Live, list[int], int]] = []
-    t0 = time.perf_counter()
-    for x in live:
-        ctx = x.ids if cfg.context.full else chat.prompt_ids(cfg.context.messages(x.messages))
-        limit, name = _token_limit(engine, x)
-        room = limit - len(ctx)
-        if room < 1:
-            engine._end(x, "context_limit", f"the context has {len(ctx)} tokens, no room left under {name}")
-            continue
-        batch.append((x, ctx, min(cfg.sampling.max_new_tokens, room)))
-    engine._timings["tokenize"] += time.perf_counter() - t0
-    if not batch:
-        return []
-    t0 = time.perf_counter()
-    try:
-        gens = engine.backend.generate([c for _, c, _ in batch], [b for _, _, b in batch], cfg.sampling)
-    except Exception as e:  # a failing backend ends the live episodes with the reason; the batch returns
-        for x, _, _ in batch:
-            engine._end(x, "generation_error", f"{type(e).__name__}: {e}")
-        return []
-    finally:
-        engine._timings["generate"] += time.perf_counter() - t0
-    out = []
-    for (x, ctx, budget), gen in zip(batch, gens, strict=True):
-        if not gen.ids:
-            engine._end(x, "generation_error", f"the backend returned no tokens for turn {x.turn}")
-            continue
-        reason = gen.finish_reason
-        if reason == "length" and budget < cfg.sampling.max_new_tokens:
-            reason = "context"
-        turn = TurnRecord(list(gen.ids), [float(v) for v in gen.logprobs], reason, chat.decode_action(gen.ids),
-                          len(ctx), None if cfg.context.full else list(ctx))
-        x.episode.turns.append(turn)
-        if cfg.context.full:
-            x.ids += turn.completion_ids
-        if reason == "context":
-            engine._end(x, "context_limit", f"turn {x.turn} reached {_token_limit(engine, x)[1]} before it ended")
-            continue
-        out.append((x, turn))
-    return out
-
-
-def _chat_turns(engine: RolloutEngine, live: list[_Live]) -> list[tuple[_Live, TurnRecord]]:
-    cfg = engine.config
-    t0 = time.perf_counter()
-    try:
-        replies = engine.backend.chat([cfg.context.messages(x.messages) for x in live], cfg.sampling)
-    except Exception as e:
-        for x in live:
-            engine._end(x, "generation_error", f"{type(e).__name__}: {e}")
-        return []
-    finally:
-        engine._timings["generate"] += time.perf_counter() - t0
-    out = []
-    for x, reply in zip(live, replies, strict=True):
-        turn = TurnRecord([], list(reply.logprobs or []), reply.finish_reason, reply.text, 0)
-        x.episode.turns.append(turn)
-        x.episode.text_only = True
-        out.append((x, turn))
-    return out
-
-
-def _step_turns(engine: RolloutEngine, pairs: list[tuple[_Live, TurnRecord]]) -> None:
-    """Step each env with its turn's action; record rewards; append the env's reply or end the episode."""
-    t0 = time.perf_counter()
-    replies = engine.envs.run([EnvCall(x.slot, turn.action) for x, turn in pairs])  # type: ignore[arg-type]
-    engine._timings["env"] += time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for (x, turn), reply in zip(pairs, replies, strict=True):
-        _after_step(engine, x, turn, reply)
-    engine._timings["tokenize"] += time.perf_counter() - t0
-
-
-def _after_step(engine: RolloutEngine, x: _Live, turn: TurnRecord, reply: EnvReply) -> None:
-    if reply.error is not None:
-        engine._end(x, "env_error", reply.error)
-        return
-    info = reply.info
-    turn.reward = reply.reward
-    parts = info.get("reward_parts")
-    turn.reward_parts = {k: float(v) for k, v in parts.items()} if isinstance(parts, dict) else {"outcome": turn.reward}
-    turn.valid, turn.error = bool(info.get("valid", True)), info.get("error")
-    x.turn += 1
-    history = [*x.messages, {"role": "assistant", "content": turn.action}]
-    messages = _messages(reply, history)
-    new = messages[len(history):]
-    x.messages = messages
-    x.episode.success = bool(info.get("success", False))
-    x.episode.metrics = {k: float(v) for k, v in (info.get("metrics") or {}).items()}
-    cfg = engine.config
-    if reply.terminated:
-        engine._end(x, "terminated")
-    elif reply.truncated:
-        engine._end(x, "turn_limit")
-    elif cfg.max_turns is not None and x.turn >= cfg.max_turns:
-        engine._end(x, "max_turns")
-    elif engine.token_mode and cfg.context.full:
-        _append_suffix(engine, x, turn, history, new)
-
-
-def _append_suffix(engine: RolloutEngine, x: _Live, turn: TurnRecord, history: list[dict[str, Any]],
-                   new: list[dict[str, Any]]) -> None:
-    assert engine.chat is not None
-    suffix = engine.chat.suffix_ids(history, new, turn.completion_ids)
-    limit, name = _token_limit(engine, x)
-    if len(x.ids) + len(suffix) + 1 > limit:
-        engine._end(x, "context_limit", f"the env reply after turn {x.turn - 1} ({len(suffix)} tokens) does not fit "
-                                        f"under {name}")
-        return
-    turn.env_ids = suffix
-    x.ids += suffix

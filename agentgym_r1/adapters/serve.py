@@ -236,7 +236,7 @@ def make_app(backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agen
     from starlette.concurrency import run_in_threadpool
     from starlette.exceptions import HTTPException
 
-    from agentgym_r1.retrieval.server import limit_body
+    from agentgym_r1.core.http import limit_body
 
     service = ChatCompletions(backend, chat, model_name, **limits)
     ChatRequest = request_model(service.max_n)

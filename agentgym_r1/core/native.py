@@ -23,6 +23,7 @@ from typing import Any
 
 from agentgym_r1.core.parsers import (
     NOTE_ANSWER_WITH_CALL,
+    PARSERS,
     ActionParser,
     AnswerFormat,
     ParsedAction,
@@ -32,6 +33,7 @@ from agentgym_r1.core.parsers import (
     strip_think,
     tag_spans,
 )
+from agentgym_r1.error import ConfigError
 
 Reader = Callable[[str], "tuple[list[ToolCall], str | None]"]  # (calls, problem): a problem means a malformed call
 
@@ -203,3 +205,18 @@ class NativeParser(ActionParser):
         schemas = "\n".join(json.dumps(t.schema(), ensure_ascii=False) for t in tools.values())
         how = f"Call a tool as {self.example}" if self.example else "Call a tool in your own tool-call format"
         return f"# Tools\n\n<tools>\n{schemas}\n</tools>\n\n{how}. {answer}"
+
+
+def make_parser(parser: str | ActionParser, answer_formats: Sequence[AnswerFormat] = ("tag",)) -> ActionParser:
+    """A parser by name, or ``parser`` itself. ``"auto"``: the model family's own tool-call format; the rollout engine
+    puts the family's parser in (:func:`agentgym_r1.adapters.native.native_parser`), and outside it the documented
+    formats are read by their markers (:class:`NativeParser`). It lives here, above :mod:`agentgym_r1.core.parsers`
+    (which this module imports), so that the parsers need not import this module back."""
+    if isinstance(parser, ActionParser):
+        return parser
+    if parser == "auto":
+        return NativeParser(answer_formats=answer_formats)
+    if parser not in PARSERS:
+        raise ConfigError(f"unknown action format {parser!r}; choose one of {[*sorted(PARSERS), 'auto']} or pass "
+                          "an ActionParser")
+    return PARSERS[parser](answer_formats=answer_formats)

@@ -427,19 +427,3 @@ def with_call_example(text: str, parser: ActionParser, name: str, arguments: Map
 
 
 PARSERS: dict[str, type[ActionParser]] = {"hermes": HermesParser, "tag": TagParser, "command": CommandParser}
-
-
-def make_parser(parser: str | ActionParser, answer_formats: Sequence[AnswerFormat] = ("tag",)) -> ActionParser:
-    """A parser by name, or ``parser`` itself. ``"auto"``: the model family's own tool-call format; the rollout engine
-    puts the family's parser in (:func:`agentgym_r1.adapters.native.native_parser`), and outside it the documented
-    formats are read by their markers (:class:`agentgym_r1.core.native.NativeParser`)."""
-    if isinstance(parser, ActionParser):
-        return parser
-    if parser == "auto":
-        from agentgym_r1.core.native import NativeParser
-
-        return NativeParser(answer_formats=answer_formats)
-    if parser not in PARSERS:
-        raise ConfigError(f"unknown action format {parser!r}; choose one of {[*sorted(PARSERS), 'auto']} or pass "
-                          "an ActionParser")
-    return PARSERS[parser](answer_formats=answer_formats)

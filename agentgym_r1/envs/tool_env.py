@@ -9,12 +9,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, init_options, reject_unknown
+from agentgym_r1.core.native import make_parser
 from agentgym_r1.core.parsers import (
     ActionParser,
     AnswerFormat,
     ParsedAction,
     ToolCall,
-    make_parser,
     primary_argument,
 )
 from agentgym_r1.core.rewards import exact_match

@@ -65,8 +65,7 @@ def model_dir(spec: str) -> tuple[str, str, dict[str, str]]:
 def check_spec(spec: str, env_id: str) -> None:
     """Raise the error a policy spec would raise, before any episode: an unknown name, a malformed endpoint, a bad
     option, a missing extra."""
-    from agentgym_r1.leaderboard.models import parse_openai_spec
-    from agentgym_r1.leaderboard.policies import make_policy
+    from agentgym_r1.leaderboard.models import make_policy, parse_openai_spec
 
     if is_engine_spec(spec):
         model_dir(spec)
@@ -184,13 +183,13 @@ def _record(idx: int, seed: int, ep: Any, seconds: float) -> EpisodeRecord:
 
 def _hf_backend(path: str, device: str) -> tuple[Any, Any]:
     from agentgym_r1.adapters.backends.hf import HFBackend
+    from agentgym_r1.adapters.loading import load_model, load_tokenizer
     from agentgym_r1.adapters.tokenize import ChatTokenizer
-    from agentgym_r1.leaderboard.models import load_tokenizer
 
-    transformers = require("transformers", "train", "the hf: policy")
+    require("transformers", "train", "the hf: policy")
     try:
-        chat = ChatTokenizer(load_tokenizer(path))
-        model = transformers.AutoModelForCausalLM.from_pretrained(path).to(device).eval()
+        chat = ChatTokenizer(load_tokenizer(path, "model"))
+        model = load_model(path, "model", device=device)
     except (OSError, ValueError) as e:  # ConfigError (no chat template, no eos) is a ValueError
         raise PolicyError(f"hf:{path} cannot be loaded: {e}") from e
     return HFBackend(model, chat), chat
@@ -198,12 +197,12 @@ def _hf_backend(path: str, device: str) -> tuple[Any, Any]:
 
 def _vllm_backend(path: str) -> tuple[Any, Any]:
     from agentgym_r1.adapters.backends.vllm import VLLMBackend
+    from agentgym_r1.adapters.loading import load_tokenizer
     from agentgym_r1.adapters.tokenize import ChatTokenizer
-    from agentgym_r1.leaderboard.models import load_tokenizer
 
     vllm = require("vllm", "vllm", "the vllm: policy")
     try:
-        chat = ChatTokenizer(load_tokenizer(path))
+        chat = ChatTokenizer(load_tokenizer(path, "model"))
         llm = vllm.LLM(model=path)
     except (OSError, ValueError, RuntimeError) as e:
         raise PolicyError(f"vllm:{path} cannot be loaded: {e}") from e

@@ -30,7 +30,8 @@ from typing import Any, TextIO
 
 from agentgym_r1.error import AgentGymError, DependencyNotInstalled, PolicyError, UnknownOptionError
 from agentgym_r1.leaderboard.batched import EnginePlayer, is_engine_spec, play_concurrent
-from agentgym_r1.leaderboard.policies import make_policy, policy_kind
+from agentgym_r1.leaderboard.models import make_policy
+from agentgym_r1.leaderboard.policies import policy_kind
 from agentgym_r1.leaderboard.runner import run_episode
 from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore, RunMeta
 from agentgym_r1.leaderboard.suites import (

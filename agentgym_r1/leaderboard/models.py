@@ -8,10 +8,13 @@ turns (the Qwen/Hermes convention), since a ``tool`` message without a ``tool_ca
 
 An endpoint that cannot be reached, or a model that cannot be loaded, raises :class:`PolicyError` (the job stops
 with that message); a turn past ``timeout`` seconds raises :class:`PolicyTimeout` (the episode ends unsolved).
+
+:func:`make_policy` makes any policy by its spec: a registered name, ``hf:`` or ``openai:``.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from typing import Any
@@ -19,7 +22,7 @@ from typing import Any
 import gymnasium as gym
 
 from agentgym_r1.error import ConfigError, PolicyError, PolicyTimeout, require
-from agentgym_r1.leaderboard.policies import Policy
+from agentgym_r1.leaderboard.policies import POLICY_SPECS, Policy, env_family, find_policy
 
 
 def chat_messages(env: gym.Env) -> list[dict[str, str]]:
@@ -112,15 +115,6 @@ def make_client(url: str, timeout: float, api_key: str | None = None, retries: i
                          timeout=timeout, max_retries=retries)
 
 
-def load_tokenizer(path: str) -> Any:
-    """The tokenizer of a local model directory: its ``tokenizer.json`` as is when there is one (``AutoTokenizer``
-    beside a qwen2 ``config.json`` would rebuild a custom tokenizer as a Qwen2 one and change its ids)."""
-    transformers = require("transformers", "train", "the hf: policy")
-    if os.path.exists(os.path.join(path, "tokenizer.json")):
-        return transformers.PreTrainedTokenizerFast.from_pretrained(path)
-    return transformers.AutoTokenizer.from_pretrained(path)
-
-
 class HFPolicy(Policy):
     """A local transformers causal LM with a chat template, greedy, on CPU (or ``device``)."""
 
@@ -128,16 +122,17 @@ class HFPolicy(Policy):
         if not os.path.isdir(path):
             raise PolicyError(f"hf:{path}: no such model directory; give a local directory with config.json, the "
                               f"weights and a tokenizer (nothing is downloaded at evaluation time)")
-        transformers = require("transformers", "train", "the hf: policy")
+        require("transformers", "train", "the hf: policy")
         require("torch", "train", "the hf: policy")
         from agentgym_r1.adapters.backends.base import SamplingParams
         from agentgym_r1.adapters.backends.hf import HFBackend
+        from agentgym_r1.adapters.loading import load_model, load_tokenizer
         from agentgym_r1.adapters.tokenize import ChatTokenizer
 
         self.name, self.timeout, self.max_new_tokens = f"hf:{path}", timeout, max_new_tokens
         try:
-            tokenizer = load_tokenizer(path)
-            model = transformers.AutoModelForCausalLM.from_pretrained(path).to(device).eval()
+            tokenizer = load_tokenizer(path, "model")
+            model = load_model(path, "model", device=device)
             self.chat = ChatTokenizer(tokenizer)
         except (OSError, ValueError) as e:  # ConfigError (no chat template, no eos) is a ValueError
             raise PolicyError(f"hf:{path} cannot be loaded: {e}") from e
@@ -167,3 +162,32 @@ class HFPolicy(Policy):
         if time.monotonic() - t0 >= self.timeout:
             raise PolicyTimeout(f"{self.name} did not finish a turn within {self.timeout:g} s")
         return self.chat.decode_action(generation.ids)
+
+
+def make_policy(spec: str, env_id: str | None = None, seed: int = 0, timeout: float = 60.0,
+                client: Any = None) -> Policy:
+    """The policy named ``spec`` for ``env_id`` (GSM8K when no env is named).
+
+    ``spec`` is a registered name (see :data:`POLICY_SPECS`), ``hf:PATH[?max_new_tokens=N&device=D]`` (a local
+    transformers model) or
+    ``openai:URL#MODEL`` (an OpenAI-compatible chat endpoint, e.g. a vLLM server; ``client`` an ``openai`` client to
+    share). ``timeout`` bounds one model turn. (``vllm:PATH`` plays only in batches: see
+    :mod:`agentgym_r1.leaderboard.batched`.) It lives here, above :mod:`agentgym_r1.leaderboard.policies` (which this
+    module imports), so that the registry need not import the model policies back.
+    """
+    if spec.startswith("hf:"):
+        return HFPolicy.from_spec(spec, timeout=timeout)
+    if spec.startswith("vllm:"):
+        raise ConfigError(f"{spec!r} plays episodes in batches on the rollout engine, not one at a time: run it with "
+                          f"`agentgym-r1 eval` / `leaderboard run` (agentgym_r1.leaderboard.batched.EnginePlayer)")
+    if spec.startswith("openai:"):
+        return OpenAIPolicy.from_spec(spec, timeout=timeout, client=client)
+    found = find_policy(spec, env_id)
+    if found is None:
+        family = env_family(env_id) if env_id else "GSM8K"
+        names = sorted(p.name for p in POLICY_SPECS if p.family == family)
+        raise ConfigError(f"unknown policy {spec!r} for {env_id or 'GSM8K'}; choose one of {names}, "
+                          f"'hf:PATH' (a local transformers model) or 'openai:URL#MODEL' (an OpenAI-compatible endpoint)")
+    module, _, attr = found.entry_point.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    return cls(seed=seed) if found.kind == "random" else cls()

@@ -1,17 +1,14 @@
 """Policies: the ``Policy`` base, ``RandomPolicy``, ``hermes_call``, and the registry of named policies per env family
-(``POLICY_SPECS``, ``make_policy``). The scripted baselines and oracles live in :mod:`agentgym_r1.leaderboard.baselines`."""
+(``POLICY_SPECS``; :func:`agentgym_r1.leaderboard.models.make_policy` makes one by name). The scripted baselines and oracles live in :mod:`agentgym_r1.leaderboard.baselines`."""
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-
-from agentgym_r1.error import ConfigError
 
 
 class Policy:
@@ -120,35 +117,3 @@ def policy_kind(spec: str, env_id: str | None = None) -> str:
         return "model"
     found = find_policy(spec, env_id)
     return found.kind if found else "unknown"
-
-
-def make_policy(spec: str, env_id: str | None = None, seed: int = 0, timeout: float = 60.0,
-                client: Any = None) -> Policy:
-    """The policy named ``spec`` for ``env_id`` (GSM8K when no env is named).
-
-    ``spec`` is a registered name (see :data:`POLICY_SPECS`), ``hf:PATH[?max_new_tokens=N&device=D]`` (a local
-    transformers model) or
-    ``openai:URL#MODEL`` (an OpenAI-compatible chat endpoint, e.g. a vLLM server; ``client`` an ``openai`` client to
-    share). ``timeout`` bounds one model turn. (``vllm:PATH`` plays only in batches: see
-    :mod:`agentgym_r1.leaderboard.batched`.)
-    """
-    if spec.startswith("hf:"):
-        from agentgym_r1.leaderboard.models import HFPolicy
-
-        return HFPolicy.from_spec(spec, timeout=timeout)
-    if spec.startswith("vllm:"):
-        raise ConfigError(f"{spec!r} plays episodes in batches on the rollout engine, not one at a time: run it with "
-                          f"`agentgym-r1 eval` / `leaderboard run` (agentgym_r1.leaderboard.batched.EnginePlayer)")
-    if spec.startswith("openai:"):
-        from agentgym_r1.leaderboard.models import OpenAIPolicy
-
-        return OpenAIPolicy.from_spec(spec, timeout=timeout, client=client)
-    found = find_policy(spec, env_id)
-    if found is None:
-        family = env_family(env_id) if env_id else "GSM8K"
-        names = sorted(p.name for p in POLICY_SPECS if p.family == family)
-        raise ConfigError(f"unknown policy {spec!r} for {env_id or 'GSM8K'}; choose one of {names}, "
-                          f"'hf:PATH' (a local transformers model) or 'openai:URL#MODEL' (an OpenAI-compatible endpoint)")
-    module, _, attr = found.entry_point.partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    return cls(seed=seed) if found.kind == "random" else cls()

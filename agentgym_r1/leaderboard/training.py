@@ -1,6 +1,6 @@
 """The quick suite's trained agent: the mission on the board, not only scripted baselines.
 
-A tokenizer and a tiny Qwen2 model are built on the spot (:mod:`agentgym_r1.adapters.tiny`), fine-tuned on expert
+A tokenizer and a tiny Qwen2 model are built on the spot (:mod:`agentgym_r1.adapters.scratch`), fine-tuned on expert
 episodes of GSM8K's synthetic source (:func:`agentgym_r1.trainers.sft.sft`), then trained with
 :class:`~agentgym_r1.trainers.grpo.AgentGRPOTrainer` for a fixed number of steps (a step budget, not wall time, so a
 run is reproducible; seeds fixed). Its two rows, *before training* (the SFT checkpoint) and *after training* (the
@@ -223,7 +223,7 @@ def sft_start(budget: TrainBudget) -> tuple[Any, Any, list[Any]]:
     model (its weights seeded by ``budget.seed``) and ``sft_episodes`` expert episodes, tokenized as rollouts are."""
     import gymnasium as gym
 
-    from agentgym_r1.adapters.tiny import make_model, play_expert, render_chat, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
     from agentgym_r1.envs.gsm8k.expert import expert_actions
     from agentgym_r1.trainers.sft import expert_episode
 
@@ -236,7 +236,7 @@ def sft_start(budget: TrainBudget) -> tuple[Any, Any, list[Any]]:
         tokenizer = train_tokenizer(texts, vocab_size=budget.vocab, split_digits=True, cross_spaces=True)
         model = make_model(tokenizer, hidden=budget.hidden, layers=budget.layers, mlp_ratio=4,
                            seed=budget.seed).train()
-        episodes = [expert_episode(env, tokenizer, seed) for seed in range(budget.sft_episodes)]
+        episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(budget.sft_episodes)]
     finally:
         env.close()
     return tokenizer, model, episodes

@@ -16,66 +16,16 @@ on.
 from pathlib import Path
 from typing import Any
 
+from agentgym_r1.core.http import invalid_without_input, limit_body
 from agentgym_r1.error import RetrievalError, require
 from agentgym_r1.retrieval.base import Hit, Retriever
 
-__all__ = ["MAX_BATCH", "MAX_BODY_BYTES", "MAX_K", "create_app", "hit_to_dict", "invalid_without_input",
-           "limit_body", "serve"]
+__all__ = ["MAX_BATCH", "MAX_BODY_BYTES", "MAX_K", "create_app", "hit_to_dict", "serve"]
 
 MAX_BATCH = 512
 MAX_K = 100
 MAX_BODY_BYTES = 8 * 2**20  # 512 queries of 16 KiB; a larger body is refused before it fills the server's memory
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-def limit_body(app: Any, max_bytes: int = MAX_BODY_BYTES, answer: bytes | None = None) -> Any:
-    """ASGI middleware: 413 for a declared ``Content-Length`` over ``max_bytes``; a streamed body is counted as it
-    arrives and the request fails once it passes ``max_bytes`` (Starlette reads the whole body into memory first).
-    ``answer`` is the JSON body of the 413 (default: ``{"detail": ...}``)."""
-    if answer is None:
-        answer = b'{"detail": "request body over %d bytes; send fewer or shorter queries"}' % max_bytes
-
-    async def too_large(send: Any) -> None:
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": answer})
-
-    async def limited(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await app(scope, receive, send)
-        declared = dict(scope.get("headers", [])).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-            return await too_large(send)
-        seen = 0
-
-        async def counted() -> Any:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > max_bytes:
-                raise _BodyTooLarge
-            return message
-
-        try:
-            await app(scope, counted, send)
-        except _BodyTooLarge:
-            await too_large(send)
-        return None
-
-    return limited
-
-
-def invalid_without_input(request: Any, exc: Any) -> Any:
-    """A FastAPI handler for ``RequestValidationError``: 422 with each error's place and message. FastAPI's default
-    echoes the input back, and a NaN, an infinity or a lone surrogate in it cannot be written as JSON, which made the
-    answer a 500."""
-    from fastapi.responses import JSONResponse
-
-    errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))} for e in exc.errors()]
-    return JSONResponse({"detail": errors}, status_code=422)
+TOO_LARGE = b'{"detail": "request body over %d bytes; send fewer or shorter queries"}' % MAX_BODY_BYTES
 
 
 def hit_to_dict(hit: Hit) -> dict[str, Any]:
@@ -107,7 +57,7 @@ def create_app(retriever: Retriever) -> Any:
             raise fastapi.HTTPException(status_code=503, detail=str(e)) from e
         return {"results": [[hit_to_dict(h) for h in hits] for hits in results]}
 
-    return limit_body(app)
+    return limit_body(app, MAX_BODY_BYTES, TOO_LARGE)
 
 
 def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning",

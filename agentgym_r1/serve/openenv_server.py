@@ -364,7 +364,7 @@ def add_routes(app: Any, served: ServedEnv) -> None:
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
 
-    from agentgym_r1.retrieval.server import invalid_without_input
+    from agentgym_r1.core.http import invalid_without_input
 
     async def refused(request: Any, exc: RequestError) -> Any:
         return JSONResponse(status_code=exc.status, content={"detail": str(exc)})

@@ -75,14 +75,14 @@ def main_for(config_class: type, trainer_class: type, argv: Sequence[str] | None
 def run_from_argv(config_class: type, trainer_class: type, argv: Sequence[str] | None) -> None:
     """Parse and check every field; check the env, the output directory and the model's files; load the tokenizer
     and check the first prompt fits; only then load the model, train and save: every trainer's ``main``."""
-    from agentgym_r1.trainers.common import load_model
-    from agentgym_r1.trainers.preflight import check_prompt_fits, load_tokenizer, preflight
+    from agentgym_r1.adapters.loading import load_model, load_tokenizer
+    from agentgym_r1.trainers.preflight import check_prompt_fits, preflight
 
     args = parse_config(config_class, argv)
     preflight(args)
     tokenizer = load_tokenizer(args.model_init)
     check_prompt_fits(args, tokenizer)
-    model = load_model(args)
+    model = load_model(args.model_init, **dict(args.model_init_kwargs or {}))
     trainer = trainer_class(model, args, tokenizer)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     trainer.save_model(args.output_dir)

@@ -1,5 +1,6 @@
 """What GRPO and PPO share: the task dataset, one rollout engine per trainer, the failed-rows guard, the rollout
-metrics gathered over every process, model loading and the command-line entry.
+metrics gathered over every process and the env's start check (models load with
+:mod:`agentgym_r1.adapters.loading`).
 
 Both trainers train on the rows the engine returns (:class:`agentgym_r1.adapters.RolloutBatch`): the engine is given
 the completion budget (``max_completion_length``), so an episode that reaches it ends there with
@@ -117,31 +118,6 @@ def gathered_rollout_metrics(env_id: str, batch: RolloutBatch, accelerator: Any)
     return {f"env/{env_id}/success": success / max(n, 1), "rollout/turns": turns_ / max(n, 1),
             "rollout/invalid_rate": invalid / max(turns_, 1), "rollout/reward": reward / max(n, 1),
             "rollout/failed_rows": failed, "completions/clipped_ratio": clipped / max(rows, 1)}
-
-
-def build_model_and_tokenizer(args: Any) -> tuple[Any, Any]:
-    """The tokenizer and the model of ``args.model_init`` (:func:`load_model`), its files checked first."""
-    from agentgym_r1.trainers.preflight import check_model_dir, load_tokenizer
-
-    check_model_dir(args.model_init)
-    tokenizer = load_tokenizer(args.model_init)
-    return load_model(args), tokenizer
-
-
-def load_model(args: Any) -> Any:
-    """Load ``args.model_init`` (a local model directory) in float32 unless ``model_init_kwargs`` says otherwise, as
-    TRL's ``create_model_from_path`` does: the trainer keeps fp32 master weights and ``bf16: true`` trains under
-    bf16 autocast (pure bf16 weights would round small AdamW steps away)."""
-    from trl.trainer.utils import create_model_from_path
-
-    from agentgym_r1.error import ModelFilesError
-
-    kwargs = dict(getattr(args, "model_init_kwargs", None) or {})
-    try:
-        return create_model_from_path(args.model_init, **kwargs)
-    except (OSError, ValueError, RuntimeError) as e:  # damaged tensor data past a good header, a bad dtype
-        raise ModelFilesError(f"model_init={args.model_init!r} with model_init_kwargs={kwargs!r} cannot be loaded "
-                              f"({type(e).__name__}: {e}). Save the model again, or fix model_init_kwargs.") from e
 
 
 def check_env_builds(env_id: str, env_kwargs: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agentgym_r1.adapters.loading import load_model, load_tokenizer
 from agentgym_r1.error import ConfigError, ModelFilesError
 from agentgym_r1.trainers.common import check_env_builds
 
@@ -152,15 +153,12 @@ def check_resume(args: Any) -> None:
         check_weights(resume, "resume_from_checkpoint")
 
 
-def load_tokenizer(path: str) -> Any:
-    """The model directory's fast tokenizer (after :func:`check_model_dir`), its library errors named."""
-    from transformers import PreTrainedTokenizerFast
-
-    try:
-        return PreTrainedTokenizerFast.from_pretrained(path)
-    except Exception as e:  # tokenizers raises its own Exception subclasses for a damaged tokenizer.json
-        raise ModelFilesError(f"model_init={path!r}: its tokenizer cannot be loaded ({type(e).__name__}: {e}). "
-                              "Save the tokenizer again with tokenizer.save_pretrained(path).") from e
+def build_model_and_tokenizer(args: Any) -> tuple[Any, Any]:
+    """The tokenizer and the model of ``args.model_init`` (:func:`~agentgym_r1.adapters.loading.load_model` with
+    ``model_init_kwargs``), its files checked first."""
+    check_model_dir(args.model_init)
+    tokenizer = load_tokenizer(args.model_init)
+    return load_model(args.model_init, **dict(getattr(args, "model_init_kwargs", None) or {})), tokenizer
 
 
 def check_prompt_fits(args: Any, tokenizer: Any) -> None:

@@ -10,7 +10,6 @@ import gymnasium as gym
 import torch
 
 from agentgym_r1.adapters import ChatTokenizer
-from agentgym_r1.envs.gsm8k.expert import expert_actions
 from agentgym_r1.error import ConfigError
 
 
@@ -46,10 +45,10 @@ def policy_actions(env: gym.Env, policy: Any, max_turns: int) -> Callable[[Any],
     return actions
 
 
-def expert_episode(env: gym.Env, tokenizer: Any, seed: int,
-                   actions: Callable[[Any], Sequence[str]] = expert_actions) -> Demo:
-    """Play ``actions(task)`` (by default GSM8K's :func:`expert_actions`) in ``env`` and tokenize the episode
-    exactly as the rollout engine does."""
+def expert_episode(env: gym.Env, tokenizer: Any, seed: int, actions: Callable[[Any], Sequence[str]]) -> Demo:
+    """Play ``actions(task)`` (the env's expert, given by the caller: e.g. GSM8K's
+    :func:`agentgym_r1.envs.gsm8k.expert.expert_actions`) in ``env`` and tokenize the episode exactly as the rollout
+    engine does."""
     chat = ChatTokenizer(tokenizer)
     env.reset(seed=seed)
     demo = Demo(chat.prompt_ids(env.unwrapped.transcript.messages()))

@@ -9,7 +9,8 @@ import pytest
 def tokenizer(tmp_path_factory):
     pytest.importorskip("tokenizers")
     pytest.importorskip("transformers")
-    from agentgym_r1.adapters.tiny import gsm8k_corpus, train_tokenizer
+    from agentgym_r1.adapters.scratch import train_tokenizer
+    from agentgym_r1.testing import gsm8k_corpus
 
     return train_tokenizer(gsm8k_corpus(30), tmp_path_factory.mktemp("tokenizer"), vocab_size=400)
 
@@ -24,7 +25,7 @@ def chat(tokenizer):
 @pytest.fixture(scope="session")
 def model(tokenizer, tmp_path_factory):
     torch = pytest.importorskip("torch")
-    from agentgym_r1.adapters.tiny import make_model
+    from agentgym_r1.adapters.scratch import make_model
 
     torch.set_num_threads(1)  # the machine is shared; one thread is also the fastest for a model this small
     path = tmp_path_factory.mktemp("model")

@@ -37,7 +37,7 @@ _CHATS: dict[str, ChatTokenizer] = {}
 @pytest.fixture
 def family_chat(tokenizer, request):
     """The ChatTokenizer of TRL's template ``request.param`` over a tiny tokenizer with that family's tokens."""
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     name = request.param
     if name not in _CHATS:
@@ -151,7 +151,7 @@ def test_the_families_covered_and_left_out(tokenizer):
     """The README lists what this module covers; the multimodal-only templates, left out, are refused when the
     ChatTokenizer is built, with the family and what is missing."""
     from agentgym_r1.adapters.families import trl_template
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     for name in sorted(MULTIMODAL_TEMPLATES):
         with pytest.raises(TemplateUnsupportedError, match=rf"TRL's {name}.jinja.*text content.*multimodal-only"):
@@ -173,7 +173,7 @@ def test_the_families_covered_and_left_out(tokenizer):
 def test_the_template_shape_is_probed(tokenizer, name, shape):
     """Regression: Gemma refused the system role, Gemma 3 and Cohere the env reply, gpt-oss the tool reply; Phi-3
     dropped tool results silently (the model never saw them)."""
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
     assert {k: getattr(chat.shape, k) for k in shape} == shape
@@ -186,7 +186,7 @@ def test_the_template_shape_is_probed(tokenizer, name, shape):
 
 def test_gpt_oss_tool_calls_are_rendered_structured_and_kept_as_sampled(tokenizer):
     """The gpt-oss template needs the call on the assistant message; the sampled ids stay as sampled."""
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["gptoss"]))
     action = ('<|channel|>analysis<|message|>echo it<|end|><|start|>assistant to=functions._echo<|channel|>'
@@ -199,7 +199,7 @@ def test_gpt_oss_tool_calls_are_rendered_structured_and_kept_as_sampled(tokenize
 
 
 def test_a_template_that_cannot_serve_fails_before_the_first_rollout(tokenizer):
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     no_prompt = "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}"
     with pytest.raises(TemplateUnsupportedError, match=r"family gemma .*add_generation_prompt"):
@@ -214,7 +214,7 @@ def test_a_template_that_cannot_serve_fails_before_the_first_rollout(tokenizer):
 def test_concatenated_rows_keep_the_reasoning_the_model_saw_where_qwen3_strips_it(tokenizer):
     """Qwen3's template drops the <think> blocks of turns before the last user message when it re-renders an episode;
     the concatenated row (the default) holds each turn as sampled, which is what the model was given next."""
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["qwen3"]))
     call = '<think>\nplan\n</think>\n\n<tool_call>{"name": "_echo", "arguments": {"text": "x"}}</tool_call>'
@@ -259,7 +259,7 @@ BROKEN |= {
 
 @pytest.mark.parametrize("name", sorted(NATIVE_CALLS))
 def test_parser_auto_reads_the_family_s_own_tool_calls(tokenizer, name):
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
     kwargs = {**ENV_KWARGS, "parser": "auto", "tasks": [{"prompt": "Echo abc.", "answer": "abc"}]}
@@ -287,7 +287,7 @@ def test_parser_auto_reads_the_family_s_own_tool_calls(tokenizer, name):
 @pytest.mark.parametrize("name", ["qwen2_5", "llama3_1"])  # a response-template reader, a documented-format reader
 def test_parser_auto_plays_the_same_in_worker_processes(tokenizer, name):
     """The family's parser goes into the env's worker process with the env (it pickles) and reads the same calls."""
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
     kwargs = {**ENV_KWARGS, "parser": "auto", "tasks": [{"prompt": "Echo abc.", "answer": "abc"}]}
@@ -324,7 +324,7 @@ def _native_actions(name: str) -> st.SearchStrategy[str]:
 def test_native_calls_keep_masks_exact(tokenizer, name, data):
     """parser="auto" episodes of native calls (gpt-oss's rendered from their parsed tool_calls): the masked tokens
     are the sampled ids, and the sequence is the prompt, each turn and the env's suffix."""
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     if name not in _CHATS:
         _CHATS[name] = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
@@ -354,7 +354,7 @@ def test_native_calls_keep_masks_exact(tokenizer, name, data):
 def test_gemma4_tool_responses_come_inside_the_model_turn(tokenizer):
     """Gemma 4 renders the tool response right after the call, in the same model turn: the model stops on
     <|tool_response>, and the suffix is the response alone (no new turn, nothing the model did not see)."""
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["gemma4"]))
     stop = chat.tokenizer.convert_tokens_to_ids("<|tool_response>")
@@ -367,7 +367,7 @@ def test_gemma4_tool_responses_come_inside_the_model_turn(tokenizer):
 
 def test_cohere2_closing_written_by_the_model_is_not_rendered_again(tokenizer):
     """Command R7B closes a turn with <|END_RESPONSE|><|END_OF_TURN_TOKEN|>; both stand for the template's closing."""
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["cohere2"]))
     ids = chat.encode("A<|END_RESPONSE|><|END_OF_TURN_TOKEN|>")
@@ -380,7 +380,7 @@ def test_cohere2_closing_written_by_the_model_is_not_rendered_again(tokenizer):
 def test_gpt_oss_return_stands_for_the_end_history_writes(tokenizer):
     """gpt-oss ends a final answer with <|return|>, which the template writes as <|end|> once the turn is history:
     the sampled <|return|> stands for it, so no <|end|> is added after it."""
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["gptoss"]))
     history = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "<|channel|>final<|message|>no"}]
@@ -400,7 +400,7 @@ MISTRAL = (  # a Mistral v3-style template (TRL 1.16 ships none): [INST] turns, 
 
 def test_mistral_tool_calls_are_read_without_a_response_template(tokenizer):
     from agentgym_r1.adapters.native import native_parser
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, MISTRAL))
     assert chat.family.name == "mistral" and chat.response_template is None
@@ -416,7 +416,7 @@ def test_mistral_tool_calls_are_read_without_a_response_template(tokenizer):
 
 
 def test_llama_eom_stands_for_the_eot_history_writes(tokenizer):
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["llama3_1"]))
     eom = chat.tokenizer.convert_tokens_to_ids("<|eom_id|>")
@@ -430,7 +430,7 @@ def test_parser_auto_gives_equal_envs_one_pool_key_and_pickles(tokenizer):
     import pickle
 
     from agentgym_r1.adapters.native import resolve_env_kwargs
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["llama3_1"]))
     kwargs = {"source": "synthetic", "parser": "auto"}
@@ -447,7 +447,7 @@ def test_native_parsers_take_the_worst_shapes_as_invalid_actions(tokenizer, name
     """Deep bracket nesting and opener runs at 100,000 characters: an invalid action, never an exception (transformers'
     JSON content parser raised RecursionError on nested brackets inside a call)."""
     from agentgym_r1.adapters.native import native_parser
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
     parser = native_parser(chat)
@@ -476,7 +476,7 @@ def test_rewritten_response_templates_parse_well_formed_messages_as_transformers
     transformers' own ``parse_response`` does with the template as TRL ships it, in one piece."""
     from transformers.utils.chat_parsing import parse_response
 
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
     from agentgym_r1.adapters.tokenize import STREAM_CHUNK, parse_with_template, stock_response_template
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
@@ -500,7 +500,7 @@ def test_rewritten_response_templates_parse_well_formed_messages_as_transformers
 def test_response_templates_have_no_pattern_that_rescans_to_the_end(tokenizer):
     """The patterns that made parsing quadratic are rewritten: Nemotron's reasoning lookahead is anchored, the
     XML-style tag values may not run over their opener, and names (gpt-oss's call name, the tag keys) are bounded."""
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     def template(name):
         return ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name])).response_template["fields"]
@@ -530,7 +530,7 @@ def test_texts_crowded_with_a_family_s_markers_are_invalid_actions_before_parsin
     import transformers.utils.chat_parsing as chat_parsing
 
     from agentgym_r1.adapters.native import native_parser
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
     from agentgym_r1.adapters.tokenize import MAX_MARKERS, MAX_STRING_DELIMITERS
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))

@@ -26,7 +26,7 @@ def _call(call: str, tool: str, arg: str, value: str) -> str:
 
 def _play(tokenizer, name: str, env_id: str, kwargs: dict, script: list[tuple[str, bool]],
           env_backend: str = "thread"):
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
     end_id = chat.tokenizer.convert_tokens_to_ids(chat.family.end_of_turn[0])

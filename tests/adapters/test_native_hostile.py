@@ -25,7 +25,7 @@ QWEN_TEMPLATES = ["qwen2_5", "qwen3", "qwen3_vl"]
 
 def _native(tokenizer, name: str) -> NativeParser:
     from agentgym_r1.adapters.native import native_parser
-    from agentgym_r1.adapters.tiny import family_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer
     from agentgym_r1.adapters.tokenize import ChatTokenizer
 
     return native_parser(ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name])))

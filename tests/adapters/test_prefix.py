@@ -129,7 +129,7 @@ def test_a_sliding_window_model_is_not_reused(tokenizer, chat, tmp_path):
     """Only a plain full-attention cache can have its rows picked and positions masked; others prefill every call."""
     from transformers import Qwen2ForCausalLM
 
-    from agentgym_r1.adapters.tiny import make_model
+    from agentgym_r1.adapters.scratch import make_model
 
     make_model(tokenizer, tmp_path, hidden=64, layers=2)
     windowed = Qwen2ForCausalLM.from_pretrained(str(tmp_path), use_sliding_window=True, sliding_window=16,

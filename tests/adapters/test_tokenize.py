@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
-from agentgym_r1.adapters.tiny import QWEN_CHAT_TEMPLATE
+from agentgym_r1.adapters.scratch import QWEN_CHAT_TEMPLATE
 from agentgym_r1.error import ConfigError
 from tests.adapters.scripted import ScriptedBackend
 

@@ -52,7 +52,7 @@ def vllm_server(tokenizer, tmp_path_factory):
 
     import httpx
 
-    from agentgym_r1.adapters.tiny import make_model
+    from agentgym_r1.adapters.scratch import make_model
 
     path = tmp_path_factory.mktemp("tiny-vllm-server")
     make_model(tokenizer, path, hidden=128, layers=2, heads=2)  # head_dim 64: one the CPU attention takes

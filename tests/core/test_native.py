@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from agentgym_r1.core.native import NativeParser, read_deepseek, read_gpt_oss, read_llama, read_mistral
-from agentgym_r1.core.parsers import ToolCall, make_parser
+from agentgym_r1.core.native import (
+    NativeParser,
+    make_parser,
+    read_deepseek,
+    read_gpt_oss,
+    read_llama,
+    read_mistral,
+)
+from agentgym_r1.core.parsers import ToolCall
 
 ECHO = ToolCall("echo", {"text": "abc"})
 DS = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>echo\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"

@@ -5,13 +5,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentgym_r1.core.fuzz import worst_shapes
+from agentgym_r1.core.native import make_parser
 from agentgym_r1.core.parsers import (
     CommandParser,
     CompositeParser,
     HermesParser,
     TagParser,
     find_answer,
-    make_parser,
 )
 from agentgym_r1.envs.alfworld.commands import read_action
 from agentgym_r1.envs.gsm8k.calculator import Calculator

@@ -14,8 +14,8 @@ pytest.importorskip("fast_downward")
 pytest.importorskip("alfworld")
 
 from agentgym_r1.envs.alfworld import ALFWorldEnv
-from agentgym_r1.envs.alfworld.engine import Engine, make_engine
-from agentgym_r1.envs.alfworld.fast import FastEngine, machine
+from agentgym_r1.envs.alfworld.engine import Engine
+from agentgym_r1.envs.alfworld.fast import FastEngine, machine, make_engine
 from agentgym_r1.envs.alfworld.generator import generate
 from agentgym_r1.envs.alfworld.parity import compare_walks
 from agentgym_r1.envs.alfworld.sas import UnsupportedGameError

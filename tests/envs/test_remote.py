@@ -16,7 +16,7 @@ skip_without_serve()
 from agentgym_r1.adapters.backends.base import ChatReply  # noqa: E402
 from agentgym_r1.adapters.rollout import Prompt, RolloutConfig, RolloutEngine  # noqa: E402
 from agentgym_r1.error import ConfigError, RemoteEnvError, ResetNeeded, UnknownOptionError  # noqa: E402
-from agentgym_r1.leaderboard.policies import make_policy  # noqa: E402
+from agentgym_r1.leaderboard.models import make_policy  # noqa: E402
 from agentgym_r1.leaderboard.runner import run_episode  # noqa: E402
 from tests.conftest import make_env  # noqa: E402
 

@@ -11,7 +11,8 @@ import pytest
 from agentgym_r1.leaderboard.baselines import alfworld, reader, webshop
 from agentgym_r1.leaderboard.baselines.hotpotqa import question_of, results_of, supporting_titles
 from agentgym_r1.leaderboard.jobs import Job, run_jobs
-from agentgym_r1.leaderboard.policies import POLICY_SPECS, make_policy
+from agentgym_r1.leaderboard.models import make_policy
+from agentgym_r1.leaderboard.policies import POLICY_SPECS
 from agentgym_r1.leaderboard.store import ResultsStore
 from agentgym_r1.leaderboard.suites import SUITES, is_registered
 

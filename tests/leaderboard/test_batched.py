@@ -84,7 +84,7 @@ def test_hf_policy_plays_its_episodes_in_batches_on_the_rollout_engine(tmp_path,
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from agentgym_r1.adapters.backends.hf import HFBackend
-    from agentgym_r1.adapters.tiny import make_model, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
 
     path = tmp_path / "tiny"
     corpus = ["<tool_call> calculator expression answer 1 2 3 + * </tool_call> <answer> </answer> has how many"] * 20

@@ -17,7 +17,7 @@ GSM8K = "AgentR1/GSM8K-v0"
 def test_hf_policy_plays_the_same_episodes_with_envs_in_worker_processes(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from agentgym_r1.adapters.tiny import make_model, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
 
     path = tmp_path / "tiny"
     corpus = ["<tool_call> calculator expression answer 1 2 3 + * </tool_call> <answer> </answer> has how many"] * 20

@@ -8,8 +8,7 @@ import pytest
 
 from agentgym_r1.error import ConfigError, PolicyError, PolicyTimeout
 from agentgym_r1.leaderboard.jobs import Job, run_jobs
-from agentgym_r1.leaderboard.models import chat_messages
-from agentgym_r1.leaderboard.policies import make_policy
+from agentgym_r1.leaderboard.models import chat_messages, make_policy
 from agentgym_r1.leaderboard.runner import run_episode
 from agentgym_r1.leaderboard.store import ResultsStore
 from agentgym_r1.leaderboard.suites import make_env
@@ -98,7 +97,7 @@ def test_bad_model_specs_are_config_errors():
 def _tiny_qwen2(path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from agentgym_r1.adapters.tiny import make_model, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
 
     corpus = ["<tool_call> calculator expression answer 1 2 3 + * </tool_call> <answer> </answer> has how many"] * 20
     make_model(train_tokenizer(corpus, path, vocab_size=300), path, hidden=16, layers=1, heads=2)

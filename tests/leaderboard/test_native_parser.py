@@ -15,7 +15,7 @@ def test_hf_policy_resolves_parser_auto_to_the_model_s_family(tmp_path, monkeypa
     pytest.importorskip("trl")
     from agentgym_r1.adapters.backends.hf import HFBackend
     from agentgym_r1.adapters.families import trl_text_templates
-    from agentgym_r1.adapters.tiny import family_tokenizer, make_model, train_tokenizer
+    from agentgym_r1.adapters.scratch import family_tokenizer, make_model, train_tokenizer
 
     path = tmp_path / "llama"
     base = train_tokenizer(["calculator expression answer 1 2 3 + * how many"] * 20, vocab_size=300)

@@ -22,7 +22,7 @@ from agentgym_r1.leaderboard.store import ResultsStore
 
 def test_vllm_policy_plays_its_episodes_in_batches(tmp_path, monkeypatch):
     from agentgym_r1.adapters.backends.vllm import VLLMBackend
-    from agentgym_r1.adapters.tiny import make_model, train_tokenizer
+    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
 
     path = tmp_path / "tiny"
     corpus = ["<tool_call> calculator expression answer 1 2 3 + * </tool_call> <answer> </answer> has how many"] * 20

@@ -24,7 +24,7 @@ from openenv.core.generic_client import GenericEnvClient  # noqa: E402
 
 from agentgym_r1.envs.openenv_wire import jsonable  # noqa: E402
 from agentgym_r1.error import ConfigError, RemoteEnvError, SessionLimitError, UnknownOptionError  # noqa: E402
-from agentgym_r1.leaderboard.policies import make_policy  # noqa: E402
+from agentgym_r1.leaderboard.models import make_policy  # noqa: E402
 from tests.conftest import ALL_ENV_IDS, ENV_KWARGS, make_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from agentgym_r1.adapters.tiny import make_model, train_tokenizer
+from agentgym_r1.adapters.scratch import make_model, train_tokenizer
 from agentgym_r1.core.env import Env, EnvMessage, Turn
 from agentgym_r1.trainers.configs import AgentGRPOConfig, AgentPPOConfig
 

@@ -25,12 +25,13 @@ import yaml
 
 pytest.importorskip("trl")
 
+from agentgym_r1.adapters.loading import load_tokenizer
 from agentgym_r1.error import AgentGymError
 from agentgym_r1.trainers.cli import parse_config, run_from_argv
 from agentgym_r1.trainers.configs import AgentGRPOConfig, AgentPPOConfig
 from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 from agentgym_r1.trainers.ppo import AgentPPOTrainer
-from agentgym_r1.trainers.preflight import check_prompt_fits, load_tokenizer, preflight
+from agentgym_r1.trainers.preflight import check_prompt_fits, preflight
 from tests.trainers.kit import tiny_model, tiny_tokenizer
 
 PRE_MODEL_STAGES = {"parse_config", "preflight", "load_tokenizer", "check_prompt_fits"}

@@ -10,7 +10,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import agentgym_r1  # noqa: F401  (registers the ids)
-from agentgym_r1.adapters.tiny import play_expert, render_chat, train_tokenizer
+from agentgym_r1.adapters.scratch import play_expert, render_chat, train_tokenizer
 from agentgym_r1.envs.gsm8k.expert import expert_actions
 from agentgym_r1.error import ConfigError
 from agentgym_r1.leaderboard.baselines.hotpotqa import supporting_titles
@@ -54,7 +54,7 @@ def labelled_tokens(demo, tokenizer) -> int:
 def test_default_actions_are_gsm8k_expert():
     env = gym.make("AgentR1/GSM8K-v0", source="synthetic", min_steps=1, max_steps=1)
     tokenizer = tokenizer_for(env, expert_actions)
-    demo = expert_episode(env, tokenizer, 3)
+    demo = expert_episode(env, tokenizer, 3, expert_actions)
     env.reset(seed=3)
     assert demo.success
     assert agent_text(demo, tokenizer) == "<|im_end|>".join(expert_actions(env.unwrapped.task)) + "<|im_end|>"

@@ -70,7 +70,7 @@ def test_trainer_checks_the_env_before_training(tmp_path) -> None:
 def test_a_bf16_checkpoint_loads_with_fp32_master_weights(tmp_path) -> None:
     """W7: transformers 5 loads a checkpoint in its own dtype; training in pure bf16 rounds small AdamW steps
     away. The trainers load in float32 (as TRL's create_model_from_path) unless model_init_kwargs says otherwise."""
-    from agentgym_r1.trainers.common import build_model_and_tokenizer
+    from agentgym_r1.trainers.preflight import build_model_and_tokenizer
 
     tok = tiny_tokenizer()
     tiny_model(tok, dtype=torch.bfloat16).save_pretrained(tmp_path / "m")

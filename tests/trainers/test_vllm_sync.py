@@ -20,7 +20,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache: the tin
 torch = pytest.importorskip("torch")
 
 from agentgym_r1.adapters import ChatTokenizer, SamplingParams  # noqa: E402
-from agentgym_r1.adapters.tiny import make_model  # noqa: E402
+from agentgym_r1.adapters.scratch import make_model  # noqa: E402
 from agentgym_r1.error import ConfigError  # noqa: E402
 from tests.trainers.kit import CountEnv, counted_generate, grpo_args, tiny_tokenizer, torchrun  # noqa: E402
 

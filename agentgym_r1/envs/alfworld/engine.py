@@ -286,13 +286,3 @@ def check_engine(name: str) -> str:
         raise ConfigError(f"unknown ALFWorld engine {name!r}; choose one of {list(ENGINES)} ('fast': the compiled "
                           "engine, same text; 'textworld': TextWorld's own PddlEnv)")
     return name
-
-
-def make_engine(name: str) -> Any:
-    """A new engine of kind ``name``: ``"fast"`` (:class:`~agentgym_r1.envs.alfworld.fast.FastEngine`) or
-    ``"textworld"`` (:class:`Engine`)."""
-    if check_engine(name) == "textworld":
-        return Engine()
-    from agentgym_r1.envs.alfworld.fast import FastEngine
-
-    return FastEngine()

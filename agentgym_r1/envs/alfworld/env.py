@@ -8,12 +8,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, init_options, reject_unknown
-from agentgym_r1.core.parsers import ActionParser, make_parser, with_call_example
+from agentgym_r1.core.native import make_parser
+from agentgym_r1.core.parsers import ActionParser, with_call_example
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.alfworld.commands import ACT_TOOL, ReadAction, explain, read_action
 from agentgym_r1.envs.alfworld.data import GeneratedGames, difficulty_of, load_source, task_type_of_game
-from agentgym_r1.envs.alfworld.engine import check_engine, import_textworld, make_engine
+from agentgym_r1.envs.alfworld.engine import check_engine, import_textworld
 from agentgym_r1.envs.alfworld.expert import plan_for
+from agentgym_r1.envs.alfworld.fast import make_engine
 
 INSTRUCTIONS = (
     "You are in a household. Reach the goal in the task with text commands, one per turn: look, inventory, "

@@ -31,7 +31,9 @@ from typing import Any
 from agentgym_r1.envs.alfworld.engine import (
     COMPILE_LOCK,
     CompiledGame,
+    Engine,
     cached_game,
+    check_engine,
     compile_game,
     give_lib,
     import_textworld,
@@ -270,3 +272,12 @@ class FastEngine:
     def close(self) -> None:
         self.game = self.state = self._facts = self._sas = None
         self._first, self._played = {}, []
+
+
+def make_engine(name: str) -> Any:
+    """A new engine of kind ``name``: ``"fast"`` (:class:`~agentgym_r1.envs.alfworld.fast.FastEngine`) or
+    ``"textworld"`` (:class:`~agentgym_r1.envs.alfworld.engine.Engine`). It lives here, above the engine module
+    (which this one imports), so that the engine need not import this module back."""
+    if check_engine(name) == "textworld":
+        return Engine()
+    return FastEngine()

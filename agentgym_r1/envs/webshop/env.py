@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_r1.core.env import Env, EnvMessage, Grade, Turn, finite_option, init_options, reject_unknown
+from agentgym_r1.core.native import make_parser
 from agentgym_r1.core.parsers import (
     ActionParser,
     CommandParser,
     CompositeParser,
-    make_parser,
     with_call_example,
 )
 from agentgym_r1.core.tasks import Task

@@ -1,8 +1,14 @@
-"""The tiny-model kit: a byte-level BPE tokenizer trained with ``tokenizers`` and a Qwen2-style causal LM from a
-config, built on the spot. For tests, benchmarks and the CPU proofs of learning; nothing is downloaded.
+"""A model and tokenizer built from scratch: a byte-level BPE tokenizer trained with ``tokenizers`` on episode text
+and a Qwen2-style causal LM from a config, on the spot; nothing is downloaded. The leaderboard's main job trains its
+agent from these (:mod:`agentgym_r1.leaderboard.training`), ``agentgym-r1 inspect --model tiny`` plays one, and the
+tests, benchmarks and CPU proofs of learning build their tiny models with them (their fixed corpora are in
+:mod:`agentgym_r1.testing`).
 
 :data:`QWEN_CHAT_TEMPLATE` renders messages as Qwen2.5 does (``<|im_start|>role\\n...<|im_end|>\\n``; consecutive
 tool results grouped in one user turn, each in ``<tool_response>`` tags), without the tool-list preamble.
+
+Nothing here imports an env: the expert whose episodes make a corpus is given by the caller (e.g. GSM8K's
+:func:`agentgym_r1.envs.gsm8k.expert.expert_actions`).
 """
 
 from __future__ import annotations
@@ -12,7 +18,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from agentgym_r1.envs.gsm8k.expert import expert_actions
 from agentgym_r1.error import require
 
 QWEN_CHAT_TEMPLATE = (
@@ -95,9 +100,10 @@ def make_model(tokenizer: Any, path: str | Path | None = None, *, hidden: int = 
     return model.eval()
 
 
-def play_expert(env: Any, seed: int, actions: Callable[[Any], list[str]] = expert_actions) -> None:
-    """Reset ``env`` with ``seed`` and play ``actions(task)`` (by default :func:`expert_actions`) until the episode
-    ends; the episode is then in ``env.unwrapped.transcript``."""
+def play_expert(env: Any, seed: int, actions: Callable[[Any], list[str]]) -> None:
+    """Reset ``env`` with ``seed`` and play ``actions(task)`` (an env's expert, e.g. GSM8K's
+    :func:`~agentgym_r1.envs.gsm8k.expert.expert_actions`) until the episode ends; the episode is then in
+    ``env.unwrapped.transcript``."""
     env.reset(seed=seed)
     for action in actions(env.unwrapped.task):
         _, _, term, trunc, _ = env.step(action)
@@ -105,14 +111,16 @@ def play_expert(env: Any, seed: int, actions: Callable[[Any], list[str]] = exper
             break
 
 
-def gsm8k_corpus(episodes: int = 40, seed: int = 0) -> list[str]:
-    """Text of expert episodes of synthetic GSM8K (:func:`expert_actions`): a corpus to train a tiny tokenizer on."""
+def expert_corpus(env_id: str, env_kwargs: dict[str, Any], actions: Callable[[Any], list[str]], episodes: int = 40,
+                  seed: int = 0) -> list[str]:
+    """Text of ``episodes`` expert episodes (``actions``, seeds ``seed``, ``seed + 1``...) of ``env_id``: a corpus to
+    train a tiny tokenizer on."""
     import gymnasium as gym
 
-    env = gym.make("AgentR1/GSM8K-v0", source="synthetic")
+    env = gym.make(env_id, **env_kwargs)
     texts = []
     for i in range(episodes):
-        play_expert(env, seed + i)
+        play_expert(env, seed + i, actions)
         texts.append(env.unwrapped.transcript.text)
     env.close()
     return texts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentgym_r1.adapters.tiny import train_tokenizer
+from agentgym_r1.adapters.scratch import train_tokenizer
 
 pytest.importorskip("tokenizers", reason="the train extra (tokenizers, transformers) is not installed")
 pytest.importorskip("transformers", reason="the train extra (tokenizers, transformers) is not installed")

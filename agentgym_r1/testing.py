@@ -1,0 +1,16 @@
+"""Test kits: fixed inputs for the tests, benchmarks and examples, never imported by the package itself.
+
+The builders of a tiny model and tokenizer are part of the package (:mod:`agentgym_r1.adapters.scratch`: the
+leaderboard's main job trains its agent from them); what is only a kit lives here.
+"""
+
+from __future__ import annotations
+
+from agentgym_r1.adapters.scratch import expert_corpus
+from agentgym_r1.envs.gsm8k.expert import expert_actions
+
+
+def gsm8k_corpus(episodes: int = 40, seed: int = 0) -> list[str]:
+    """Text of expert episodes of synthetic GSM8K (:func:`~agentgym_r1.envs.gsm8k.expert.expert_actions`): the
+    corpus the tests' and benchmarks' tiny tokenizers are trained on."""
+    return expert_corpus("AgentR1/GSM8K-v0", {"source": "synthetic"}, expert_actions, episodes, seed)
