@@ -42,7 +42,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--env-workers", "-1"], "env_workers must be >= 0"),
+    (["--env-workers", "-1"], "--env-workers: must be at least 0, got -1"),
     (["--env-backend", "ray", "--ray-address", "127.0.0.1:PORT"], "cannot be reached"),
 ])
 def test_bad_env_backend_options_are_one_line(extra, message, capsys):
@@ -55,6 +55,5 @@ def test_bad_env_backend_options_are_one_line(extra, message, capsys):
 
 
 def test_an_unknown_env_backend_is_refused_by_the_parser(capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["eval", "--policy", "scripted", "--env", GSM8K, "--env-backend", "fork"])
-    assert e.value.code == 2 and "invalid choice: 'fork'" in capsys.readouterr().err
+    assert main(["eval", "--policy", "scripted", "--env", GSM8K, "--env-backend", "fork"]) == 2
+    assert "invalid choice: 'fork'" in capsys.readouterr().err
