@@ -44,7 +44,9 @@ ENV_ID, SOURCE = TRAINED_ENTRY.env_id, TRAINED_ENTRY.source
 TASK_OPTIONS: dict[str, Any] = TRAINED_TASK_OPTIONS
 HELD_OUT_OPTIONS: dict[str, Any] = TRAINED_HELD_OUT_OPTIONS  # the generator seeded 1: never trained on
 # What the trained rows' figures depend on, printed under them (benchmarks/reports/main_job.md has the runs).
-DEPENDS = ("The trained rows depend on the training seed and on the CPU's floating-point kernels "
+DEPENDS = ("Both trained rows depend on the training seed and on the CPU's floating-point kernels: the SFT from one "
+           "seed under two kernel settings parts after about 40 of its 850 steps, so its start (and what GRPO adds "
+           "to it) differs by machine; the paired test above is what says whether this run's GRPO gained "
            "(benchmarks/reports/main_job.md).")
 COMPLETE = ".complete"  # written in a checkpoint folder once it is saved whole
 
