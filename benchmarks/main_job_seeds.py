@@ -66,6 +66,24 @@ def run_one(seed: int, kernels: str, out: Path, threads: int, changes: dict, epi
             "commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 
+def table(out: Path) -> str:
+    """The markdown table of every run's JSON in ``out``: seed, kernels, the two rows, the paired test, the rule."""
+    lines = ["| seed | kernels | before [95% CI] | after [95% CI] | gain | newly solved / lost | McNemar p | "
+             "p < 0.01 and intervals apart | steps (SFT + GRPO) | wall (load after) | commit (dirty) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for path in sorted(out.glob("seed*.json")):
+        r = json.loads(path.read_text(encoding="utf-8"))
+        b, a = r["before"], r["after"]
+        ok = r["mcnemar_p"] < 0.01 and r["separated"]
+        lines.append(f"| {r['seed']} | {r['kernels']} ({r['torch_capability']}) | {100 * b['value']:.1f} "
+                     f"[{100 * b['low']:.1f}, {100 * b['high']:.1f}] | {100 * a['value']:.1f} "
+                     f"[{100 * a['low']:.1f}, {100 * a['high']:.1f}] | {100 * (a['value'] - b['value']):+.1f} | "
+                     f"{r['gained']} / {r['lost']} | {r['mcnemar_p']:.2g} | {'yes' if ok else 'NO'} | "
+                     f"{r['budget']['sft_steps']} + {r['budget']['grpo_steps']} | {r['wall_s']:.0f} s "
+                     f"({r['load_after'][0]:.1f}) | {r['commit'][:7]}{' (dirty)' if r['dirty'] else ''} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -75,8 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", default="{}", metavar="JSON",
                    help="TrainBudget fields over the recipe's, e.g. '{\"grpo_steps\": 80}' (exploration only)")
     p.add_argument("--episodes", type=int, default=TRAINED_ENTRY.episodes, help="held-out episodes of each row")
+    p.add_argument("--table", action="store_true", help="print the markdown table of the runs in --out, run nothing")
     p.add_argument("--child", nargs=2, metavar=("SEED", "KERNELS"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.table:
+        print(table(a.out))
+        return 0
     if a.child:
         seed, kernels = int(a.child[0]), a.child[1]
         result = run_one(seed, kernels, a.out, a.threads, json.loads(a.budget), a.episodes)

@@ -111,7 +111,8 @@ def test_the_curve_is_plotted_on_the_page_and_summarised_in_the_text_renders(tra
     assert "Trained in this run on AgentR1/GSM8K-v0" in text and "Held-out success by GRPO step" in text
     # the paired test of the two rows, on the same held-out episodes, beside them in the text and on the page
     paired = "Paired test, 'tiny agent, after training (SFT + GRPO 2 steps)' against its start on the same 4 episodes"
-    assert paired in text and paired in page and DEPENDS in text
+    assert paired in text and DEPENDS in text
+    assert "against its start on the same 4 episodes" in page  # the page escapes the quotes (jinja2: &#39;)
     assert main(["leaderboard", "export", "--format", "md", "--results", str(results)]) == 0
     assert "-> " in capsys.readouterr().out
 
