@@ -77,7 +77,8 @@ def training_summary(rec: TrainingRecord) -> str:
     """One paragraph on an agent trained in the run: the recipe, held-out success before and after, the learning
     curve's points, the checkpoint; or why its row is missing."""
     b = rec.budget
-    what = (f"Trained in this run on {rec.env_id} ({rec.source}, {options_label(rec.env_kwargs)}): a tiny Qwen2 "
+    where = ", ".join(filter(None, (rec.source, options_label(rec.env_kwargs))))  # no dangling comma without options
+    what = (f"Trained in this run on {rec.env_id} ({where}): a tiny Qwen2 "
             f"({b.get('layers')} layers, hidden {b.get('hidden')}) and its tokenizer built on the spot, SFT "
             f"{b.get('sft_steps')} steps on expert episodes, then GRPO {b.get('grpo_steps')} steps "
             f"({b.get('grpo_prompts')} tasks x {b.get('generations')} samples a step), seed {b.get('seed')}.")

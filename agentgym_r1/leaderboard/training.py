@@ -260,17 +260,18 @@ def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
 
 def _grpo(plan: TrainPlan, rec: TrainingRecord, store: ResultsStore, mark: Callable[[str], None],
           callbacks: Sequence[Any], say: Callable[[str], None]) -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, TrainerCallback
+    from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+    from agentgym_r1.adapters.loading import load_model, load_tokenizer
     from agentgym_r1.leaderboard.batched import EnginePlayer
     from agentgym_r1.trainers.configs import AgentGRPOConfig
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     budget, sft_dir = plan.budget, plan.out_dir / "sft"
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(sft_dir))
-    model = AutoModelForCausalLM.from_pretrained(str(sft_dir))
+    tokenizer = load_tokenizer(str(sft_dir), "the SFT checkpoint")
+    model = load_model(str(sft_dir), "the SFT checkpoint", device="cpu").train()  # from_pretrained, as before
     args = AgentGRPOConfig(
         output_dir=str(plan.out_dir / "grpo-trainer"), env_id=ENV_ID, env_kwargs={"source": SOURCE, **TASK_OPTIONS},
         max_turns=budget.max_turns, max_new_tokens=budget.max_new_tokens, num_generations=budget.generations,
