@@ -80,7 +80,7 @@ def grade_of(fn: RewardFn, value: Any) -> Grade:
 def add_mcp_tools(tools: dict[str, BaseTool], servers: Sequence[Any], timeout: float) -> tuple[Any, dict[str, BaseTool]]:
     """Connect to ``servers`` (:class:`~agentgym_r1.core.mcp_tools.McpClients`) and add their tools to ``tools``;
     a name two tools share is refused (:class:`ToolNameClashError`, naming both), after closing the servers."""
-    if not 0 < timeout:
+    if timeout <= 0:
         raise ConfigError(f"mcp_timeout must be a positive number of seconds, got {timeout!r}")
     from agentgym_r1.core.mcp_tools import McpClients, McpTool
 
