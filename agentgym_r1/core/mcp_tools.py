@@ -25,6 +25,7 @@ import concurrent.futures
 import contextlib
 import tempfile
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -195,6 +196,7 @@ class McpClients:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="agentgym-mcp", daemon=True)
         self.thread.start()
+        self.finalizer = weakref.finalize(self, close_loop, self.loop, self.thread, self.links)
         self.tools: list[McpTool] = []
         try:
             for i, link in enumerate(self.links):
@@ -219,16 +221,21 @@ class McpClients:
         try:
             return self.submit(self.call_async(link, name, arguments), self.timeout)
         except TimeoutError:
-            self.submit(link.stop(), CLOSE_TIMEOUT + 1)  # a hung server: the next call reconnects (restarts it)
+            self.drop(link)  # a hung server: the next call reconnects (restarts it)
             return ToolResult(False, f"Error: {name} did not answer within {self.timeout:g} s; its MCP server was "
                                      "stopped and is restarted on the next call.")
         except McpServerError as e:
             return ToolResult(False, f"Error: {name} is unavailable: {truncate(str(e), 500)}")
         except Exception as e:  # the connection broke (the server crashed): reconnect on the next call
-            self.submit(link.stop(), CLOSE_TIMEOUT + 1)
+            self.drop(link)
             return ToolResult(False, f"Error: {name} failed: its MCP server {describe(link.server)!r} stopped "
                                      f"answering ({type(e).__name__}: {truncate(str(e), 300)}); it is restarted on "
                                      "the next call.")
+
+    def drop(self, link: _Link) -> None:
+        """Close ``link`` (bounded: :meth:`_Link.stop` gives up after CLOSE_TIMEOUT); the next call reconnects."""
+        with contextlib.suppress(TimeoutError):
+            self.submit(link.stop(), CLOSE_TIMEOUT + 1)
 
     async def call_async(self, link: _Link, name: str, arguments: dict[str, Any]) -> ToolResult:
         from mcp.shared.exceptions import MCPError
@@ -246,16 +253,22 @@ class McpClients:
         return ToolResult(not result.is_error, result_text(result))
 
     def close(self) -> None:
-        """Stop every connection (and stdio server), then the loop and its thread."""
-        if self.loop.is_closed():
-            return
-        if self.thread.is_alive():
-            async def stop_all() -> None:
-                await asyncio.gather(*(link.stop() for link in self.links))
+        """Stop every connection (and stdio server), then the loop and its thread. Also run when the clients are
+        collected or the interpreter exits without it."""
+        self.finalizer()
 
-            with contextlib.suppress(Exception):
-                self.submit(stop_all(), CLOSE_TIMEOUT + 1)
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(CLOSE_TIMEOUT)
-        if not self.thread.is_alive():
-            self.loop.close()
+
+def close_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread, links: list[_Link]) -> None:
+    """:meth:`McpClients.close`, on what it holds (a ``weakref.finalize`` must not hold the clients)."""
+    if loop.is_closed():
+        return
+    if thread.is_alive():
+        async def stop_all() -> None:
+            await asyncio.gather(*(link.stop() for link in links))
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(stop_all(), loop).result(CLOSE_TIMEOUT + 1)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(CLOSE_TIMEOUT)
+    if not thread.is_alive():
+        loop.close()

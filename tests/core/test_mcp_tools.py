@@ -4,6 +4,7 @@ streamable HTTP on 127.0.0.1; its errors, crashes and hangs are error observatio
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import subprocess
@@ -126,6 +127,16 @@ def test_nothing_outlives_close():
     pid = server_pid(env)
     assert len(mcp_threads()) == before + 1 and alive(pid)
     env.close()
+    assert len(mcp_threads()) == before and not alive(pid)
+
+
+def test_an_env_never_closed_stops_its_servers_when_it_is_collected():
+    before = len(mcp_threads())
+    env = ToolEnv(tasks=TASKS, mcp_servers=[STDIO], mcp_timeout=10, failed_call_penalty=-1.0)
+    env.reset(seed=0)
+    pid = server_pid(env)
+    del env
+    gc.collect()
     assert len(mcp_threads()) == before and not alive(pid)
 
 
