@@ -33,6 +33,7 @@ from agentgym_r1.core.tools import BaseTool, ToolResult, truncate
 from agentgym_r1.error import ConfigError, McpServerError, require
 
 STDERR_CHARS = 2000  # of a server's stderr shown when it cannot start
+STARTUP_TIMEOUT = 120.0  # at least, for a server to start and list its tools (a cold interpreter on a busy machine)
 CLOSE_TIMEOUT = 10.0  # stdio_client's own shutdown is bounded by ~6 s (mcp/client/stdio.py: 2 + 2 + 2 s)
 
 Server = str | Sequence[str]
@@ -57,11 +58,12 @@ class _Link:
     """One connection to one server, owned by one task of the loop (:meth:`run`)."""
 
     def __init__(self, server: Server, timeout: float) -> None:
-        self.server, self.timeout = server, timeout
+        self.server, self.timeout = server, timeout  # timeout: for the server to start and list its tools
         self.session: Any = None
         self.scope: Any = None  # the anyio CancelScope around the connection; cancelling it closes it
         self.task: asyncio.Task[None] | None = None
         self.ready: asyncio.Future[list[Any]] | None = None
+        self.reconnecting = asyncio.Lock()  # two calls that find the connection gone make one new one
 
     def transport(self, errlog: Any) -> Any:
         if isinstance(self.server, str):
@@ -191,8 +193,8 @@ class McpClients:
                               "[['python', 'server.py'], 'http://127.0.0.1:8000/mcp']")
         checked = [check_server(s) for s in servers]
         require("mcp", "mcp", "ToolEnv(mcp_servers=...)")
-        self.timeout = timeout
-        self.links = [_Link(s, timeout) for s in checked]
+        self.timeout, self.startup = timeout, max(timeout, STARTUP_TIMEOUT)
+        self.links = [_Link(s, self.startup) for s in checked]
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="agentgym-mcp", daemon=True)
         self.thread.start()
@@ -200,7 +202,12 @@ class McpClients:
         self.tools: list[McpTool] = []
         try:
             for i, link in enumerate(self.links):
-                for t in self.submit(link.open(), timeout + CLOSE_TIMEOUT):
+                try:
+                    listed = self.submit(link.open(), self.startup + CLOSE_TIMEOUT)
+                except TimeoutError:
+                    raise McpServerError(f"MCP server {describe(link.server)!r} did not list its tools within "
+                                         f"{self.startup + CLOSE_TIMEOUT:g} s") from None
+                for t in listed:
                     self.tools.append(McpTool(self, i, t.name, t.description or t.name, dict(t.input_schema),
                                               describe(link.server)))
         except BaseException:
@@ -218,14 +225,20 @@ class McpClients:
     def call(self, index: int, name: str, arguments: dict[str, Any]) -> ToolResult:
         """The tool's result; an error result when the call fails, times out or the server is gone."""
         link = self.links[index]
+        try:  # a server to restart first has its own bound: the call's is for the call
+            self.submit(self.reconnect(link), self.startup + CLOSE_TIMEOUT)
+        except TimeoutError:
+            self.drop(link)
+            return ToolResult(False, f"Error: {name} is unavailable: its MCP server {describe(link.server)!r} did "
+                                     f"not restart within {self.startup + CLOSE_TIMEOUT:g} s.")
+        except McpServerError as e:
+            return ToolResult(False, f"Error: {name} is unavailable: {truncate(str(e), 500)}")
         try:
             return self.submit(self.call_async(link, name, arguments), self.timeout)
         except TimeoutError:
             self.drop(link)  # a hung server: the next call reconnects (restarts it)
             return ToolResult(False, f"Error: {name} did not answer within {self.timeout:g} s; its MCP server was "
                                      "stopped and is restarted on the next call.")
-        except McpServerError as e:
-            return ToolResult(False, f"Error: {name} is unavailable: {truncate(str(e), 500)}")
         except Exception as e:  # the connection broke (the server crashed): reconnect on the next call
             self.drop(link)
             return ToolResult(False, f"Error: {name} failed: its MCP server {describe(link.server)!r} stopped "
@@ -237,13 +250,19 @@ class McpClients:
         with contextlib.suppress(TimeoutError):
             self.submit(link.stop(), CLOSE_TIMEOUT + 1)
 
+    async def reconnect(self, link: _Link) -> None:
+        """A new connection (a new process for a stdio server) when the last one was dropped or broke."""
+        async with link.reconnecting:  # two calls that find it gone make one
+            if not link.alive:
+                await link.stop()
+                await link.open()
+
     async def call_async(self, link: _Link, name: str, arguments: dict[str, Any]) -> ToolResult:
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
 
-        if not link.alive:
-            await link.stop()
-            await link.open()
+        if link.session is None:  # dropped by another thread's call between the reconnect and this
+            raise McpServerError(f"MCP server {describe(link.server)!r} was restarted during the call")
         try:
             result = await link.session.call_tool(name, arguments)
         except MCPError as e:
