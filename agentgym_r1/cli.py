@@ -30,6 +30,15 @@ def _serve_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_mcp(args: argparse.Namespace) -> int:
+    from agentgym_r1.serve.mcp_server import serve
+    from agentgym_r1.serve.openenv_server import parse_env_kwargs
+
+    serve(args.env_id, parse_env_kwargs(args.env_kwargs), transport=args.transport, host=args.host, port=args.port,
+          log_level=args.log_level)
+    return 0
+
+
 def _train(args: argparse.Namespace) -> int:
     """Hand the rest of the command line (``--config run.yaml`` and flags) to the trainer's TrlParser."""
     from agentgym_r1.error import require
@@ -102,6 +111,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run every session's env calls on one thread (always so for envs that are not thread-safe)")
     se.add_argument("--log-level", default="warning")
     se.set_defaults(func=_serve_env)
+    sm = serve.add_parser("mcp", help="serve a registered env's tools as an MCP server (streamable HTTP at "
+                                      "http://HOST:PORT/mcp, or stdio); needs the 'mcp' extra")
+    sm.add_argument("env_id", help="a registered env id with tools, e.g. AgentR1/HotpotQA-v0")
+    sm.add_argument("env_kwargs", nargs="*", metavar="KEY=VALUE",
+                    help="the env's constructor options, values read as JSON where they parse (source=synthetic)")
+    sm.add_argument("--transport", choices=["streamable-http", "stdio"], default="streamable-http")
+    sm.add_argument("--host", default="127.0.0.1")
+    sm.add_argument("--port", type=port_number, default=8000)
+    sm.add_argument("--log-level", default="warning")
+    sm.set_defaults(func=_serve_mcp)
     tr = sub.add_parser("train", help="train a policy with GRPO or PPO (needs the 'train' extra)",
                         description="Options after the algorithm go to the trainer: --config run.yaml, or any field "
                                     "of AgentGRPOConfig / AgentPPOConfig as --field value.")

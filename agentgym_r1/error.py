@@ -155,3 +155,13 @@ class WorkerDied(AgentGymError, RuntimeError):
 class ToolNotPicklableError(ConfigError):
     """A tool given ``isolation="process"`` that cannot be pickled to its worker process (the message names the tool
     and the fix)."""
+
+
+class ToolNameClashError(InvalidToolSchemaError):
+    """Two tools of one env with the same name: an MCP server's and a Python tool, or two servers' (the message names
+    both)."""
+
+
+class McpServerError(AgentGymError, RuntimeError):
+    """An MCP server (``ToolEnv(mcp_servers=...)``) that could not start or be reached when the env was built; the
+    message has the command or URL and the server's stderr."""

@@ -28,7 +28,7 @@ from agentgym_r1.core.tools import (
     invalid_arguments,
     run_tool,
 )
-from agentgym_r1.error import RewardFunctionError
+from agentgym_r1.error import ConfigError, RewardFunctionError, ToolNameClashError
 
 RewardFn = Callable[[str, Task], "float | Grade"]
 
@@ -77,6 +77,31 @@ def grade_of(fn: RewardFn, value: Any) -> Grade:
     return Grade(score, solved and math.isfinite(score), metrics)
 
 
+def add_mcp_tools(tools: dict[str, BaseTool], servers: Sequence[Any], timeout: float) -> tuple[Any, dict[str, BaseTool]]:
+    """Connect to ``servers`` (:class:`~agentgym_r1.core.mcp_tools.McpClients`) and add their tools to ``tools``;
+    a name two tools share is refused (:class:`ToolNameClashError`, naming both), after closing the servers."""
+    if timeout <= 0:
+        raise ConfigError(f"mcp_timeout must be a positive number of seconds, got {timeout!r}")
+    from agentgym_r1.core.mcp_tools import McpClients, McpTool
+
+    clients = McpClients(servers, timeout)
+    out = dict(tools)
+    try:
+        for t in clients.tools:
+            check_tools([t])  # its name and schema, checked as a Python tool's
+            if t.name in out:
+                other = out[t.name]
+                theirs = (f"one of MCP server {other.server!r}" if isinstance(other, McpTool) else
+                          f"the Python tool {_fn_name(getattr(other, 'fn', type(other)))}")
+                raise ToolNameClashError(f"two tools are named {t.name!r}: one of MCP server {t.server!r} and "
+                                         f"{theirs}; tool names must be unique. Rename one, or leave one out.")
+            out[t.name] = t
+    except BaseException:
+        clients.close()
+        raise
+    return clients, out
+
+
 class ToolEnv(Env):
     """A multi-turn tool-use environment over any tools, tasks and reward function.
 
@@ -103,6 +128,11 @@ class ToolEnv(Env):
     tool's ``timeout`` (a hung or runaway call is stopped, not abandoned); ``None`` keeps each tool's own
     ``isolation`` (``"thread"`` by default). See :mod:`agentgym_r1.core.tools`.
 
+    **MCP tools.** ``mcp_servers``: MCP servers whose tools are listed beside the Python ones, each a stdio command
+    (``["python", "server.py"]``) or a streamable-HTTP URL; each call is bounded by ``mcp_timeout`` seconds, and a
+    server that errs, crashes or hangs gives an error observation (it is restarted on the next call). They run in
+    their own processes whatever ``tool_isolation`` says. See :mod:`agentgym_r1.core.mcp_tools`.
+
     **Data sources.** ``tasks``: a list of ``{"prompt", "answer"}`` dicts or :class:`Task`, or a :class:`TaskSource`.
 
     **Version history.** v0: first release.
@@ -122,6 +152,8 @@ class ToolEnv(Env):
         format_penalty: float = -0.1,
         max_calls_per_turn: int = 8,
         tool_isolation: Isolation | None = None,
+        mcp_servers: Sequence[str | Sequence[str]] = (),
+        mcp_timeout: float = 30.0,
         render_mode: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -135,6 +167,9 @@ class ToolEnv(Env):
         self.failed_call_penalty = finite_option("failed_call_penalty", failed_call_penalty)
         self.format_penalty = finite_option("format_penalty", format_penalty)
         self.max_calls_per_turn = int(max_calls_per_turn)
+        self.mcp = None  # servers are started last: a bad option above is refused before any work
+        if mcp_servers:
+            self.mcp, self.tools = add_mcp_tools(self.tools, mcp_servers, finite_option("mcp_timeout", mcp_timeout))
         base = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
         self.system_prompt = f"{base}\n\n{self.parser.instructions(self.tools)}" if self.tools else base
         self.task: Task | None = None
@@ -209,4 +244,6 @@ class ToolEnv(Env):
     def close(self) -> None:
         for t in self.tools.values():
             close_tool(t)
+        if self.mcp is not None:
+            self.mcp.close()
         super().close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentgym_r1.core.env import EnvMessage, Grade, finite_option, init_options, reject_unknown
@@ -55,6 +56,9 @@ class GSM8KEnv(ToolEnv):
     ``max_steps`` override the level's step counts), a path to a JSONL file in the official format, or ``"hf"``
     (``openai/gsm8k``, ``split``).
 
+    **MCP tools.** ``mcp_servers`` (and ``mcp_timeout``) add MCP servers' tools beside the env's own, as in
+    :class:`~agentgym_r1.envs.tool_env.ToolEnv`.
+
     **Version history.** v0: first release.
     """
 
@@ -73,6 +77,8 @@ class GSM8KEnv(ToolEnv):
         failed_call_penalty: float = 0.0,
         format_penalty: float = -0.1,
         step_value_reward: float = 0.0,
+        mcp_servers: Sequence[str | Sequence[str]] = (),
+        mcp_timeout: float = 30.0,
         render_mode: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -90,6 +96,7 @@ class GSM8KEnv(ToolEnv):
             answer_formats=("tag", "hashes", "boxed"), system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
             valid_call_reward=valid_call_reward, failed_call_penalty=failed_call_penalty, format_penalty=format_penalty,
             render_mode=render_mode,
+            mcp_servers=mcp_servers, mcp_timeout=mcp_timeout,
         )
 
     def _begin(self, options: dict[str, Any]) -> list[EnvMessage]:

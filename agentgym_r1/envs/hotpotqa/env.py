@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentgym_r1.core.env import EnvMessage, Grade, init_options, reject_unknown
@@ -116,6 +116,9 @@ class HotpotQAEnv(ToolEnv):
     :class:`~agentgym_r1.retrieval.base.Retriever` instance. One index per corpus and backend is built per process
     and shared by every env instance; a server that is down or slow gives the agent an error observation.
 
+    **MCP tools.** ``mcp_servers`` (and ``mcp_timeout``) add MCP servers' tools beside the env's own, as in
+    :class:`~agentgym_r1.envs.tool_env.ToolEnv`.
+
     **Version history.** v0: first release; ``reward_metric="char_f1"`` and the ``char_f1`` metric added later
     (the default reward is unchanged).
     """
@@ -141,6 +144,8 @@ class HotpotQAEnv(ToolEnv):
         failed_call_penalty: float = 0.0,
         format_penalty: float = -0.1,
         max_searches_per_turn: int = 3,
+        mcp_servers: Sequence[str | Sequence[str]] = (),
+        mcp_timeout: float = 30.0,
         render_mode: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -164,6 +169,7 @@ class HotpotQAEnv(ToolEnv):
             system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
             valid_call_reward=valid_search_reward, failed_call_penalty=failed_call_penalty,
             format_penalty=format_penalty, max_calls_per_turn=max_searches_per_turn, render_mode=render_mode,
+            mcp_servers=mcp_servers, mcp_timeout=mcp_timeout,
         )
 
     def no_grade(self) -> Grade:
