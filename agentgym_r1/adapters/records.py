@@ -255,20 +255,34 @@ class RolloutBatch:
         """:func:`row_tensors` of the batch's rows."""
         return row_tensors(self.samples, pad_token_id, device)
 
-    def metrics(self) -> dict[str, float]:
-        """Rollout metrics: success rate, turns, invalid-action rate, truncation, tokens."""
-        eps = [e for e in self.episodes if not e.placeholder] or self.episodes
-        n = max(len(eps), 1)
-        turns = sum(len(e.turns) for e in eps)
-        invalid = sum(not t.valid for e in eps for t in e.turns)
-        return {
-            "rollout/success": sum(e.success for e in eps) / n,
-            "rollout/reward": sum(e.reward for e in eps) / n,
-            "rollout/turns": turns / n,
-            "rollout/invalid_rate": invalid / max(turns, 1),
-            "rollout/truncated": sum(e.truncated for e in eps) / n,
-            "rollout/agent_tokens": sum(e.num_agent_tokens for e in eps) / n,
-        }
+    def metric_sums(self) -> dict[str, float]:
+        """What the rollout metrics are made of, as sums (a trainer adds them over processes before dividing;
+        :func:`rollout_metrics`): every episode, the played ones (not failed), and over the played ones success,
+        reward, turns, invalid actions, truncations, agent tokens and episodes ended by the completion budget."""
+        played = [e for e in self.episodes if not e.failed]
+        return {"episodes": len(self.episodes), "played": len(played), "success": sum(e.success for e in played),
+                "reward": sum(e.reward for e in played), "turns": sum(len(e.turns) for e in played),
+                "invalid": sum(not t.valid for e in played for t in e.turns),
+                "truncated": sum(e.truncated for e in played),
+                "agent_tokens": sum(e.num_agent_tokens for e in played),
+                "clipped": sum(e.end_reason == "context_limit" for e in played)}
+
+    def metrics(self, env_id: str | None = None) -> dict[str, float]:
+        """This batch's :func:`rollout_metrics`."""
+        return rollout_metrics(self.metric_sums(), env_id)
+
+
+def rollout_metrics(sums: dict[str, float], env_id: str | None = None) -> dict[str, float]:
+    """The rollout metrics from :meth:`RolloutBatch.metric_sums` (one batch's, or added over processes): success,
+    reward, turns, truncation and agent tokens per played episode, invalid actions per turn, the failed rows, and
+    ``completions/clipped_ratio``: the share of episodes that reached the completion budget (TRL's own counts every
+    row not ending in EOS, and turns end on ``</answer>``). Success is ``env/<env_id>/success`` given an env id."""
+    n = max(sums["played"], 1)
+    return {f"env/{env_id}/success" if env_id else "rollout/success": sums["success"] / n,
+            "rollout/turns": sums["turns"] / n, "rollout/invalid_rate": sums["invalid"] / max(sums["turns"], 1),
+            "rollout/reward": sums["reward"] / n, "rollout/truncated": sums["truncated"] / n,
+            "rollout/agent_tokens": sums["agent_tokens"] / n, "rollout/failed_rows": sums["episodes"] - sums["played"],
+            "completions/clipped_ratio": sums["clipped"] / max(sums["episodes"], 1)}
 
 
 def pad_rows(rows: Sequence[Sequence[Any]], value: Any, left: bool = False, width: int | None = None,

@@ -43,3 +43,18 @@ def test_row_tensors_pad_prompts_left_and_completions_right() -> None:
     assert t["prompt_ids"].tolist() == [[0, 0, 0, 1, 2], rows[1].prompt_ids]
     assert t["completion_ids"].tolist() == [[11, 12], [13, 0]] and t["env_mask"].tolist() == [[1, 1], [1, 0]]
     assert t["step_rewards"].tolist() == [[0.0, 0.5], [1.0, 0.0]]
+
+
+def test_metrics_follow_the_trainers_rules_failed_episodes_counted_apart() -> None:
+    """Issue 39: RolloutBatch.metrics and the trainers' gathered metrics had different rules (an env error was a
+    played episode here, a failed row there). One set now: averages over played episodes, failures counted."""
+    failed = _episode("f", 1)
+    failed.end_reason, failed.error = "env_error", "boom"
+    played = _episode("a", 0)
+    played.success = True
+    metrics = RolloutBatch([played, failed]).metrics()
+    assert metrics["rollout/failed_rows"] == 1
+    assert metrics["rollout/success"] == 1.0 and metrics["rollout/turns"] == 2.0 and metrics["rollout/reward"] == 1.5
+    assert metrics["rollout/agent_tokens"] == 3.0 and metrics["rollout/truncated"] == 0.0
+    assert metrics["completions/clipped_ratio"] == 0.0
+    assert RolloutBatch([played]).metrics("E-v0")["env/E-v0/success"] == 1.0
