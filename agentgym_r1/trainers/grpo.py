@@ -33,7 +33,7 @@ from agentgym_r1.trainers.common import (
     gathered_rollout_metrics,
     task_dataset,
 )
-from agentgym_r1.trainers.configs import AgentGRPOConfig
+from agentgym_r1.trainers.grpo_config import AgentGRPOConfig
 from agentgym_r1.trainers.guards import FiniteGuard
 from agentgym_r1.trainers.signals import EchoTrapMonitor
 from agentgym_r1.trainers.vllm import VLLMSync

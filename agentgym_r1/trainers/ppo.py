@@ -40,8 +40,8 @@ from agentgym_r1.trainers.common import (
     gathered_rollout_metrics,
     task_dataset,
 )
-from agentgym_r1.trainers.configs import AgentPPOConfig
 from agentgym_r1.trainers.guards import FiniteGuard
+from agentgym_r1.trainers.ppo_config import AgentPPOConfig
 
 
 class PolicyWithCritic(nn.Module):
@@ -101,8 +101,6 @@ class AgentPPOTrainer(Trainer):
                  make_env: Callable[[], gym.Env] | None = None, backend: Any = None, **kwargs: Any) -> None:
         if make_env is None:
             check_env_builds(args.env_id, args.env_kwargs)
-        args.per_device_train_batch_size = args.rollout_batch_size
-        args.remove_unused_columns = False
         self.rollouts = Rollouts(args, processing_class, make_env, backend)
         self._metrics: dict[str, list[float]] = defaultdict(list)
         model = model if isinstance(model, PolicyWithCritic) else PolicyWithCritic(model)
