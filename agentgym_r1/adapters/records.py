@@ -281,7 +281,8 @@ def rollout_metrics(sums: dict[str, float], env_id: str | None = None) -> dict[s
     return {f"env/{env_id}/success" if env_id else "rollout/success": sums["success"] / n,
             "rollout/turns": sums["turns"] / n, "rollout/invalid_rate": sums["invalid"] / max(sums["turns"], 1),
             "rollout/reward": sums["reward"] / n, "rollout/truncated": sums["truncated"] / n,
-            "rollout/agent_tokens": sums["agent_tokens"] / n, "rollout/failed_rows": sums["episodes"] - sums["played"],
+            "rollout/agent_tokens": sums["agent_tokens"] / n,
+            "rollout/failed_rows": sums["episodes"] - sums["played"],
             "completions/clipped_ratio": sums["clipped"] / max(sums["episodes"], 1)}
 
 

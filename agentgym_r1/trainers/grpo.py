@@ -1,11 +1,12 @@
 """Multi-turn GRPO (and RLOO, REINFORCE++) on TRL's ``GRPOTrainer``, driven by env rollouts through ``rollout_func``.
 
 TRL generates nothing here: ``rollout_func`` plays each prompt's episodes with the trainer's rollout engine and
-returns the engine's rows (``RolloutBatch.to_trl()``: prompt and completion ids, sampled logprobs, ``env_mask``),
-which TRL uses as its tool mask. :class:`AgentGRPOTrainer` then replaces TRL's advantages with ours, computed over
-the *global* batch (every process), as TRL computes its own: the chosen estimator over episode rewards, process
-rewards credited to their step's tokens, StarPO-S group filtering, the ``loss_mask`` / ``advantage_mask`` switches
-of the Agent-R1 ablation, and rows whose episode failed left out of group statistics and the loss.
+returns the engine's rows (``RolloutBatch.to_trl(TRL_COLUMNS)``: prompt and completion ids, sampled logprobs,
+``env_mask``, which TRL uses as its tool mask, and the reward function's two columns). :class:`AgentGRPOTrainer`
+then replaces TRL's advantages with ours, computed over the *global* batch (every process), as TRL computes its
+own: the chosen estimator over episode rewards, process rewards credited to their step's tokens, StarPO-S group
+filtering, the ``loss_mask`` / ``advantage_mask`` switches of the Agent-R1 ablation, and rows whose episode failed
+left out of group statistics and the loss.
 
 Generation goes through the policy (transformers ``generate`` on the model unwrapped with TRL's
 ``unwrap_model_for_generation``) or, with ``use_vllm: true``, through the vLLM engine TRL built and synced.
@@ -42,8 +43,8 @@ TRL_COLUMNS = ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_rewa
 """The columns of :meth:`RolloutBatch.to_trl` that ``rollout_func`` hands TRL, and no more: TRL 1.16's
 ``GRPOTrainer._generate`` requires ``prompt_ids``, ``completion_ids`` and ``logprobs``, pops ``env_mask`` as its
 ``tool_mask``, and ``_generate_and_score_completions`` gives every other column to the reward functions, of which
-:func:`episode_reward` reads ``env_reward`` and ``failed``. Everything else our loss needs (advantages, masks,
-``num_items_in_batch``) is computed from the batch's rows in :meth:`AgentGRPOTrainer._generate_and_score_completions`."""
+:func:`episode_reward` reads ``env_reward`` and ``failed``. Everything else the loss needs (advantages, masks,
+``num_items_in_batch``) comes from the batch's rows in :meth:`AgentGRPOTrainer._generate_and_score_completions`."""
 
 
 def episode_reward(prompts: list[Any], completions: list[Any], env_reward: list[float], failed: list[bool],
