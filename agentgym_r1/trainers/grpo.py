@@ -156,7 +156,6 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
             out = self._drop_rows_without_gradient(out)
         return out
 
-    # -- the step layout: one row per turn ----------------------------------------------------------------------------
     def _group_advantages(self, episodes: Sequence[Sequence[Sample]], group: int,
                           device: Any) -> tuple[torch.Tensor, ...]:
         """Each local episode's advantage and keep flag (:func:`advantages.group_advantages`) from the rows of each
@@ -175,6 +174,7 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         adv, keep = A.group_advantages(rewards, valid, group, args.advantage_estimator, scale, args.keep_ratio)
         return adv[part], keep[part], rewards, valid
 
+    # -- the step layout: one row per turn ----------------------------------------------------------------------------
     def _score_step_rows(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         """Agent-R1's step-level MDP on TRL's loss: a row per turn (prompt: the context the model saw that turn;
         completion: what it sampled), every row of an episode carrying the episode's advantage (plus its own step's
