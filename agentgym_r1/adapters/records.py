@@ -214,15 +214,24 @@ class RolloutBatch:
     def __len__(self) -> int:
         return len(self.samples)
 
-    def to_trl(self) -> dict[str, Any]:
-        """The dict a TRL ``rollout_func`` returns: ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask``
-        (TRL uses it as its tool mask) and per-row extras that TRL hands to reward functions.
+    def episode_rows(self) -> list[list[Sample]]:
+        """The rows of each episode, episodes in order (one row each in the concatenated layout, one per turn in
+        the step layout): what group statistics run over."""
+        by_episode: dict[str, list[Sample]] = {}
+        for row in self.samples:
+            by_episode.setdefault(row.episode_id, []).append(row)
+        return list(by_episode.values())
+
+    def to_trl(self, columns: Sequence[str] | None = None) -> dict[str, Any]:
+        """The rows as columns: ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (what a TRL
+        ``rollout_func`` returns; TRL uses ``env_mask`` as its tool mask) and per-row extras (``env_reward``,
+        ``failed``, the step ends and rewards, ...); ``columns`` picks some of them.
 
         With the concatenated layout the rows are prompt-major, one per episode (the samples of prompt ``i`` are rows
         ``i*G .. i*G+G-1``), as TRL's ``rollout_func`` contract wants. The step layout has one row per turn, a
         number TRL's ``GRPOTrainer`` does not expect; a trainer that uses it groups rows by ``episode_id``."""
         s = self.samples
-        return {
+        every = {
             "prompt_ids": [r.prompt_ids for r in s],
             "completion_ids": [r.completion_ids for r in s],
             "logprobs": [r.logprobs for r in s],
@@ -237,50 +246,79 @@ class RolloutBatch:
             "step_process": [r.step_process for r in s],
             "failed": [r.failed for r in s],
         }
+        unknown = sorted(set(columns or ()) - set(every))
+        if unknown:
+            raise ValueError(f"unknown columns {unknown}; RolloutBatch.to_trl has {list(every)}")
+        return every if columns is None else {name: every[name] for name in columns}
 
     def to_tensors(self, pad_token_id: int, device: Any = None) -> dict[str, Any]:
-        """Padded torch tensors: prompts left-padded, completions right-padded; ``step_rewards`` as a dense
-        ``(rows, completion_len)`` tensor with each step's reward on its last token."""
-        import torch
+        """:func:`row_tensors` of the batch's rows."""
+        return row_tensors(self.samples, pad_token_id, device)
 
-        s = self.samples
-        p_len = max((len(r.prompt_ids) for r in s), default=0)
-        c_len = max((len(r.completion_ids) for r in s), default=0)
-        out = {
-            "prompt_ids": _pad([r.prompt_ids for r in s], p_len, pad_token_id, left=True),
-            "prompt_mask": _pad([[1] * len(r.prompt_ids) for r in s], p_len, 0, left=True),
-            "completion_ids": _pad([r.completion_ids for r in s], c_len, pad_token_id),
-            "completion_mask": _pad([[1] * len(r.completion_ids) for r in s], c_len, 0),
-            "env_mask": _pad([r.env_mask for r in s], c_len, 0),
-        }
-        tensors = {k: torch.tensor(v, dtype=torch.long, device=device) for k, v in out.items()}
-        tensors["logprobs"] = torch.tensor(_pad([r.logprobs for r in s], c_len, 0.0), dtype=torch.float32, device=device)
-        dense = torch.zeros((len(s), c_len), dtype=torch.float32, device=device)
-        for i, r in enumerate(s):
-            for end, rew in zip(r.step_ends, r.step_rewards, strict=True):
-                dense[i, end] += rew
-        tensors["step_rewards"] = dense
-        tensors["rewards"] = torch.tensor([r.reward for r in s], dtype=torch.float32, device=device)
-        tensors["group"] = torch.tensor([r.group for r in s], dtype=torch.long, device=device)
-        return tensors
+    def metric_sums(self) -> dict[str, float]:
+        """What the rollout metrics are made of, as sums (a trainer adds them over processes before dividing;
+        :func:`rollout_metrics`): every episode, the played ones (not failed), and over the played ones success,
+        reward, turns, invalid actions, truncations, agent tokens and episodes ended by the completion budget."""
+        played = [e for e in self.episodes if not e.failed]
+        return {"episodes": len(self.episodes), "played": len(played), "success": sum(e.success for e in played),
+                "reward": sum(e.reward for e in played), "turns": sum(len(e.turns) for e in played),
+                "invalid": sum(not t.valid for e in played for t in e.turns),
+                "truncated": sum(e.truncated for e in played),
+                "agent_tokens": sum(e.num_agent_tokens for e in played),
+                "clipped": sum(e.end_reason == "context_limit" for e in played)}
 
-    def metrics(self) -> dict[str, float]:
-        """Rollout metrics: success rate, turns, invalid-action rate, truncation, tokens."""
-        eps = [e for e in self.episodes if not e.placeholder] or self.episodes
-        n = max(len(eps), 1)
-        turns = sum(len(e.turns) for e in eps)
-        invalid = sum(not t.valid for e in eps for t in e.turns)
-        return {
-            "rollout/success": sum(e.success for e in eps) / n,
-            "rollout/reward": sum(e.reward for e in eps) / n,
-            "rollout/turns": turns / n,
-            "rollout/invalid_rate": invalid / max(turns, 1),
-            "rollout/truncated": sum(e.truncated for e in eps) / n,
-            "rollout/agent_tokens": sum(e.num_agent_tokens for e in eps) / n,
-        }
+    def metrics(self, env_id: str | None = None) -> dict[str, float]:
+        """This batch's :func:`rollout_metrics`."""
+        return rollout_metrics(self.metric_sums(), env_id)
 
 
-def _pad(rows: Sequence[Sequence[Any]], length: int, value: Any, left: bool = False) -> list[list[Any]]:
+def rollout_metrics(sums: dict[str, float], env_id: str | None = None) -> dict[str, float]:
+    """The rollout metrics from :meth:`RolloutBatch.metric_sums` (one batch's, or added over processes): success,
+    reward, turns, truncation and agent tokens per played episode, invalid actions per turn, the failed rows, and
+    ``completions/clipped_ratio``: the share of episodes that reached the completion budget (TRL's own counts every
+    row not ending in EOS, and turns end on ``</answer>``). Success is ``env/<env_id>/success`` given an env id."""
+    n = max(sums["played"], 1)
+    return {f"env/{env_id}/success" if env_id else "rollout/success": sums["success"] / n,
+            "rollout/turns": sums["turns"] / n, "rollout/invalid_rate": sums["invalid"] / max(sums["turns"], 1),
+            "rollout/reward": sums["reward"] / n, "rollout/truncated": sums["truncated"] / n,
+            "rollout/agent_tokens": sums["agent_tokens"] / n,
+            "rollout/failed_rows": sums["episodes"] - sums["played"],
+            "completions/clipped_ratio": sums["clipped"] / max(sums["episodes"], 1)}
+
+
+def pad_rows(rows: Sequence[Sequence[Any]], value: Any, left: bool = False, width: int | None = None,
+             ) -> list[list[Any]]:
+    """``rows`` padded with ``value`` to ``width`` (default: the longest), on the left or the right: the one padding
+    helper of the rows' path (training tensors here, ``generate`` inputs in the transformers backend)."""
+    width = max((len(r) for r in rows), default=0) if width is None else width
     if left:
-        return [[value] * (length - len(r)) + list(r) for r in rows]
-    return [list(r) + [value] * (length - len(r)) for r in rows]
+        return [[value] * (width - len(r)) + list(r) for r in rows]
+    return [list(r) + [value] * (width - len(r)) for r in rows]
+
+
+def row_tensors(rows: Sequence[Sample], pad_token_id: int, device: Any = None) -> dict[str, Any]:
+    """Padded torch tensors of ``rows``: prompts left-padded, completions right-padded (with their masks),
+    ``env_mask``, ``logprobs``; ``step_rewards`` as a dense ``(rows, completion_len)`` tensor with each step's reward
+    on its last token; ``rewards`` and ``group`` one per row."""
+    import torch
+
+    s = rows
+    out = {
+        "prompt_ids": pad_rows([r.prompt_ids for r in s], pad_token_id, left=True),
+        "prompt_mask": pad_rows([[1] * len(r.prompt_ids) for r in s], 0, left=True),
+        "completion_ids": pad_rows([r.completion_ids for r in s], pad_token_id),
+        "completion_mask": pad_rows([[1] * len(r.completion_ids) for r in s], 0),
+    }
+    c_len = max((len(r.completion_ids) for r in s), default=0)
+    out["env_mask"] = pad_rows([r.env_mask for r in s], 0, width=c_len)
+    tensors = {k: torch.tensor(v, dtype=torch.long, device=device) for k, v in out.items()}
+    tensors["logprobs"] = torch.tensor(pad_rows([r.logprobs for r in s], 0.0, width=c_len), dtype=torch.float32,
+                                       device=device)
+    dense = torch.zeros((len(s), c_len), dtype=torch.float32, device=device)
+    for i, r in enumerate(s):
+        for end, rew in zip(r.step_ends, r.step_rewards, strict=True):
+            dense[i, end] += rew
+    tensors["step_rewards"] = dense
+    tensors["rewards"] = torch.tensor([r.reward for r in s], dtype=torch.float32, device=device)
+    tensors["group"] = torch.tensor([r.group for r in s], dtype=torch.long, device=device)
+    return tensors

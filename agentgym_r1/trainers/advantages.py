@@ -90,6 +90,17 @@ def episode_advantages(rewards: torch.Tensor, group_size: int, estimator: str = 
     raise ValueError(f"unknown advantage estimator {estimator!r}; use one of {ESTIMATORS}")
 
 
+def group_advantages(rewards: torch.Tensor, valid: torch.Tensor, group_size: int, estimator: str = "grpo",
+                     scale: bool | str = True, keep_ratio: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each episode's advantage (:func:`episode_advantages`) and whether its row trains: its group is one StarPO-S
+    keeps (:func:`filter_groups`) and the episode did not fail. ``rewards`` and ``valid`` hold every episode of the
+    (global) batch in consecutive groups of ``group_size``; failed episodes (``valid`` False) are left out of the
+    statistics. The one place both GRPO layouts get their advantages and kept rows from."""
+    valid = valid.bool()
+    adv = episode_advantages(rewards, group_size, estimator, scale=scale, valid=valid)
+    return adv, filter_groups(rewards, group_size, keep_ratio, valid=valid) & valid
+
+
 def step_token_ranges(step_ends: Sequence[int]) -> list[tuple[int, int]]:
     """``[start, end)`` token ranges of each step from the index of each step's last token."""
     ranges, start = [], 0
@@ -179,6 +190,26 @@ def step_gae(step_rewards: Sequence[Sequence[float]], step_values: Sequence[Sequ
         advs.append(a)
         rets.append([x + v for x, v in zip(a, values, strict=True)])
     return advs, rets
+
+
+def step_targets(step_ends: Sequence[Sequence[int]], step_rewards: Sequence[Sequence[float]], values: torch.Tensor,
+                 agent: torch.Tensor, gamma: float = 1.0, lam: float = 1.0) -> tuple[torch.Tensor, ...]:
+    """Step-level GAE targets on ``(B, T)`` completion tokens: one value per step, read at the step's first agent
+    token (after the env reply it answers, which the value must see; a step without agent tokens reads its first
+    token), the step's advantage on its agent tokens, its return at that first token. Returns ``(advantages,
+    returns, value_mask)``, the last 1 exactly where a value is trained."""
+    ranges = [step_token_ranges(ends) for ends in step_ends]
+    firsts = [[s + int(agent[b, s:e].nonzero()[0]) if agent[b, s:e].any() else s for s, e in row]
+              for b, row in enumerate(ranges)]
+    step_values = [[values[b, f].item() for f in fs] for b, fs in enumerate(firsts)]
+    step_adv, step_ret = step_gae(step_rewards, step_values, gamma, lam)
+    adv, ret, vmask = (torch.zeros_like(values).cpu() for _ in range(3))
+    agent = agent.cpu()
+    for b, row in enumerate(ranges):
+        for k, ((s, end), first) in enumerate(zip(row, firsts[b], strict=True)):
+            adv[b, s:end] = step_adv[b][k] * agent[b, s:end]
+            ret[b, first], vmask[b, first] = step_ret[b][k], 1.0
+    return adv, ret, vmask
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

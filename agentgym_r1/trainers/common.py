@@ -25,6 +25,7 @@ from agentgym_r1.adapters import (
     SamplingParams,
 )
 from agentgym_r1.adapters.backends.hf import HFBackend
+from agentgym_r1.adapters.records import rollout_metrics
 from agentgym_r1.error import AgentGymError, ConfigError
 
 
@@ -105,19 +106,11 @@ class Rollouts:
 
 
 def gathered_rollout_metrics(env_id: str, batch: RolloutBatch, accelerator: Any) -> dict[str, float]:
-    """Rollout metrics over the episodes of every process (sums gathered, then divided): success over the played
-    episodes, turns, invalid-action rate, reward, failed rows, and ``completions/clipped_ratio`` (episodes that
-    reached the completion budget; TRL's own counts every row not ending in EOS, and turns end on ``</answer>``)."""
-    played = [e for e in batch.episodes if not e.failed]
-    turns = sum(len(e.turns) for e in played)
-    local = torch.tensor([len(played), sum(e.success for e in played), turns,
-                          sum(not t.valid for e in played for t in e.turns), sum(e.reward for e in played),
-                          len(batch.episodes) - len(played), sum(e.end_reason == "context_limit" for e in played),
-                          len(batch.episodes)], dtype=torch.float64, device=accelerator.device)
-    n, success, turns_, invalid, reward, failed, clipped, rows = accelerator.reduce(local, reduction="sum").tolist()
-    return {f"env/{env_id}/success": success / max(n, 1), "rollout/turns": turns_ / max(n, 1),
-            "rollout/invalid_rate": invalid / max(turns_, 1), "rollout/reward": reward / max(n, 1),
-            "rollout/failed_rows": failed, "completions/clipped_ratio": clipped / max(rows, 1)}
+    """The batch's rollout metrics (:func:`agentgym_r1.adapters.records.rollout_metrics`) over the episodes of every
+    process: the sums of :meth:`RolloutBatch.metric_sums` gathered, then divided."""
+    sums = batch.metric_sums()
+    local = torch.tensor(list(sums.values()), dtype=torch.float64, device=accelerator.device)
+    return rollout_metrics(dict(zip(sums, accelerator.reduce(local, reduction="sum").tolist(), strict=True)), env_id)
 
 
 def check_env_builds(env_id: str, env_kwargs: dict[str, Any]) -> None:

@@ -1,11 +1,12 @@
 """Multi-turn GRPO (and RLOO, REINFORCE++) on TRL's ``GRPOTrainer``, driven by env rollouts through ``rollout_func``.
 
 TRL generates nothing here: ``rollout_func`` plays each prompt's episodes with the trainer's rollout engine and
-returns the engine's rows (``RolloutBatch.to_trl()``: prompt and completion ids, sampled logprobs, ``env_mask``),
-which TRL uses as its tool mask. :class:`AgentGRPOTrainer` then replaces TRL's advantages with ours, computed over
-the *global* batch (every process), as TRL computes its own: the chosen estimator over episode rewards, process
-rewards credited to their step's tokens, StarPO-S group filtering, the ``loss_mask`` / ``advantage_mask`` switches
-of the Agent-R1 ablation, and rows whose episode failed left out of group statistics and the loss.
+returns the engine's rows (``RolloutBatch.to_trl(TRL_COLUMNS)``: prompt and completion ids, sampled logprobs,
+``env_mask``, which TRL uses as its tool mask, and the reward function's two columns). :class:`AgentGRPOTrainer`
+then replaces TRL's advantages with ours, computed over the *global* batch (every process), as TRL computes its
+own: the chosen estimator over episode rewards, process rewards credited to their step's tokens, StarPO-S group
+filtering, the ``loss_mask`` / ``advantage_mask`` switches of the Agent-R1 ablation, and rows whose episode failed
+left out of group statistics and the loss.
 
 Generation goes through the policy (transformers ``generate`` on the model unwrapped with TRL's
 ``unwrap_model_for_generation``) or, with ``use_vllm: true``, through the vLLM engine TRL built and synced.
@@ -23,7 +24,8 @@ import gymnasium as gym
 import torch
 from trl import GRPOTrainer
 
-from agentgym_r1.adapters import RolloutBatch
+from agentgym_r1.adapters import RolloutBatch, Sample
+from agentgym_r1.adapters.records import row_tensors
 from agentgym_r1.trainers import advantages as A
 from agentgym_r1.trainers.common import (
     Rollouts,
@@ -32,10 +34,17 @@ from agentgym_r1.trainers.common import (
     gathered_rollout_metrics,
     task_dataset,
 )
-from agentgym_r1.trainers.configs import AgentGRPOConfig
+from agentgym_r1.trainers.grpo_config import AgentGRPOConfig
 from agentgym_r1.trainers.guards import FiniteGuard
 from agentgym_r1.trainers.signals import EchoTrapMonitor
 from agentgym_r1.trainers.vllm import VLLMSync
+
+TRL_COLUMNS = ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "failed")
+"""The columns of :meth:`RolloutBatch.to_trl` that ``rollout_func`` hands TRL, and no more: TRL 1.16's
+``GRPOTrainer._generate`` requires ``prompt_ids``, ``completion_ids`` and ``logprobs``, pops ``env_mask`` as its
+``tool_mask``, and ``_generate_and_score_completions`` gives every other column to the reward functions, of which
+:func:`episode_reward` reads ``env_reward`` and ``failed``. Everything else the loss needs (advantages, masks,
+``num_items_in_batch``) comes from the batch's rows in :meth:`AgentGRPOTrainer._generate_and_score_completions`."""
 
 
 def episode_reward(prompts: list[Any], completions: list[Any], env_reward: list[float], failed: list[bool],
@@ -92,7 +101,7 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
                                               self.args.ds3_gather_for_generation) as backend:
                 batch = self.rollouts.play(backend, resets)
         self._batch = batch
-        return batch.to_trl()
+        return batch.to_trl(TRL_COLUMNS)
 
     def _generate(self, prompts: list[Any]) -> Any:
         if self.args.use_vllm and self.state.global_step != self._last_loaded_step:
@@ -129,14 +138,7 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         group = self.num_generations if mode == "train" else self.num_generations_eval
         device = out["completion_ids"].device
         process = args.process_reward_weight != 0.0
-        # the outcome signal: with per-step process credit, the process parts are credited per step, not twice
-        outcome = [r.reward - (sum(r.step_process) if process else 0.0) for r in rows]
-        rewards = self._gather([outcome], device)[0]
-        valid = ~self._gather([[float(r.failed) for r in rows]], device)[0].bool()
-        part = slice(self.accelerator.process_index * len(rows), (self.accelerator.process_index + 1) * len(rows))
-        scale = args.scale_rewards if args.scale_rewards in ("group", "batch") else "none"
-        adv = A.episode_advantages(rewards, group, args.advantage_estimator, scale=scale, valid=valid)[part]
-        keep = A.filter_groups(rewards, group, args.keep_ratio, valid=valid)[part] & valid[part]
+        adv, keep, rewards, valid = self._group_advantages(batch.episode_rows(), group, device)
         completion = out["completion_mask"].float()
         agent = out["tool_mask"].float() * completion
         if process or not args.loss_mask:
@@ -154,23 +156,25 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
             out = self._drop_rows_without_gradient(out)
         return out
 
-    # -- the step layout: one row per turn ----------------------------------------------------------------------------
-    def _episode_advantages(self, episodes: Sequence[Any], group: int, device: Any) -> tuple[torch.Tensor, ...]:
-        """Each local episode's advantage and StarPO-S keep flag, from group statistics over the episodes of every
-        process (failed ones left out)."""
+    def _group_advantages(self, episodes: Sequence[Sequence[Sample]], group: int,
+                          device: Any) -> tuple[torch.Tensor, ...]:
+        """Each local episode's advantage and keep flag (:func:`advantages.group_advantages`) from the rows of each
+        episode (:meth:`RolloutBatch.episode_rows`), group statistics over the episodes of every process; also the
+        global outcome rewards and valid flags, for the group metrics. The outcome is the episode's reward less its
+        process parts when those are credited per step (never twice)."""
         args = self.args
         process = args.process_reward_weight != 0.0
-        outcome = [e.reward - (sum(t.reward_parts.get("process", 0.0) for t in e.turns) if process else 0.0)
-                   for e in episodes]
-        rewards, failed = self._gather([outcome, [float(e.failed) for e in episodes]], device)
+        outcome = [rows[0].reward - (sum(p for r in rows for p in r.step_process) if process else 0.0)
+                   for rows in episodes]
+        rewards, failed = self._gather([outcome, [float(rows[0].failed) for rows in episodes]], device)
         valid = ~failed.bool()
         part = slice(self.accelerator.process_index * len(episodes),
                      (self.accelerator.process_index + 1) * len(episodes))
         scale = args.scale_rewards if args.scale_rewards in ("group", "batch") else "none"
-        adv = A.episode_advantages(rewards, group, args.advantage_estimator, scale=scale, valid=valid)[part]
-        keep = A.filter_groups(rewards, group, args.keep_ratio, valid=valid)[part] & valid[part]
-        return adv, keep, rewards, valid
+        adv, keep = A.group_advantages(rewards, valid, group, args.advantage_estimator, scale, args.keep_ratio)
+        return adv[part], keep[part], rewards, valid
 
+    # -- the step layout: one row per turn ----------------------------------------------------------------------------
     def _score_step_rows(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         """Agent-R1's step-level MDP on TRL's loss: a row per turn (prompt: the context the model saw that turn;
         completion: what it sampled), every row of an episode carrying the episode's advantage (plus its own step's
@@ -178,8 +182,6 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         process. TRL's ``_generate_and_score_completions`` assumes one row per prompt, so this builds its output
         (the keys ``_compute_loss`` reads) itself; the row count is padded with fully masked rows to the count of
         :meth:`_rows_on_every_process` (episodes have different numbers of turns on each process)."""
-        from trl.trainer.utils import pad
-
         args, device = self.args, self.accelerator.device
         mode = "train" if self.model.training else "eval"
         group = self.num_generations if mode == "train" else self.num_generations_eval
@@ -187,8 +189,9 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         batch = self._batch
         assert batch is not None
         self._log_rollout_metrics(mode, batch)
-        adv_ep, keep, rewards, valid = self._episode_advantages(batch.episodes, group, device)
-        index = {e.episode_id: i for i, e in enumerate(batch.episodes)}
+        episodes = batch.episode_rows()
+        adv_ep, keep, rewards, valid = self._group_advantages(episodes, group, device)
+        index = {rows[0].episode_id: i for i, rows in enumerate(episodes)}
         rows = [r for r in batch.samples if not r.failed] or batch.samples[:1]
         stats = A.process_stats(self._gather_process(rows)) if args.process_reward_weight else (0.0, 0.0)
         adv, train = [], []
@@ -199,16 +202,12 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
             train.append(float(keep[i]) * float(not r.failed))
         extra = self._rows_on_every_process(len(rows)) - len(rows)
         filler = self.rollouts.chat.pad_token_id
-        prompts = [torch.tensor(r.prompt_ids) for r in rows] + [torch.tensor([filler])] * extra
-        completions = [torch.tensor(r.completion_ids) for r in rows] + [torch.tensor([filler])] * extra
-        masks = [torch.tensor(r.env_mask, dtype=torch.long) * int(t) for r, t in zip(rows, train, strict=True)]
-        masks += [torch.zeros(1, dtype=torch.long)] * extra
-        out = {"prompt_ids": pad(prompts, filler, "left").to(device),
-               "prompt_mask": pad([torch.ones_like(x) for x in prompts], 0, "left").to(device),
-               "completion_ids": pad(completions, filler, "right").to(device),
-               "completion_mask": pad([torch.ones_like(x) for x in completions], 0, "right").to(device),
-               "tool_mask": pad(masks, 0, "right").to(device),
-               "advantages": torch.tensor(adv + [0.0] * extra, device=device)}
+        fill = Sample([filler], [filler], [0.0], [0], [0], [0.0], 0.0, {}, False, "", 0, failed=True)
+        t = row_tensors(rows + [fill] * extra, filler, device)
+        out = {key: t[key] for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")}
+        trained = torch.tensor([int(x) for x in train] + [0] * extra, dtype=torch.long, device=device)
+        out["tool_mask"] = t["env_mask"] * trained.unsqueeze(1)
+        out["advantages"] = torch.tensor(adv + [0.0] * extra, device=device)
         out["num_items_in_batch"] = self.accelerator.gather((out["tool_mask"] * out["completion_mask"]).sum()).sum()
         self._reference_logps(out, mode)
         self._log_groups(mode, rewards, valid, group, keep)

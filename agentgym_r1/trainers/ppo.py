@@ -40,8 +40,8 @@ from agentgym_r1.trainers.common import (
     gathered_rollout_metrics,
     task_dataset,
 )
-from agentgym_r1.trainers.configs import AgentPPOConfig
 from agentgym_r1.trainers.guards import FiniteGuard
+from agentgym_r1.trainers.ppo_config import AgentPPOConfig
 
 
 class PolicyWithCritic(nn.Module):
@@ -101,8 +101,6 @@ class AgentPPOTrainer(Trainer):
                  make_env: Callable[[], gym.Env] | None = None, backend: Any = None, **kwargs: Any) -> None:
         if make_env is None:
             check_env_builds(args.env_id, args.env_kwargs)
-        args.per_device_train_batch_size = args.rollout_batch_size
-        args.remove_unused_columns = False
         self.rollouts = Rollouts(args, processing_class, make_env, backend)
         self._metrics: dict[str, list[float]] = defaultdict(list)
         model = model if isinstance(model, PolicyWithCritic) else PolicyWithCritic(model)
@@ -192,7 +190,9 @@ class AgentPPOTrainer(Trainer):
             adv, ret = A.gae(t["step_rewards"].cpu(), old_values.cpu(), credit.cpu(), args.gamma, args.lam)
             value_mask = credit
         else:
-            adv, ret, value_mask = self._step_targets(batch, old_values, agent)
+            rows = batch.samples
+            adv, ret, value_mask = A.step_targets([r.step_ends for r in rows], [r.step_rewards for r in rows],
+                                                  old_values, agent, args.gamma, args.lam)
         adv, ret, value_mask = adv.to(device), ret.to(device), value_mask.to(device) * ok
         return {"input_ids": ids, "attention_mask": attn, "completion_ids": t["completion_ids"],
                 "old_logps": old_logps, "old_values": old_values, "returns": ret, "value_mask": value_mask,
@@ -206,24 +206,6 @@ class AgentPPOTrainer(Trainer):
         mean = total / max(n, 1.0)
         var = max(sq / max(n, 1.0) - mean * mean, 0.0)
         return (adv - mean) / (var ** 0.5 + A.EPS) * mask
-
-    def _step_targets(self, batch: RolloutBatch, values: torch.Tensor,
-                      agent: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Step-level GAE: one value per turn, read at the turn's first agent token (after the env reply it
-        answers, which the value must see); the step's advantage on its agent tokens."""
-        rows = batch.samples
-        firsts = [[s + int(agent[b, s:e].nonzero()[0]) if agent[b, s:e].any() else s
-                   for s, e in A.step_token_ranges(r.step_ends)] for b, r in enumerate(rows)]
-        step_values = [[values[b, f].item() for f in fs] for b, fs in enumerate(firsts)]
-        step_adv, step_ret = A.step_gae([r.step_rewards for r in rows], step_values, self.args.gamma,
-                                        self.args.lam)
-        adv, ret, vmask = (torch.zeros_like(values).cpu() for _ in range(3))
-        agent = agent.cpu()
-        for b, r in enumerate(rows):
-            for k, ((s, end), first) in enumerate(zip(A.step_token_ranges(r.step_ends), firsts[b], strict=True)):
-                adv[b, s:end] = step_adv[b][k] * agent[b, s:end]
-                ret[b, first], vmask[b, first] = step_ret[b][k], 1.0
-        return adv, ret, vmask
 
     def _minibatch_loss(self, model: Any, mb: dict[str, torch.Tensor]) -> torch.Tensor:
         """Clipped policy and value losses, each a sum over this process's tokens divided by the per-process share

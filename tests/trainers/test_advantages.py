@@ -87,6 +87,29 @@ def test_step_gae() -> None:
     assert ret == [[1.0, 1.0]] and adv[0] == pytest.approx([0.7, 0.4])
 
 
+def test_step_targets_share_a_step_advantage_and_train_one_value_per_step() -> None:
+    """Two rows: the first with steps [0, 1] and [2, 4] whose second step starts with an env token (index 2), the
+    second with one step. Values are read at each step's first agent token; advantages cover agent tokens only."""
+    values = torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0], [0.5, 0.5, 0.0, 0.0, 0.0]])
+    agent = torch.tensor([[1.0, 1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0, 0.0]])
+    adv, ret, vmask = A.step_targets([[1, 4], [1]], [[0.0, 1.0], [2.0]], values, agent, gamma=1.0, lam=1.0)
+    assert vmask.tolist() == [[1.0, 0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0]]
+    # row 0: V(step 1) = 1 at index 0, V(step 2) = 4 at index 3 (not the env token's 3 at index 2)
+    # step 2: 1 - V2 = -3; step 1: 0 + V2 - V1 + (-3) = 0; each on its agent tokens (index 2, env, gets none)
+    assert adv[0].tolist() == [0.0, 0.0, 0.0, -3.0, -3.0]
+    assert ret[0].tolist() == [1.0, 0.0, 0.0, 1.0, 0.0] and ret[1].tolist() == [2.0, 0.0, 0.0, 0.0, 0.0]
+    assert adv[1].tolist() == [1.5, 1.5, 0.0, 0.0, 0.0]
+
+
+def test_group_advantages_keep_only_played_rows_of_kept_groups() -> None:
+    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 2.0, 2.0])
+    valid = torch.tensor([True, True, False, True, True, True])
+    adv, keep = A.group_advantages(rewards, valid, 2, "rloo", keep_ratio=2 / 3)
+    assert torch.equal(adv, A.rloo_advantages(rewards, 2, valid))
+    # groups' spreads: 0.71, 0 (one valid sample), 0: the first and, tied, the second are kept; the failed row never
+    assert keep.tolist() == [True, True, False, True, False, False]
+
+
 def test_clipped_losses() -> None:
     mask = torch.ones(1, 2)
     logp = torch.log(torch.tensor([[2.0, 1.0]]))  # ratio 2 on token 0: clipped for a positive advantage

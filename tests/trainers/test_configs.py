@@ -55,3 +55,32 @@ def test_trainers_package_and_cli_import_no_torch() -> None:
     code = "import sys, agentgym_r1.trainers, agentgym_r1.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("module, name", [("grpo_config", "AgentGRPOConfig"), ("ppo_config", "AgentPPOConfig"),
+                                          ("env_config", "EnvArguments")])
+def test_each_config_lives_beside_its_trainer_and_documents_its_fields(module: str, name: str) -> None:
+    """Issue 39 item 6, TRL's layout: the config in its own module (configs.py re-exports it for older callers) and
+    a Parameters section, as TRL writes its configs, naming every field the class adds."""
+    import dataclasses
+    import importlib
+
+    from agentgym_r1.trainers import configs
+
+    cls = getattr(importlib.import_module(f"agentgym_r1.trainers.{module}"), name)
+    assert getattr(configs, name) is cls
+    doc = cls.__doc__ or ""
+    assert "Parameters:" in doc
+    inherited = {f.name for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)
+                 for f in dataclasses.fields(base)}
+    own = [f.name for f in dataclasses.fields(cls) if f.name not in inherited]
+    assert own and [f for f in own if f"        {f} (`" not in doc] == []
+
+
+def test_ppo_config_sets_what_its_trainer_needs(tmp_path: Path) -> None:
+    """Issue 39 item 6: AgentPPOTrainer changed its args in __init__ (the batch size, remove_unused_columns); the
+    config's __post_init__ does it, so the config the trainer gets is the config that was parsed."""
+    from tests.trainers.kit import ppo_args
+
+    args = ppo_args(tmp_path, rollout_batch_size=12, mini_batch_size=4)
+    assert args.per_device_train_batch_size == 12 and args.remove_unused_columns is False

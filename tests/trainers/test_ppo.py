@@ -64,9 +64,7 @@ def test_policy_and_critic_run_in_one_forward(tokenizer) -> None:
 def test_step_values_are_read_after_the_env_reply() -> None:
     """W3: the value of turn 2 must condition on the env reply to turn 1: it is read at turn 2's first agent
     token (the hidden state after the reply), not at the reply's first token."""
-    from types import SimpleNamespace
-
-    from agentgym_r1.trainers.ppo import AgentPPOTrainer
+    from agentgym_r1.trainers.advantages import step_targets
 
     turns = [TurnRecord([11, 12], [0.0, 0.0], "eos", "a", 3, env_ids=[90, 91, 92], reward=0.0),
              TurnRecord([13, 14], [0.0, 0.0], "eos", "b", 8, reward=1.0)]
@@ -75,8 +73,7 @@ def test_step_values_are_read_after_the_env_reply() -> None:
     assert row.env_mask == [1, 1, 0, 0, 0, 1, 1] and row.step_ends == [1, 6]
     values = torch.arange(7, dtype=torch.float32).unsqueeze(0) * 10  # value at completion index t is 10 t
     agent = torch.tensor([row.env_mask], dtype=torch.float32)
-    stub = SimpleNamespace(args=SimpleNamespace(gamma=1.0, lam=1.0))
-    adv, ret, vmask = AgentPPOTrainer._step_targets(stub, batch, values, agent)
+    adv, ret, vmask = step_targets([row.step_ends], [row.step_rewards], values, agent, gamma=1.0, lam=1.0)
     assert vmask[0].nonzero().flatten().tolist() == [0, 5]  # turn 2's value at index 5, after tokens 2-4 (env)
     assert adv[0, 5].item() == pytest.approx(1.0 - 50.0)  # return 1 minus V = 50 read at index 5
     assert torch.all(adv[0, 2:5] == 0)

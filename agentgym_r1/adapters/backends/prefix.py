@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from agentgym_r1.adapters.records import pad_rows
+
 
 @dataclass(slots=True)
 class _Kept:
@@ -115,8 +117,8 @@ def left_pad(rows: Sequence[Sequence[int]], pad: int, device: Any, width: int | 
     import torch
 
     width = max(len(r) for r in rows) if width is None else width
-    ids = torch.tensor([[pad] * (width - len(r)) + list(r) for r in rows], device=device)
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
+    ids = torch.tensor(pad_rows(rows, pad, left=True, width=width), device=device)
+    mask = torch.tensor(pad_rows([[1] * len(r) for r in rows], 0, left=True, width=width), device=device)
     return ids, mask
 
 
