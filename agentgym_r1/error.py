@@ -155,3 +155,8 @@ class WorkerDied(AgentGymError, RuntimeError):
 class ToolNotPicklableError(ConfigError):
     """A tool given ``isolation="process"`` that cannot be pickled to its worker process (the message names the tool
     and the fix)."""
+
+
+class SandboxUnavailableError(AgentGymError, RuntimeError):
+    """The ``python`` tool's sandbox (bubblewrap) is missing or cannot create its namespaces here; the message says
+    why, and how to opt into a plain subprocess with rlimits (which is not isolation)."""
