@@ -34,7 +34,7 @@ import tempfile
 import warnings
 from typing import Any, ClassVar, Literal
 
-from agentgym_r1.core.tools import BaseTool, ToolResult
+from agentgym_r1.core.tools import BaseTool, ToolResult, truncate
 from agentgym_r1.error import ConfigError, SandboxUnavailableError
 
 Sandbox = Literal["bwrap", "rlimits"]
@@ -228,5 +228,6 @@ class PythonTool(BaseTool):
             return ToolResult(False, f"Error: the program is longer than {self.max_code_chars} characters.")
         result = run_python(code, self.limits, self.sandbox, self.bwrap, self.uid)
         end = describe_end(result, self.limits, self.sandbox)
-        text = result.output if end is None else f"{result.output}\n{end}".lstrip("\n")
+        output = truncate(result.output, self.max_output_chars - 200)  # room for the end line, which must be seen
+        text = output if end is None else f"{output}\n{end}".lstrip("\n")
         return ToolResult(end is None, text or "(the program printed nothing; print the values you need)")
