@@ -72,11 +72,11 @@ def test_hostile_program_is_bounded_and_answered_with_an_error(sandboxed, name, 
 def test_without_a_sandbox_the_tool_refuses_to_start_and_says_how_to_opt_out(tmp_path):
     for missing in ("/nonexistent/bwrap", shutil.which("false") or "/bin/false"):
         bwrap_problem.cache_clear()
-        with pytest.raises(SandboxUnavailableError, match="sandbox='rlimits'.*NOT isolation"):
+        with pytest.raises(SandboxUnavailableError, match=r"sandbox='rlimits'.*NOT isolation"):
             PythonTool(bwrap=missing)
     with pytest.raises(ConfigError, match="sandbox must be one of"):
         PythonTool(sandbox="docker")
-    with pytest.raises(ConfigError, match="Limits.cpu_s"):
+    with pytest.raises(ConfigError, match=r"Limits\.cpu_s"):
         Limits(cpu_s=float("inf"))
 
 
