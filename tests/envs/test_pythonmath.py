@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from agentgym_r1.leaderboard.board import metric_columns
 from agentgym_r1.leaderboard.jobs import Job, run_jobs
 from agentgym_r1.leaderboard.suites import PYTHON_MATH, SUITES
 from tests.conftest import make_env
@@ -44,6 +45,7 @@ def test_scripted_and_oracle_baselines_at_every_level(entry, tmp_path):
     if not entry.env_kwargs:  # the reader knows every easy sentence
         assert outcomes["scripted"].successes == 3
     assert entry in SUITES["full"] and entry not in SUITES["quick"]
+    assert metric_columns(entry.env_id) == (("accuracy", "accuracy"),)  # the board shows GSM8K's column
 
 
 def test_official_jsonl_source(tmp_path):
