@@ -26,6 +26,7 @@ import functools
 import json
 import math
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -53,7 +54,12 @@ for name, value in lim["rlimits"].items():
     resource.setrlimit(getattr(resource, name), (value, value + 1 if name == "RLIMIT_CPU" else value))
 linecache.cache["<code>"] = (len(code), None, code.splitlines(True), "<code>")
 sys.argv = ["<code>"]; del lim, name, value
-exec(compile(code, "<code>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+try:
+    exec(compile(code, "<code>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+except (SystemExit, KeyboardInterrupt):
+    raise
+except BaseException as e:  # the traceback from the model's code on, without this launcher's frame
+    import traceback; traceback.print_exception(type(e), e, e.__traceback__.tb_next); sys.exit(1)
 """
 
 
@@ -126,17 +132,23 @@ def _ancestors(path: str) -> list[str]:
 
 def run_python(code: str, limits: Limits = Limits(), sandbox: Sandbox = "bwrap", bwrap: str = "bwrap",
                uid: int = UNPRIVILEGED_UID) -> RunResult:
-    """Run ``code`` once, bounded by ``limits``, under ``sandbox``."""
+    """Run ``code`` once, bounded by ``limits``, under ``sandbox``; under bwrap, return only once every process of
+    the call is gone."""
     exe, _ = interpreter()
     launch = {"rlimits": limits.rlimits(), "uid": uid, "chown": sandbox == "bwrap"}
     argv = [exe, "-I", "-S", "-c", LAUNCHER, json.dumps(launch)]
+    info_r, info_w = os.pipe()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryDirectory(prefix="agentgym-python-") as work:
         if sandbox == "bwrap":
-            argv = [*bwrap_command(bwrap, limits), "--", *argv]
+            argv = [*bwrap_command(bwrap, limits), "--info-fd", str(info_w), "--", *argv]
         else:
             os.chmod(work, 0o777)  # the dropped uid works here
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, cwd=work,
-                                env={"PATH": "/usr/bin:/bin", "HOME": work, "TMPDIR": work}, start_new_session=True)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, cwd=work,
+                                    env={"PATH": "/usr/bin:/bin", "HOME": work, "TMPDIR": work},
+                                    start_new_session=True, pass_fds=(info_w,))
+        finally:
+            os.close(info_w)
         timed_out = False
         try:
             proc.communicate(code.encode("utf-8", "replace"), timeout=limits.wall_s)
@@ -145,10 +157,34 @@ def run_python(code: str, limits: Limits = Limits(), sandbox: Sandbox = "bwrap",
         finally:
             _kill_group(proc.pid)
             proc.wait()
+            _end_namespace(info_r)
         full = out.seek(0, os.SEEK_END) >= limits.output_bytes
         out.seek(0)
         output = out.read(int(limits.output_bytes)).decode("utf-8", "replace")
     return RunResult(proc.returncode, timed_out, output, full)
+
+
+def _end_namespace(info_r: int, timeout: float = 10.0) -> None:
+    """Kill the sandbox's pid 1 (``--info-fd`` names it as ``child-pid``), and with it every process of its pid
+    namespace, and wait (at most ``timeout``) until it has exited. bwrap's monitor returns when the code's process
+    exits, but its pid 1 waits for every other process left behind (a daemon the code started) before it exits.
+    Closes ``info_r``."""
+    text = b""
+    try:
+        os.set_blocking(info_r, False)
+        with contextlib.suppress(BlockingIOError):
+            text = os.read(info_r, 65536)
+    finally:
+        os.close(info_r)
+    with contextlib.suppress(ValueError, TypeError, KeyError):  # no info: the rlimits sandbox, or bwrap failed
+        pid = int(json.loads(text)["child-pid"])
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            pidfd = os.pidfd_open(pid)  # a pidfd, so a reused pid is never signalled
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                select.select([pidfd], [], [], timeout)  # readable once the process has exited
+            finally:
+                os.close(pidfd)
 
 
 def _kill_group(pgid: int) -> None:
