@@ -10,7 +10,8 @@ started as root, drops to an unprivileged uid, so the process limit is enforced 
 root) and signals to this process are refused. A call past ``Limits.wall_s`` is killed with its whole pid namespace.
 
 ``sandbox="rlimits"``: a plain subprocess with the same launcher and limits, in a temporary directory. It is **not
-isolation**: the code can read what the uid can read, open sockets and write where the uid may. The tool only runs
+isolation**: the code can read what the uid can read, open sockets and write where the uid may, and a process it
+starts in a session of its own may outlive the call (until its CPU limit). The tool only runs
 so when asked by name (and warns); when bwrap is missing or cannot make its namespaces, ``sandbox="bwrap"`` refuses
 to start with :class:`~agentgym_r1.error.SandboxUnavailableError`, saying why.
 
