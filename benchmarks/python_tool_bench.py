@@ -19,9 +19,11 @@ import warnings
 import gymnasium as gym
 
 import agentgym_r1  # noqa: F401
-from agentgym_r1.core.sandbox import PythonTool, bwrap_problem
+from agentgym_r1.core.sandbox import Limits, PythonTool, bwrap_problem
 from agentgym_r1.leaderboard.baselines.pythonmath import PythonAgentPolicy
 
+# Generous bounds: on a loaded machine a call can wait seconds for a CPU; the bench measures, it does not time out.
+LIMITS = Limits(cpu_s=60, wall_s=300.0)
 PROGRAM = "v = 120\nv = v + 3 * 12\nv = v - v / 4\nprint(int(v) if v == int(v) else v)"
 
 
@@ -39,7 +41,7 @@ def latency(tool: PythonTool, calls: int) -> tuple[float, float]:
 
 def episodes_per_second(episodes: int) -> tuple[float, float]:
     """Episodes per second and the success rate of the scripted baseline on the easy synthetic source."""
-    env = gym.make("AgentR1/PythonMath-v0")
+    env = gym.make("AgentR1/PythonMath-v0", limits=LIMITS)
     policy, solved = PythonAgentPolicy(), 0
     t0 = time.perf_counter()
     for seed in range(episodes):
@@ -63,11 +65,11 @@ def main() -> None:
     problem = bwrap_problem()
     if problem is not None:
         raise SystemExit(f"bwrap cannot sandbox here: {problem}")
-    p50, p95 = latency(PythonTool(), args.calls)
+    p50, p95 = latency(PythonTool(limits=LIMITS), args.calls)
     print(f"python tool, bwrap:             p50 {p50:7.1f} ms   p95 {p95:7.1f} ms   ({args.calls} calls)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        plain = PythonTool(sandbox="rlimits")
+        plain = PythonTool(sandbox="rlimits", limits=LIMITS)
     p50, p95 = latency(plain, args.calls)
     print(f"python tool, rlimits (no isolation): p50 {p50:7.1f} ms   p95 {p95:7.1f} ms   ({args.calls} calls)")
     rate, success = episodes_per_second(args.episodes)
