@@ -165,3 +165,8 @@ class ToolNameClashError(InvalidToolSchemaError):
 class McpServerError(AgentGymError, RuntimeError):
     """An MCP server (``ToolEnv(mcp_servers=...)``) that could not start or be reached when the env was built; the
     message has the command or URL and the server's stderr."""
+
+
+class SandboxUnavailableError(AgentGymError, RuntimeError):
+    """The ``python`` tool's sandbox (bubblewrap) is missing or cannot create its namespaces here; the message says
+    why, and how to opt into a plain subprocess with rlimits (which is not isolation)."""

@@ -42,6 +42,7 @@ import gymnasium as gym
 
 import agentgym_r1
 from agentgym_r1.core.fuzz import adversarial_actions
+from agentgym_r1.core.sandbox import bwrap_problem
 
 
 def _echo(text: str) -> str:
@@ -57,6 +58,8 @@ ENV_KWARGS: dict[str, dict[str, Any]] = {
     "AgentR1/ToolEnv-v0": {"tools": [_echo], "tasks": [{"prompt": "Say hi.", "answer": "hi"}]},
     "AgentR1/ALFWorld-v0": {"source": "generated", "num_games": 3},
     "AgentR1/ALFWorld-v1": {"source": "generated", "num_games": 3},
+    # where bwrap cannot run, the python tool runs fuzzed text as code only under rlimits (opted into: not isolation)
+    "AgentR1/PythonMath-v0": {"sandbox": "bwrap" if bwrap_problem() is None else "rlimits"},
 }
 VARIANTS: list[tuple[str, str, Any]] = [("AgentR1/GSM8K-v0", "command", "command"), ("AgentR1/HotpotQA-v0", "tag", "tag")]
 

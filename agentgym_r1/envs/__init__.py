@@ -8,6 +8,7 @@ from gymnasium.envs.registration import WrapperSpec, register, registry
 ENV_SPECS: tuple[tuple[str, str, int], ...] = (
     ("AgentR1/ToolEnv-v0", "agentgym_r1.envs.tool_env:ToolEnv", 8),
     ("AgentR1/GSM8K-v0", "agentgym_r1.envs.gsm8k:GSM8KEnv", 6),
+    ("AgentR1/PythonMath-v0", "agentgym_r1.envs.pythonmath:PythonMathEnv", 6),
     ("AgentR1/HotpotQA-v0", "agentgym_r1.envs.hotpotqa:HotpotQAEnv", 6),
     ("AgentR1/WebShop-v0", "agentgym_r1.envs.webshop:WebShopEnv", 15),
     ("AgentR1/ALFWorld-v0", "agentgym_r1.envs.alfworld:ALFWorldEnv", 50),

@@ -21,6 +21,7 @@ from agentgym_r1.leaderboard.suites import options_label
 # Per env family: (metric key in info["metrics"], column label, in percent). "success" is the episode's success flag.
 METRICS: dict[str, tuple[tuple[str, str], ...]] = {
     "GSM8K": (("accuracy", "accuracy"),),
+    "PythonMath": (("accuracy", "accuracy"),),
     "HotpotQA": (("em", "EM"), ("f1", "F1")),
     "ALFWorld": (("success", "success"),),
     "WebShop": (("score", "score"), ("success", "success rate")),

@@ -55,8 +55,14 @@ def _entries(scale: int, levels: tuple[str, ...]) -> tuple[SuiteEntry, ...]:
     )
 
 
+# GSM8K with the sandboxed python tool (``full`` only: each call starts a sandboxed interpreter, ~0.1 s).
+PYTHON_MATH = tuple(SuiteEntry("AgentR1/PythonMath-v0", "synthetic", 200, ("random", "scripted", "oracle"),
+                               () if level == "easy" else (("difficulty", level),))
+                    for level in ("easy", "medium", "hard"))
+
+
 SUITES: dict[str, tuple[SuiteEntry, ...]] = {"quick": (*_entries(1, ("easy",)), TRAINED_ENTRY),
-                                             "full": _entries(10, ("easy", "medium", "hard"))}
+                                             "full": (*_entries(10, ("easy", "medium", "hard")), *PYTHON_MATH)}
 
 
 def suite(name: str) -> tuple[SuiteEntry, ...]:

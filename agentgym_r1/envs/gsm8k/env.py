@@ -9,7 +9,7 @@ from agentgym_r1.core.env import EnvMessage, Grade, finite_option, init_options,
 from agentgym_r1.core.parsers import ActionParser, ToolCall
 from agentgym_r1.core.rewards import numeric_equal
 from agentgym_r1.core.tasks import Task
-from agentgym_r1.core.tools import ToolResult
+from agentgym_r1.core.tools import BaseTool, ToolResult
 from agentgym_r1.envs.gsm8k.calculator import Calculator, CalculatorError, evaluate, format_number
 from agentgym_r1.envs.gsm8k.data import load_source, synthetic_knobs
 from agentgym_r1.envs.tool_env import ToolEnv
@@ -92,12 +92,16 @@ class GSM8KEnv(ToolEnv):
         self.step_value_reward = finite_option("step_value_reward", step_value_reward)
         self._unreached: list[str] = []
         super().__init__(
-            [Calculator()], load_source(source, split, seed, knobs), numeric_reward, parser=parser,
+            self.make_tools(), load_source(source, split, seed, knobs), numeric_reward, parser=parser,
             answer_formats=("tag", "hashes", "boxed"), system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
             valid_call_reward=valid_call_reward, failed_call_penalty=failed_call_penalty, format_penalty=format_penalty,
             render_mode=render_mode,
             mcp_servers=mcp_servers, mcp_timeout=mcp_timeout,
         )
+
+    def make_tools(self) -> list[BaseTool]:
+        """The episode's tools (a subclass that solves GSM8K with other tools overrides this)."""
+        return [Calculator()]
 
     def _begin(self, options: dict[str, Any]) -> list[EnvMessage]:
         messages = super()._begin(options)
