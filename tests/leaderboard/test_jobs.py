@@ -54,11 +54,12 @@ def test_envs_run_in_parallel_processes_into_one_store(tmp_path):
 
 
 def test_suites_name_all_five_envs_with_offline_sources():
-    for entries in SUITES.values():
-        assert {(e.env_id, e.source) for e in entries} == {
-            ("AgentR1/GSM8K-v0", "synthetic"), ("AgentR1/ToolEnv-v0", "lookup"),
-            ("AgentR1/HotpotQA-v0", "synthetic"), ("AgentR1/ALFWorld-v1", "generated"),
-            ("AgentR1/WebShop-v0", "generated")}
+    five = {("AgentR1/GSM8K-v0", "synthetic"), ("AgentR1/ToolEnv-v0", "lookup"), ("AgentR1/HotpotQA-v0", "synthetic"),
+            ("AgentR1/ALFWorld-v1", "generated"), ("AgentR1/WebShop-v0", "generated")}
+    # the full suite also plays GSM8K with the sandboxed python tool; the quick suite (the main job) stays the five
+    extra = {"quick": set(), "full": {("AgentR1/PythonMath-v0", "synthetic")}}
+    for name, entries in SUITES.items():
+        assert {(e.env_id, e.source) for e in entries} == five | extra[name]
         assert all("random" in e.policies and "oracle" in e.policies for e in entries)
 
 
