@@ -148,16 +148,22 @@ def test_a_small_request_is_answered_while_a_long_one_is_in_flight(url):
 
 
 def test_the_queue_is_bounded_and_each_request_has_a_time_limit(app_for):
-    with serving(app_for(chunk_tokens=8, max_queue=1, request_timeout_s=2)) as base:
+    # Two servers, so neither check races the machine's speed: with a long time limit the longest legal request holds
+    # the one queue place for its whole generation (seconds), so a second request gets 429; with a 0.2 s limit the
+    # same request (a 1,841-token prefill, then 26 turns of 8 tokens for 8 choices) is stopped at a turn past it.
+    with serving(app_for(chunk_tokens=8, max_queue=1, request_timeout_s=120)) as base:
         url, out = base + "/v1/chat/completions", {}
         thread = _start_long(url, out)
         wait_until(lambda: httpx.get(f"{base}/health", timeout=5).json()["requests"] == 1, 30, "the long request")
         full = post(url, {"messages": HI, "max_tokens": 2})
         thread.join(120)
-        after = post(url, {"messages": HI, "max_tokens": 2})
     assert full.status_code == 429 and full.json()["error"]["type"] == "rate_limit_error"
+    with serving(app_for(chunk_tokens=8, max_queue=1, request_timeout_s=0.2)) as base:
+        url, out = base + "/v1/chat/completions", {}
+        _start_long(url, out).join(120)
+        after = post(url, {"messages": HI, "max_tokens": 2})
     long = out["long"]
-    assert long.status_code == 503 and long.json()["error"]["code"] == "timeout", long.text
+    assert long.status_code == 503 and long.json()["error"]["code"] == "timeout", long.text[:300]
     assert after.status_code == 200  # the worker went on
 
 
