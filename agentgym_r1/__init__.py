@@ -11,5 +11,17 @@ __version__ = "0.1.0"
 
 register_envs()
 
-__all__ = ["BaseTool", "Env", "FunctionTool", "Grade", "Span", "Task", "ToolResult", "Transcript", "__version__",
-           "env_ids", "error", "tool"]
+__all__ = [
+    "BaseTool",
+    "Env",
+    "FunctionTool",
+    "Grade",
+    "Span",
+    "Task",
+    "ToolResult",
+    "Transcript",
+    "__version__",
+    "env_ids",
+    "error",
+    "tool",
+]

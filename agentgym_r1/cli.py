@@ -24,9 +24,16 @@ def _serve_retriever(args: argparse.Namespace) -> int:
 def _serve_env(args: argparse.Namespace) -> int:
     from agentgym_r1.serve.openenv_server import parse_env_kwargs, serve
 
-    serve(args.env_id, parse_env_kwargs(args.env_kwargs), host=args.host, port=args.port,
-          max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout or None,
-          single_thread=True if args.single_thread else None, log_level=args.log_level)
+    serve(
+        args.env_id,
+        parse_env_kwargs(args.env_kwargs),
+        host=args.host,
+        port=args.port,
+        max_sessions=args.max_sessions,
+        idle_timeout_s=args.idle_timeout or None,
+        single_thread=True if args.single_thread else None,
+        log_level=args.log_level,
+    )
     return 0
 
 
@@ -34,8 +41,14 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     from agentgym_r1.serve.mcp_server import serve
     from agentgym_r1.serve.openenv_server import parse_env_kwargs
 
-    serve(args.env_id, parse_env_kwargs(args.env_kwargs), transport=args.transport, host=args.host, port=args.port,
-          log_level=args.log_level)
+    serve(
+        args.env_id,
+        parse_env_kwargs(args.env_kwargs),
+        transport=args.transport,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+    )
     return 0
 
 
@@ -74,8 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_leaderboard_parser(sub)
     ev = sub.add_parser("eval", help="evaluate a policy on one env")
-    ev.add_argument("--policy", required=True, help="a baseline for the env (random, scripted, rag, react, rule, "
-                                                    "oracle), hf:PATH, vllm:PATH or openai:URL#MODEL")
+    ev.add_argument(
+        "--policy",
+        required=True,
+        help="a baseline for the env (random, scripted, rag, react, rule, "
+        "oracle), hf:PATH, vllm:PATH or openai:URL#MODEL",
+    )
     ev.add_argument("--env", required=True, help="an env id, e.g. AgentR1/GSM8K-v0")
     ev.add_argument("--source", default=None, help="the env's data source (e.g. synthetic, hf, a path)")
     from agentgym_r1.leaderboard.cli import MAX_EPISODES, SEED_MAX, add_play_options, int_arg
@@ -84,8 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int_arg(0, SEED_MAX), default=0)
 
     add_play_options(ev)
-    ev.add_argument("--results", default=None,
-                    help="results file to record the episodes in and resume from (default: a new temporary one)")
+    ev.add_argument(
+        "--results",
+        default=None,
+        help="results file to record the episodes in and resume from (default: a new temporary one)",
+    )
     ev.add_argument("--json", action="store_true", help="also print the summary as JSON")
     ev.add_argument("-v", "--verbose", action="store_true", help="print every episode")
     ev.set_defaults(func=_eval)
@@ -97,33 +117,57 @@ def build_parser() -> argparse.ArgumentParser:
     sr.add_argument("--model", default=None, help="embedding model directory (dense/hybrid; default: the saved one)")
     sr.add_argument("--log-level", default="warning")
     sr.set_defaults(func=_serve_retriever)
-    se = serve.add_parser("env", help="serve a registered env with openenv-core's server (/reset, /step, /state, "
-                                      "/schema, /health, the /ws sessions)")
+    se = serve.add_parser(
+        "env",
+        help="serve a registered env with openenv-core's server (/reset, /step, /state, "
+        "/schema, /health, the /ws sessions)",
+    )
     se.add_argument("env_id", help="a registered env id, e.g. AgentR1/GSM8K-v0")
-    se.add_argument("env_kwargs", nargs="*", metavar="KEY=VALUE",
-                    help="the env's constructor options, values read as JSON where they parse (source=synthetic)")
+    se.add_argument(
+        "env_kwargs",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="the env's constructor options, values read as JSON where they parse (source=synthetic)",
+    )
     se.add_argument("--host", default="127.0.0.1")
     se.add_argument("--port", type=port_number, default=8000)
     se.add_argument("--max-sessions", type=int, default=16, help="the most /ws sessions open at once")
-    se.add_argument("--idle-timeout", type=float, default=300.0,
-                    help="seconds without a message after which a session is closed (0: never)")
-    se.add_argument("--single-thread", action="store_true",
-                    help="run every session's env calls on one thread (always so for envs that are not thread-safe)")
+    se.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=300.0,
+        help="seconds without a message after which a session is closed (0: never)",
+    )
+    se.add_argument(
+        "--single-thread",
+        action="store_true",
+        help="run every session's env calls on one thread (always so for envs that are not thread-safe)",
+    )
     se.add_argument("--log-level", default="warning")
     se.set_defaults(func=_serve_env)
-    sm = serve.add_parser("mcp", help="serve a registered env's tools as an MCP server (streamable HTTP at "
-                                      "http://HOST:PORT/mcp, or stdio); needs the 'mcp' extra")
+    sm = serve.add_parser(
+        "mcp",
+        help="serve a registered env's tools as an MCP server (streamable HTTP at "
+        "http://HOST:PORT/mcp, or stdio); needs the 'mcp' extra",
+    )
     sm.add_argument("env_id", help="a registered env id with tools, e.g. AgentR1/HotpotQA-v0")
-    sm.add_argument("env_kwargs", nargs="*", metavar="KEY=VALUE",
-                    help="the env's constructor options, values read as JSON where they parse (source=synthetic)")
+    sm.add_argument(
+        "env_kwargs",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="the env's constructor options, values read as JSON where they parse (source=synthetic)",
+    )
     sm.add_argument("--transport", choices=["streamable-http", "stdio"], default="streamable-http")
     sm.add_argument("--host", default="127.0.0.1")
     sm.add_argument("--port", type=port_number, default=8000)
     sm.add_argument("--log-level", default="warning")
     sm.set_defaults(func=_serve_mcp)
-    tr = sub.add_parser("train", help="train a policy with GRPO or PPO (needs the 'train' extra)",
-                        description="Options after the algorithm go to the trainer: --config run.yaml, or any field "
-                                    "of AgentGRPOConfig / AgentPPOConfig as --field value.")
+    tr = sub.add_parser(
+        "train",
+        help="train a policy with GRPO or PPO (needs the 'train' extra)",
+        description="Options after the algorithm go to the trainer: --config run.yaml, or any field "
+        "of AgentGRPOConfig / AgentPPOConfig as --field value.",
+    )
     tr.add_argument("algorithm", choices=["grpo", "ppo"])
     tr.add_argument("trainer_args", nargs=argparse.REMAINDER, help="--config run.yaml and trainer flags")
     tr.set_defaults(func=_train)

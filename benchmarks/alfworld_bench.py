@@ -69,18 +69,25 @@ def engines_side_by_side(games: list[str], walk_steps: int) -> None:
         names = sorted(compiled["stock"].names)
         for _ in range(walk_steps):
             admissible = states["stock"]["admissible_commands"]
-            command = (invalid_command(rng, admissible, names) if rng.random() < 0.25
-                       else admissible[rng.integers(len(admissible))])
+            command = (
+                invalid_command(rng, admissible, names)
+                if rng.random() < 0.25
+                else admissible[rng.integers(len(admissible))]
+            )
             states = {name: clock(name, "step", e.step, command) for name, e in engines.items()}
             assert states["stock"].feedback == states["fast"].feedback, command
             if states["stock"]["done"]:
                 break
-    print(f"{len(games)} games, one random walk of up to {walk_steps} steps each (a quarter invalid), calls interleaved")
+    print(
+        f"{len(games)} games, one random walk of up to {walk_steps} steps each (a quarter invalid), calls interleaved"
+    )
     print(f"  {'':22s} {'stock p50':>10s} {'p95':>10s} {'fast p50':>10s} {'p95':>10s} {'speedup p50':>12s}")
     for key in keys:
         row = [np.percentile(times[name][key], q) * 1e3 for name in engines for q in (50, 95)]
-        print(f"  {key + ' (ms)':22s} {row[0]:10.2f} {row[1]:10.2f} {row[2]:10.3f} {row[3]:10.3f} "
-              f"{row[0] / row[2]:11.0f}x   n={len(times['fast'][key])}")
+        print(
+            f"  {key + ' (ms)':22s} {row[0]:10.2f} {row[1]:10.2f} {row[2]:10.3f} {row[3]:10.3f} "
+            f"{row[0] / row[2]:11.0f}x   n={len(times['fast'][key])}"
+        )
     print("  (compile: fast is the cached translation, shared with stock here, plus its own compilation)")
     for e in engines.values():
         e.close()
@@ -106,8 +113,10 @@ def memory_per_env(games: list[str], extra: int) -> None:
         heap = tracemalloc.get_traced_memory()[0] / 2**20 / extra
         tracemalloc.stop()
         per = (rss_mib() - before) / extra
-        print(f"  engine={name!r:12s} per extra env over {len(games)} games: RSS {per:6.2f} MiB, Python heap "
-              f"{heap:6.2f} MiB ({extra} extra envs, each reset on every game)")
+        print(
+            f"  engine={name!r:12s} per extra env over {len(games)} games: RSS {per:6.2f} MiB, Python heap "
+            f"{heap:6.2f} MiB ({extra} extra envs, each reset on every game)"
+        )
         for env in [first, *envs]:
             env.close()
 
@@ -139,8 +148,11 @@ def first_reset(games: list[str], big: int) -> None:
             trial = split / f"{game.parent.parent.name}-{i}" / game.parent.name
             trial.mkdir(parents=True)
             os.symlink(game, trial / "game.tw-pddl")
-        subprocess.run([sys.executable, "-c", FIRST_RESET, root], check=True,
-                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        subprocess.run(
+            [sys.executable, "-c", FIRST_RESET, root],
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        )
 
 
 def raw_env():
@@ -165,6 +177,7 @@ class TimedEngine:
             out = fn(*args)
             self.last = time.perf_counter() - t
             return out
+
         return call
 
     def __getattr__(self, name):
@@ -240,7 +253,9 @@ def throughput(n: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "alfworld"))
+    parser.add_argument(
+        "--data", default=str(Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "alfworld")
+    )
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--resets", type=int, default=1000)
     parser.add_argument("--generate", type=int, default=12)

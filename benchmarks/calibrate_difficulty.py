@@ -43,14 +43,30 @@ class EnvPlan:
 
 def plans(data: Path) -> dict[str, EnvPlan]:
     return {
-        "gsm8k": EnvPlan("AgentR1/GSM8K-v0", "synthetic", ("random", "scripted", "oracle"),
-                         {"source": str(data / "gsm8k" / "test.jsonl")}),
-        "hotpotqa": EnvPlan("AgentR1/HotpotQA-v0", "synthetic", ("random", "react", "oracle"),
-                            {"source": str(data / "hotpotqa" / "hotpot_dev_distractor_sample_dev300.jsonl")}),
-        "webshop": EnvPlan("AgentR1/WebShop-v0", "generated", ("random", "rule", "oracle"),
-                           {"source": str(data / "webshop"), "goals": "human"}),
-        "alfworld": EnvPlan("AgentR1/ALFWorld-v0", "generated", ("random", "react", "oracle"),
-                            {"source": str(data / "alfworld"), "split": "valid_unseen"}),
+        "gsm8k": EnvPlan(
+            "AgentR1/GSM8K-v0",
+            "synthetic",
+            ("random", "scripted", "oracle"),
+            {"source": str(data / "gsm8k" / "test.jsonl")},
+        ),
+        "hotpotqa": EnvPlan(
+            "AgentR1/HotpotQA-v0",
+            "synthetic",
+            ("random", "react", "oracle"),
+            {"source": str(data / "hotpotqa" / "hotpot_dev_distractor_sample_dev300.jsonl")},
+        ),
+        "webshop": EnvPlan(
+            "AgentR1/WebShop-v0",
+            "generated",
+            ("random", "rule", "oracle"),
+            {"source": str(data / "webshop"), "goals": "human"},
+        ),
+        "alfworld": EnvPlan(
+            "AgentR1/ALFWorld-v0",
+            "generated",
+            ("random", "react", "oracle"),
+            {"source": str(data / "alfworld"), "split": "valid_unseen"},
+        ),
     }
 
 
@@ -91,14 +107,23 @@ def calibrate(plan: EnvPlan, kwargs: dict[str, Any], tasks: int, policies: list[
             for name, policy in played.items():
                 wins[name] += play(env, policy, i)
             if (i + 1) % 25 == 0:  # progress on stderr: long ALFWorld runs can be read as they go
-                print(f"  {plan.env_id} {kwargs.get('difficulty', 'real')}: {i + 1}/{n} "
-                      + " ".join(f"{p} {wins[p]}" for p in policies), file=sys.stderr, flush=True)
+                print(
+                    f"  {plan.env_id} {kwargs.get('difficulty', 'real')}: {i + 1}/{n} "
+                    + " ".join(f"{p} {wins[p]}" for p in policies),
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         env.close()
-    return {"tasks": n, "seconds": time.perf_counter() - start,
-            **{name: wins[name] / n for name in policies},
-            **{f"{name}_ci": [round(x, 3) for x in (wilson(wins[name], n).low, wilson(wins[name], n).high)]
-               for name in policies}}
+    return {
+        "tasks": n,
+        "seconds": time.perf_counter() - start,
+        **{name: wins[name] / n for name in policies},
+        **{
+            f"{name}_ci": [round(x, 3) for x in (wilson(wins[name], n).low, wilson(wins[name], n).high)]
+            for name in policies
+        },
+    }
 
 
 def generator_speed(name: str, level: str, tasks: int) -> float:
@@ -140,8 +165,11 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=200, help="tasks per env and level (default 200)")
     ap.add_argument("--policies", default=None, help="a subset of random,<rule>,oracle by name (default: all three)")
     ap.add_argument("--real", action="store_true", help="also the real-data references under --data")
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"),
-                    help="the shared real data (default: ../shared/data beside the checkout)")
+    ap.add_argument(
+        "--data",
+        default=str(Path(__file__).resolve().parents[2] / "shared" / "data"),
+        help="the shared real data (default: ../shared/data beside the checkout)",
+    )
     ap.add_argument("--speed-tasks", type=int, default=200, help="tasks made per level for the speed figure (0: skip)")
     ap.add_argument("--cache-dir", default=None, help="ALFWorld game cache (default: a fresh temporary directory)")
     ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
@@ -151,8 +179,13 @@ def main() -> None:
     for name in a.envs.split(","):
         plan = plans(Path(a.data))[name]
         policies = [p for p in plan.policies if a.policies is None or p in a.policies.split(",")]
-        rows = [(level, {"source": plan.source, "difficulty": level,
-                         **({"cache_dir": cache} if name == "alfworld" else {})}) for level in a.levels.split(",")]
+        rows = [
+            (
+                level,
+                {"source": plan.source, "difficulty": level, **({"cache_dir": cache} if name == "alfworld" else {})},
+            )
+            for level in a.levels.split(",")
+        ]
         if a.real:
             rows.append(("real", plan.real))
         for level, kwargs in rows if a.tasks else []:
@@ -161,11 +194,14 @@ def main() -> None:
                 continue
             row = {"env": name, "level": level, **calibrate(plan, kwargs, a.tasks, policies)}
             if level != "real" and a.speed_tasks:  # ALFWorld's easy games are solved by the planner: ~1 s each
-                row["tasks_per_s"] = generator_speed(name, level, a.speed_tasks if name != "alfworld" or
-                                                     level != "easy" else min(a.speed_tasks, 20))
+                row["tasks_per_s"] = generator_speed(
+                    name, level, a.speed_tasks if name != "alfworld" or level != "easy" else min(a.speed_tasks, 20)
+                )
             out.append(row)
-            rates = "  ".join(f"{p} {100 * row[p]:5.1f}% [{100 * row[p + '_ci'][0]:.1f}, {100 * row[p + '_ci'][1]:.1f}]"
-                              for p in policies)
+            rates = "  ".join(
+                f"{p} {100 * row[p]:5.1f}% [{100 * row[p + '_ci'][0]:.1f}, {100 * row[p + '_ci'][1]:.1f}]"
+                for p in policies
+            )
             speed = f"  gen {row['tasks_per_s']:,.0f} tasks/s" if "tasks_per_s" in row else ""
             print(f"{name:9s} {level:7s} n={row['tasks']:4d}  {rates}{speed}  ({row['seconds']:.0f} s)", flush=True)
     if not a.tasks:  # --tasks 0: the generators' speed only

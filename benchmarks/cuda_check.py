@@ -38,45 +38,67 @@ def main() -> None:
     from datasets import Dataset
     from datasets.table import InMemoryTable
 
-    tasks = Dataset(InMemoryTable.from_pylist([{"prompt": json.dumps({"seed": i})} for i in range(1000)]),
-                    fingerprint="cuda-check-tasks")
+    tasks = Dataset(
+        InMemoryTable.from_pylist([{"prompt": json.dumps({"seed": i})} for i in range(1000)]),
+        fingerprint="cuda-check-tasks",
+    )
     tok = train_tokenizer(gsm8k_corpus(60), vocab_size=512)
     env = {"env_id": "AgentR1/GSM8K-v0", "env_kwargs": {"source": "synthetic"}}
-    common = dict(max_steps=a.steps, max_completion_length=256, max_new_tokens=48, max_turns=3, learning_rate=1e-4,
-                  logging_steps=1, report_to="none", save_strategy="no", bf16=True, seed=0, **env)
+    common = dict(
+        max_steps=a.steps,
+        max_completion_length=256,
+        max_new_tokens=48,
+        max_turns=3,
+        learning_rate=1e-4,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        bf16=True,
+        seed=0,
+        **env,
+    )
     for name in ("grpo", "ppo"):
         model = make_model(tok, hidden=128, layers=2, heads=2).train()
         out = tempfile.mkdtemp()
         if name == "grpo":
-            args = AgentGRPOConfig(output_dir=out, per_device_train_batch_size=a.batch, num_generations=4, beta=0.0,
-                                   **common)
+            args = AgentGRPOConfig(
+                output_dir=out, per_device_train_batch_size=a.batch, num_generations=4, beta=0.0, **common
+            )
             trainer = AgentGRPOTrainer(model, args, tok, train_dataset=tasks)
             params = model
         else:
-            args = AgentPPOConfig(output_dir=out, rollout_batch_size=a.batch, mini_batch_size=a.batch // 2,
-                                  **common)
+            args = AgentPPOConfig(output_dir=out, rollout_batch_size=a.batch, mini_batch_size=a.batch // 2, **common)
             trainer = AgentPPOTrainer(model, args, tok, train_dataset=tasks)
             params = trainer.model
         before = [q.detach().clone() for q in params.parameters()]
         t0 = time.perf_counter()
         trainer.train()
         wall = time.perf_counter() - t0
-        moved = any(not torch.equal(x, y.detach().to(x.device)) for x, y in zip(before, params.parameters(), strict=True))
+        moved = any(
+            not torch.equal(x, y.detach().to(x.device)) for x, y in zip(before, params.parameters(), strict=True)
+        )
         fp32 = all(q.dtype == torch.float32 for q in params.parameters())
         device = next(params.parameters()).device
         loss = trainer.state.log_history[-1].get("loss")
-        print(f"{name}: {a.steps} steps bf16 autocast on {device}: {wall / a.steps:.2f} s/step, params moved={moved},"
-              f" master weights fp32={fp32}, last loss={loss}")
+        print(
+            f"{name}: {a.steps} steps bf16 autocast on {device}: {wall / a.steps:.2f} s/step, params moved={moved},"
+            f" master weights fp32={fp32}, last loss={loss}"
+        )
         assert moved and fp32 and device.type == "cuda"
     model = make_model(tok, hidden=128, layers=2, heads=2).cuda()
     chat = ChatTokenizer(tok)
-    engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat,
-                           RolloutConfig(samples_per_prompt=4, sampling=SamplingParams(max_new_tokens=48)))
+    engine = RolloutEngine(
+        HFBackend(model, chat, neutral=True),
+        chat,
+        RolloutConfig(samples_per_prompt=4, sampling=SamplingParams(max_new_tokens=48)),
+    )
     engine.rollout([Prompt("AgentR1/GSM8K-v0", {"source": "synthetic"}, seed=99)])
     batch = engine.rollout([Prompt("AgentR1/GSM8K-v0", {"source": "synthetic"}, seed=i) for i in range(16)])
     tokens = sum(e.num_agent_tokens for e in batch.episodes)
-    print(f"rollout on cuda (transformers): {len(batch.episodes)} episodes, {tokens / batch.timings['total']:.0f} "
-          f"agent tokens/s, {len(batch.episodes) / batch.timings['total']:.2f} episodes/s")
+    print(
+        f"rollout on cuda (transformers): {len(batch.episodes)} episodes, {tokens / batch.timings['total']:.0f} "
+        f"agent tokens/s, {len(batch.episodes) / batch.timings['total']:.2f} episodes/s"
+    )
 
 
 if __name__ == "__main__":

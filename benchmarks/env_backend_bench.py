@@ -52,13 +52,15 @@ def expert_plans(kwargs: dict[str, Any], games: int) -> dict[str, list[str]]:
     return plans
 
 
-def measure(backend: str, workers: int, args: argparse.Namespace, kwargs: dict[str, Any],
-            plans: dict[str, list[str]]) -> dict[str, float]:
+def measure(
+    backend: str, workers: int, args: argparse.Namespace, kwargs: dict[str, Any], plans: dict[str, list[str]]
+) -> dict[str, float]:
     config = RolloutConfig(max_turns=args.max_turns, env_backend=backend, env_workers=workers, seed=0)
     engine = RolloutEngine(ExpertBackend(plans), None, config)
     try:
-        warm = [Prompt(ENV_ID, kwargs, options={"index": i // max(workers, 1)})
-                for i in range(args.games * max(workers, 1))]
+        warm = [
+            Prompt(ENV_ID, kwargs, options={"index": i // max(workers, 1)}) for i in range(args.games * max(workers, 1))
+        ]
         engine.rollout(warm)
         prompts = [Prompt(ENV_ID, kwargs, options={"index": i % args.games}) for i in range(args.episodes)]
         batch = engine.rollout(prompts)
@@ -68,8 +70,13 @@ def measure(backend: str, workers: int, args: argparse.Namespace, kwargs: dict[s
     assert not failed, failed[:3]
     t = batch.timings
     steps = sum(len(e.turns) for e in batch.episodes)
-    return {"seconds": t["total"], "episodes_per_s": len(batch.episodes) / t["total"], "env_share": t["env"] / t["total"],
-            "steps_per_s": steps / t["total"], "success": sum(e.success for e in batch.episodes) / len(batch.episodes)}
+    return {
+        "seconds": t["total"],
+        "episodes_per_s": len(batch.episodes) / t["total"],
+        "env_share": t["env"] / t["total"],
+        "steps_per_s": steps / t["total"],
+        "success": sum(e.success for e in batch.episodes) / len(batch.episodes),
+    }
 
 
 def main() -> None:
@@ -79,8 +86,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--backends", nargs="+", default=["thread", "process", "ray"])
     parser.add_argument("--max-turns", type=int, default=30)
-    parser.add_argument("--engine", default="fast", choices=["fast", "textworld"],
-                        help="ALFWorld's engine: the fast one (default) or TextWorld's stock PddlEnv")
+    parser.add_argument(
+        "--engine",
+        default="fast",
+        choices=["fast", "textworld"],
+        help="ALFWorld's engine: the fast one (default) or TextWorld's stock PddlEnv",
+    )
     args = parser.parse_args()
     kwargs = {"source": "generated", "num_games": args.games, "engine": args.engine}
     plans = expert_plans(kwargs, args.games)
@@ -88,15 +99,22 @@ def main() -> None:
         import ray
 
         ray.init(num_cpus=max(args.workers), include_dashboard=False, logging_level="WARNING")
-    print(f"{args.episodes} episodes of {ENV_ID} (engine {args.engine}, {args.games} generated games, expert plans, at most "
-          f"{args.max_turns} turns), {os.cpu_count()} CPUs")
-    print(f"{'backend':<8} {'workers':>7} {'seconds':>8} {'episodes/s':>11} {'steps/s':>8} {'env share':>10} "
-          f"{'success':>8}")
+    print(
+        f"{args.episodes} episodes of {ENV_ID} (engine {args.engine}, {args.games} generated games, expert plans, at most "
+        f"{args.max_turns} turns), {os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'backend':<8} {'workers':>7} {'seconds':>8} {'episodes/s':>11} {'steps/s':>8} {'env share':>10} "
+        f"{'success':>8}"
+    )
     for backend in args.backends:
         for workers in args.workers:
             r = measure(backend, workers, args, kwargs, plans)
-            print(f"{backend:<8} {workers:>7} {r['seconds']:>8.2f} {r['episodes_per_s']:>11.2f} "
-                  f"{r['steps_per_s']:>8.1f} {r['env_share']:>10.1%} {r['success']:>8.2f}", flush=True)
+            print(
+                f"{backend:<8} {workers:>7} {r['seconds']:>8.2f} {r['episodes_per_s']:>11.2f} "
+                f"{r['steps_per_s']:>8.1f} {r['env_share']:>10.1%} {r['success']:>8.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

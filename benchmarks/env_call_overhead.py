@@ -41,8 +41,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--backends", nargs="+", default=["inline", "thread", "process"])
     args = parser.parse_args()
-    backends = {name: (EnvHost() if name == "inline" else make_env_backend(name, args.workers))
-                for name in args.backends}
+    backends = {
+        name: (EnvHost() if name == "inline" else make_env_backend(name, args.workers)) for name in args.backends
+    }
     figures: dict[str, list[float]] = {name: [] for name in backends}
     try:
         for _ in range(args.repeats):
@@ -52,8 +53,10 @@ def main() -> None:
     finally:
         for backend in backends.values():
             backend.close()
-    print(f"{args.envs} envs x {args.rounds} rounds of GSM8K invalid-action steps, {args.workers} worker(s), "
-          f"median of {args.repeats} interleaved repeats")
+    print(
+        f"{args.envs} envs x {args.rounds} rounds of GSM8K invalid-action steps, {args.workers} worker(s), "
+        f"median of {args.repeats} interleaved repeats"
+    )
     print(f"{'backend':8} {'us/call':>8} {'min':>8} {'max':>8}")
     for name, values in figures.items():
         print(f"{name:8} {statistics.median(values):8.1f} {min(values):8.1f} {max(values):8.1f}")

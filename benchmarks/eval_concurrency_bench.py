@@ -47,10 +47,12 @@ def serve(model_dir: str, port: int, latency: float) -> None:
     model = load_model(model_dir, "model", device="cpu")
     app = make_app(HFBackend(model, chat), chat, "tiny")
     if latency > 0:
+
         @app.middleware("http")
         async def delay(request, call_next):
             await asyncio.sleep(latency)
             return await call_next(request)
+
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
@@ -64,9 +66,23 @@ def build_model(path: Path, vllm: bool = False) -> None:
 
 def server_command(model_dir: str, port: int, args: argparse.Namespace) -> list[str]:
     if args.vllm:
-        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
-                "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-                "--max-model-len", "2048"]
+        return [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            model_dir,
+            "--served-model-name",
+            "tiny",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "2048",
+        ]
     return [sys.executable, __file__, "--serve", model_dir, str(port), "--latency", str(args.latency)]
 
 
@@ -100,22 +116,30 @@ def main() -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        proc = subprocess.Popen(server_command(str(Path(tmp) / "tiny"), port, args),
-                                env={"VLLM_CPU_KVCACHE_SPACE": "1", **os.environ, "OMP_NUM_THREADS": "1"})
+        proc = subprocess.Popen(
+            server_command(str(Path(tmp) / "tiny"), port, args),
+            env={"VLLM_CPU_KVCACHE_SPACE": "1", **os.environ, "OMP_NUM_THREADS": "1"},
+        )
         try:
             wait_for(port, proc, 300.0)
             spec = f"openai:http://127.0.0.1:{port}/v1#tiny?max_tokens={args.max_tokens}"
             server = "vLLM's OpenAI server" if args.vllm else "adapters.serve"
-            print(f"{server}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {args.episodes} episodes per run, "
-                  f"{args.max_tokens} tokens per turn, {args.latency:g} s added latency per request", flush=True)
+            print(
+                f"{server}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {args.episodes} episodes per run, "
+                f"{args.max_tokens} tokens per turn, {args.latency:g} s added latency per request",
+                flush=True,
+            )
             for env_id, source in ENVS:
                 for n in args.concurrency:
                     job = Job(env_id, source, spec, episodes=args.episodes, concurrency=n, timeout=120.0)
                     t0 = time.perf_counter()
                     (out,) = run_jobs([job], Path(tmp) / f"{n}-{env_id.replace('/', '_')}.sqlite", workers=1)
                     wall = time.perf_counter() - t0
-                    print(f"  {env_id:20s} concurrency {n:3d}: {out.episodes / wall:6.2f} episodes/s "
-                          f"({out.episodes} episodes in {wall:.1f} s, status {out.status})", flush=True)
+                    print(
+                        f"  {env_id:20s} concurrency {n:3d}: {out.episodes / wall:6.2f} episodes/s "
+                        f"({out.episodes} episodes in {wall:.1f} s, status {out.status})",
+                        flush=True,
+                    )
         finally:
             proc.terminate()
             proc.wait(30)

@@ -61,7 +61,10 @@ ENV_KWARGS: dict[str, dict[str, Any]] = {
     # where bwrap cannot run, the python tool runs fuzzed text as code only under rlimits (opted into: not isolation)
     "AgentR1/PythonMath-v0": {"sandbox": "bwrap" if bwrap_problem() is None else "rlimits"},
 }
-VARIANTS: list[tuple[str, str, Any]] = [("AgentR1/GSM8K-v0", "command", "command"), ("AgentR1/HotpotQA-v0", "tag", "tag")]
+VARIANTS: list[tuple[str, str, Any]] = [
+    ("AgentR1/GSM8K-v0", "command", "command"),
+    ("AgentR1/HotpotQA-v0", "tag", "tag"),
+]
 
 
 def _peak_rss_mib() -> float:
@@ -130,9 +133,15 @@ def fuzz_env(env_id: str, parser: Any, actions: list[str], budget_s: float) -> d
         if terminated or truncated:
             env.reset(seed=i)
     env.close()
-    return {"steps": len(times), "exceptions": errors, "worst_ms": worst[0] * 1e3, "worst_shape": worst[1],
-            "worst_cpu_ms": worst_cpu * 1e3, "median_ms": statistics.median(times) * 1e3 if times else 0.0,
-            "rss_growth_mib": _peak_rss_mib() - rss0}
+    return {
+        "steps": len(times),
+        "exceptions": errors,
+        "worst_ms": worst[0] * 1e3,
+        "worst_shape": worst[1],
+        "worst_cpu_ms": worst_cpu * 1e3,
+        "median_ms": statistics.median(times) * 1e3 if times else 0.0,
+        "rss_growth_mib": _peak_rss_mib() - rss0,
+    }
 
 
 def campaign(args: argparse.Namespace) -> int:
@@ -144,25 +153,33 @@ def campaign(args: argparse.Namespace) -> int:
     targets += [v for v in VARIANTS if not args.parser or v[1] in args.parser]
     if args.env:
         targets = [t for t in targets if t[0] in args.env]
-    print(f"{len(actions)} actions up to {args.max_chars:,} characters; {len(targets)} env x parser pairs; budget "
-          f"{args.budget_s:g} s each; parsers: {', '.join(parsers)}")
-    print(f"{'env':<22} {'parser':<22} {'steps':>5} {'exc':>4} {'worst ms':>9} {'cpu ms':>7} {'median':>7} "
-          f"{'RSS+MiB':>7}  worst shape")
+    print(
+        f"{len(actions)} actions up to {args.max_chars:,} characters; {len(targets)} env x parser pairs; budget "
+        f"{args.budget_s:g} s each; parsers: {', '.join(parsers)}"
+    )
+    print(
+        f"{'env':<22} {'parser':<22} {'steps':>5} {'exc':>4} {'worst ms':>9} {'cpu ms':>7} {'median':>7} "
+        f"{'RSS+MiB':>7}  worst shape"
+    )
     failed, by_parser = 0, {}
     for env_id, name, parser in targets:
         r = fuzz_env(env_id, parser, actions, args.budget_s)
         failed += len(r["exceptions"])
         by_parser[name] = max(by_parser.get(name, (0.0, 0.0, "")), (r["worst_ms"], r["worst_cpu_ms"], env_id))
-        print(f"{env_id:<22} {name:<22} {r['steps']:>5} {len(r['exceptions']):>4} {r['worst_ms']:>9.1f} "
-              f"{r['worst_cpu_ms']:>7.1f} {r['median_ms']:>7.2f} {r['rss_growth_mib']:>7.1f}  {r['worst_shape']!r}",
-              flush=True)
+        print(
+            f"{env_id:<22} {name:<22} {r['steps']:>5} {len(r['exceptions']):>4} {r['worst_ms']:>9.1f} "
+            f"{r['worst_cpu_ms']:>7.1f} {r['median_ms']:>7.2f} {r['rss_growth_mib']:>7.1f}  {r['worst_shape']!r}",
+            flush=True,
+        )
         for line in r["exceptions"][:5]:
             print(f"    {line}")
     print("worst step per parser, over every env (wall ms / CPU ms):")
     for name, (wall, cpu, env_id) in by_parser.items():
         print(f"  {name:<22} {wall:>8.1f} / {cpu:>6.1f}  ({env_id})")
     overall = max(by_parser.values(), default=(0.0, 0.0, ""))
-    print(f"worst step: {overall[0]:.1f} ms wall, worst CPU {max((v[1] for v in by_parser.values()), default=0):.1f} ms")
+    print(
+        f"worst step: {overall[0]:.1f} ms wall, worst CPU {max((v[1] for v in by_parser.values()), default=0):.1f} ms"
+    )
     print(f"exceptions: {failed}")
     return 1 if failed else 0
 
@@ -211,9 +228,25 @@ def served_big_actions(args: argparse.Namespace, sessions: int = 3, steps: int =
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "agentgym_r1.cli", "serve", "env", "AgentR1/GSM8K-v0",
-                               "source=synthetic", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentgym_r1.cli",
+            "serve",
+            "env",
+            "AgentR1/GSM8K-v0",
+            "source=synthetic",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -229,8 +262,10 @@ def served_big_actions(args: argparse.Namespace, sessions: int = 3, steps: int =
                 env.step("<tool_call>" + chr(ord("a") + i) * int(args.big_actions * 1_000_000))
         after = _process_rss_mib(server.pid)
         kept = max(len(env.unwrapped.transcript) for env in envs)
-        print(f"served AgentR1/GSM8K-v0, {sessions} /ws sessions x {steps} actions of {args.big_actions:g} MB: server "
-              f"RSS {before:.1f} -> {after:.1f} MiB (+{after - before:.1f}); client transcript {kept:,} chars")
+        print(
+            f"served AgentR1/GSM8K-v0, {sessions} /ws sessions x {steps} actions of {args.big_actions:g} MB: server "
+            f"RSS {before:.1f} -> {after:.1f} MiB (+{after - before:.1f}); client transcript {kept:,} chars"
+        )
         for env in envs:
             env.close()
     finally:
@@ -246,10 +281,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-s", type=float, default=120.0, help="seconds per env and parser at most")
     ap.add_argument("--env", action="append", help="only these env ids (repeatable)")
-    ap.add_argument("--parser", action="append", help="only these parsers: default, auto, command, tag or a TRL "
-                                                      "template name such as gemma4 (repeatable)")
-    ap.add_argument("--big-actions", type=float, default=0.0, metavar="MB", help="measure memory after MB-sized "
-                                                                                 "actions instead")
+    ap.add_argument(
+        "--parser",
+        action="append",
+        help="only these parsers: default, auto, command, tag or a TRL template name such as gemma4 (repeatable)",
+    )
+    ap.add_argument(
+        "--big-actions", type=float, default=0.0, metavar="MB", help="measure memory after MB-sized actions instead"
+    )
     ap.add_argument("--served", action="store_true", help="with --big-actions: through the env server's /ws")
     args = ap.parse_args(argv)
     if args.big_actions:

@@ -36,8 +36,28 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 NAN, INF = float("nan"), float("inf")
 # Values every field is tried with (JSON as Python writes it: NaN and Infinity literals, surrogates as escapes).
-HOSTILE_VALUES: list[Any] = [-5, 0, 1.5, "abc", "", NAN, INF, -INF, 10**30, 2**70, -(2**70), 1e308, True, None, [],
-                             {}, [1, "a"], {"a": 1}, "\ud800", "x\udfffy"]
+HOSTILE_VALUES: list[Any] = [
+    -5,
+    0,
+    1.5,
+    "abc",
+    "",
+    NAN,
+    INF,
+    -INF,
+    10**30,
+    2**70,
+    -(2**70),
+    1e308,
+    True,
+    None,
+    [],
+    {},
+    [1, "a"],
+    {"a": 1},
+    "\ud800",
+    "x\udfffy",
+]
 REFUSED_WS_CODES = {"INVALID_JSON", "VALIDATION_ERROR", "UNKNOWN_TYPE"}
 
 
@@ -58,8 +78,10 @@ class Tally:
             self.worst = (seconds, what)
 
     def line(self) -> str:
-        return (f"{self.name}: tried {self.tried}, errors {len(self.errors)}, worst latency "
-                f"{1000 * self.worst[0]:.0f} ms ({self.worst[1][:60]})")
+        return (
+            f"{self.name}: tried {self.tried}, errors {len(self.errors)}, worst latency "
+            f"{1000 * self.worst[0]:.0f} ms ({self.worst[1][:60]})"
+        )
 
 
 def raw(obj: Any) -> bytes:
@@ -68,18 +90,25 @@ def raw(obj: Any) -> bytes:
 
 def hostile_bodies(max_chars: int) -> list[tuple[str, bytes, str]]:
     """Bodies any JSON endpoint must refuse cleanly: (name, body, content type)."""
-    return [("not json", b"not json", "application/json"), ("empty", b"", "application/json"),
-            ("binary", bytes(range(256)) * 4, "application/json"), ("array", b"[1, 2]", "application/json"),
-            ("number", b"5", "application/json"), ("NaN", b"NaN", "application/json"),
-            ("deep nesting", b"[" * 100_000, "application/json"), ("deep object", b'{"a":' * 50_000, "application/json"),
-            ("5,000 digits", b'{"k": ' + b"1" * 5000 + b"}", "application/json"),
-            ("big string", raw({"x": "y" * max_chars}), "application/json"),
-            ("text/plain", b'{"a": 1}', "text/plain"), ("over 20 MB", b'{"x": "' + b"z" * 21_000_000 + b'"}',
-                                                        "application/json")]
+    return [
+        ("not json", b"not json", "application/json"),
+        ("empty", b"", "application/json"),
+        ("binary", bytes(range(256)) * 4, "application/json"),
+        ("array", b"[1, 2]", "application/json"),
+        ("number", b"5", "application/json"),
+        ("NaN", b"NaN", "application/json"),
+        ("deep nesting", b"[" * 100_000, "application/json"),
+        ("deep object", b'{"a":' * 50_000, "application/json"),
+        ("5,000 digits", b'{"k": ' + b"1" * 5000 + b"}", "application/json"),
+        ("big string", raw({"x": "y" * max_chars}), "application/json"),
+        ("text/plain", b'{"a": 1}', "text/plain"),
+        ("over 20 MB", b'{"x": "' + b"z" * 21_000_000 + b'"}', "application/json"),
+    ]
 
 
-def post(client: httpx.Client, tally: Tally, what: str, url: str, body: bytes,
-         content_type: str = "application/json") -> httpx.Response | None:
+def post(
+    client: httpx.Client, tally: Tally, what: str, url: str, body: bytes, content_type: str = "application/json"
+) -> httpx.Response | None:
     """POST ``body``; a 5xx, a hang or a dropped connection is an error."""
     start = time.perf_counter()
     try:
@@ -130,8 +159,14 @@ def free_port() -> int:
 @contextlib.contextmanager
 def process(argv: list[str], health: str) -> Iterator[subprocess.Popen]:
     """Run a server process until ``health`` answers 200; stop it at the end."""
-    proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and proc.poll() is None:
@@ -157,16 +192,43 @@ def fuzz_model(url: str, args: argparse.Namespace) -> Tally:
     tally, endpoint = Tally("model server"), f"{url}/v1/chat/completions"
     hi = [{"role": "user", "content": "Hi"}]
     base = {"model": "tiny", "messages": hi, "max_tokens": 8}
-    cases = list(fields_crossed(base, ["max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stop",
-                                       "seed", "logprobs", "stream", "messages", "model"], HOSTILE_VALUES))
-    contents = [*HOSTILE_VALUES, "x" * args.max_chars, "x" * 1_000_000, [{"type": "text", "text": "\ud800"}],
-                [{"type": "image_url"}], [[["deep"]]]]
-    cases += [(f"content={str(c)[:20]!r}", raw({**base, "messages": [{"role": "user", "content": c}]}))
-              for c in contents]
+    cases = list(
+        fields_crossed(
+            base,
+            [
+                "max_tokens",
+                "max_completion_tokens",
+                "temperature",
+                "top_p",
+                "n",
+                "stop",
+                "seed",
+                "logprobs",
+                "stream",
+                "messages",
+                "model",
+            ],
+            HOSTILE_VALUES,
+        )
+    )
+    contents = [
+        *HOSTILE_VALUES,
+        "x" * args.max_chars,
+        "x" * 1_000_000,
+        [{"type": "text", "text": "\ud800"}],
+        [{"type": "image_url"}],
+        [[["deep"]]],
+    ]
+    cases += [
+        (f"content={str(c)[:20]!r}", raw({**base, "messages": [{"role": "user", "content": c}]})) for c in contents
+    ]
     cases += [(f"role={r!r}", raw({**base, "messages": [{"role": r, "content": "hi"}]})) for r in HOSTILE_VALUES]
-    cases += [("100k empty messages", raw({**base, "messages": [{"role": "user", "content": ""}] * 100_000})),
-              ("max_tokens=10**9", raw({**base, "max_tokens": 10**9})), ("stop of 5", raw({**base, "stop": ["a"] * 5})),
-              ("stop of 10k chars", raw({**base, "stop": ["s" * 10_000]}))]
+    cases += [
+        ("100k empty messages", raw({**base, "messages": [{"role": "user", "content": ""}] * 100_000})),
+        ("max_tokens=10**9", raw({**base, "max_tokens": 10**9})),
+        ("stop of 5", raw({**base, "stop": ["a"] * 5})),
+        ("stop of 10k chars", raw({**base, "stop": ["s" * 10_000]})),
+    ]
     with httpx.Client(timeout=args.timeout_s) as client:
         for what, body in cases:
             post(client, tally, what, endpoint, body)
@@ -175,8 +237,9 @@ def fuzz_model(url: str, args: argparse.Namespace) -> Tally:
         for method, path in (("GET", "/v1/chat/completions"), ("POST", "/v1/nope"), ("DELETE", "/v1/models")):
             start = time.perf_counter()
             r = client.request(method, url + path)
-            tally.timed(f"{method} {path}", time.perf_counter() - start,
-                        f"{r.status_code}" if r.status_code >= 500 else None)
+            tally.timed(
+                f"{method} {path}", time.perf_counter() - start, f"{r.status_code}" if r.status_code >= 500 else None
+            )
     return tally
 
 
@@ -186,6 +249,7 @@ def small_beside_hostile(url: str, timeout_s: float, probes: int = 8) -> dict[st
     small = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "temperature": 0}
     long = {"messages": [{"role": "user", "content": "What is 12 plus 7? " * 100}], "n": 8, "temperature": 0}
     with httpx.Client(timeout=timeout_s) as client:
+
         def timed() -> float:
             start = time.perf_counter()
             client.post(endpoint, json=small).raise_for_status()
@@ -206,8 +270,13 @@ def small_beside_hostile(url: str, timeout_s: float, probes: int = 8) -> dict[st
         while thread.is_alive() and len(beside) < probes:
             beside.append(timed())
         thread.join()
-    return {"alone_median_ms": 1000 * statistics.median(alone), "beside_median_ms": 1000 * statistics.median(beside),
-            "beside_worst_ms": 1000 * max(beside), "beside_probes": len(beside), "long_s": out["long_s"]}
+    return {
+        "alone_median_ms": 1000 * statistics.median(alone),
+        "beside_median_ms": 1000 * statistics.median(beside),
+        "beside_worst_ms": 1000 * max(beside),
+        "beside_probes": len(beside),
+        "long_s": out["long_s"],
+    }
 
 
 def fuzz_env(url: str, args: argparse.Namespace) -> Tally:
@@ -222,22 +291,41 @@ def fuzz_env(url: str, args: argparse.Namespace) -> Tally:
         for what, body, content_type in hostile_bodies(args.max_chars):
             post(client, tally, f"/reset {what}", f"{url}/reset", body, content_type)
     frames: list[tuple[str, str | bytes]] = [
-        ("binary frame", b"\x00\xff" * 100), ("array", "[1, 2]"), ("number", "5"), ("string", '"reset"'),
-        ("null", "null"), ("deep nesting", "[" * 100_000), ("5,000 digits", '{"type": "reset", "data": {"seed": '
-                                                                            + "1" * 5000 + "}}"),
-        ("not json", "{nope"), ("type list", '{"type": ["reset"]}'), ("data list", '{"type": "reset", "data": [1]}'),
-        ("unknown type", '{"type": "explode"}')]
-    frames += [(f"ws reset {name}={str(value)[:20]!r}", json.dumps({"type": "reset", "data": {name: value}}))
-               for name in ("seed", "options", "episode_id") for value in HOSTILE_VALUES]
-    frames += [(f"ws reset then step {what}", json.dumps({"type": "step", "data": {"text": value}}))
-               for what, value in (("surrogate answer", r"<answer>\ud800</answer>"),
-                                   ("surrogate call", r'<tool_call>{"name": "calculator", "arguments": '
-                                                      r'{"expression": "\ud800"}}</tool_call>'),
-                                   ("raw surrogate", "<answer>\ud800</answer>"), ("1e999 call", '<tool_call>{"name": '
-                                   '"calculator", "arguments": {"expression": 1e999}}</tool_call>'))]
+        ("binary frame", b"\x00\xff" * 100),
+        ("array", "[1, 2]"),
+        ("number", "5"),
+        ("string", '"reset"'),
+        ("null", "null"),
+        ("deep nesting", "[" * 100_000),
+        ("5,000 digits", '{"type": "reset", "data": {"seed": ' + "1" * 5000 + "}}"),
+        ("not json", "{nope"),
+        ("type list", '{"type": ["reset"]}'),
+        ("data list", '{"type": "reset", "data": [1]}'),
+        ("unknown type", '{"type": "explode"}'),
+    ]
+    frames += [
+        (f"ws reset {name}={str(value)[:20]!r}", json.dumps({"type": "reset", "data": {name: value}}))
+        for name in ("seed", "options", "episode_id")
+        for value in HOSTILE_VALUES
+    ]
+    frames += [
+        (f"ws reset then step {what}", json.dumps({"type": "step", "data": {"text": value}}))
+        for what, value in (
+            ("surrogate answer", r"<answer>\ud800</answer>"),
+            (
+                "surrogate call",
+                r'<tool_call>{"name": "calculator", "arguments": '
+                r'{"expression": "\ud800"}}</tool_call>',
+            ),
+            ("raw surrogate", "<answer>\ud800</answer>"),
+            ("1e999 call", '<tool_call>{"name": "calculator", "arguments": {"expression": 1e999}}</tool_call>'),
+        )
+    ]
     actions = adversarial_actions(args.count, args.max_chars)
-    frames += [(f"ws step action #{i} ({len(a)} chars)", json.dumps({"type": "step", "data": {"text": a}}))
-               for i, a in enumerate(actions)]
+    frames += [
+        (f"ws step action #{i} ({len(a)} chars)", json.dumps({"type": "step", "data": {"text": a}}))
+        for i, a in enumerate(actions)
+    ]
     ws_session(url, frames, tally, args.timeout_s)
     return tally
 
@@ -317,21 +405,27 @@ def main() -> int:
     cli = ["-m", "agentgym_r1.cli", "serve"]
     with tempfile.TemporaryDirectory() as tmp:
         build_index(Path(tmp) / "index")
-        with process([*cli, "env", "AgentR1/GSM8K-v0", "source=synthetic", "--port", str(ports[0])],
-                     f"{urls[0]}/health"), \
-             process([__file__, "--serve-model", str(ports[1])], f"{urls[1]}/health"), \
-             process([*cli, "retriever", "--index", str(Path(tmp) / "index"), "--port", str(ports[2])],
-                     f"{urls[2]}/health"):
+        with (
+            process(
+                [*cli, "env", "AgentR1/GSM8K-v0", "source=synthetic", "--port", str(ports[0])], f"{urls[0]}/health"
+            ),
+            process([__file__, "--serve-model", str(ports[1])], f"{urls[1]}/health"),
+            process(
+                [*cli, "retriever", "--index", str(Path(tmp) / "index"), "--port", str(ports[2])], f"{urls[2]}/health"
+            ),
+        ):
             tallies = [fuzz_env(urls[0], args), fuzz_model(urls[1], args), fuzz_retriever(urls[2], args)]
             latency = small_beside_hostile(urls[1], args.timeout_s)
     for tally in tallies:
         print(tally.line())
         for error in tally.errors[:20]:
             print(f"  {error}")
-    print(f"model server, a small request (4 tokens): alone median {latency['alone_median_ms']:.0f} ms; beside the "
-          f"longest legal request (8 choices filling the 2,048-token context, {latency['long_s']:.1f} s) median "
-          f"{latency['beside_median_ms']:.0f} ms, worst {latency['beside_worst_ms']:.0f} ms "
-          f"({latency['beside_probes']} probes)")
+    print(
+        f"model server, a small request (4 tokens): alone median {latency['alone_median_ms']:.0f} ms; beside the "
+        f"longest legal request (8 choices filling the 2,048-token context, {latency['long_s']:.1f} s) median "
+        f"{latency['beside_median_ms']:.0f} ms, worst {latency['beside_worst_ms']:.0f} ms "
+        f"({latency['beside_probes']} probes)"
+    )
     return 1 if any(t.errors for t in tallies) else 0
 
 

@@ -44,10 +44,24 @@ def worker(model_dir: str, out: str, steps: int, batch: int, generations: int) -
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     args = AgentGRPOConfig(
-        output_dir=tempfile.mkdtemp(), env_id="AgentR1/GSM8K-v0", env_kwargs={"source": "synthetic"},
-        per_device_train_batch_size=batch // state.num_processes, num_generations=generations, max_steps=steps,
-        max_completion_length=256, max_new_tokens=48, max_turns=3, learning_rate=1e-4, beta=0.0, logging_steps=1,
-        report_to="none", save_strategy="no", use_cpu=True, seed=0, temperature=1.0)
+        output_dir=tempfile.mkdtemp(),
+        env_id="AgentR1/GSM8K-v0",
+        env_kwargs={"source": "synthetic"},
+        per_device_train_batch_size=batch // state.num_processes,
+        num_generations=generations,
+        max_steps=steps,
+        max_completion_length=256,
+        max_new_tokens=48,
+        max_turns=3,
+        learning_rate=1e-4,
+        beta=0.0,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+        temperature=1.0,
+    )
     stamps: list[float] = []
 
     class Clock(TrainerCallback):
@@ -70,8 +84,9 @@ def worker(model_dir: str, out: str, steps: int, batch: int, generations: int) -
     trainer.train()
     if state.is_main_process:
         steps_s = [b - a for a, b in zip([start, *stamps[:-1]], stamps, strict=True)][1:]
-        Path(out).write_text(json.dumps({"step_s": steps_s, "rollout_s": spent[1:],
-                                         "processes": trainer.accelerator.num_processes}))
+        Path(out).write_text(
+            json.dumps({"step_s": steps_s, "rollout_s": spent[1:], "processes": trainer.accelerator.num_processes})
+        )
 
 
 def main() -> None:
@@ -87,14 +102,30 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         build(Path(tmp) / "model")
-        print(f"GRPO step, GSM8K synthetic, global batch {a.batch} ({a.generations} per prompt), tiny model "
-              f"hidden 128 / head_dim 64, {a.steps} steps (the first not counted), OMP_NUM_THREADS=1 per process")
+        print(
+            f"GRPO step, GSM8K synthetic, global batch {a.batch} ({a.generations} per prompt), tiny model "
+            f"hidden 128 / head_dim 64, {a.steps} steps (the first not counted), OMP_NUM_THREADS=1 per process"
+        )
         for n in a.processes:
             out = Path(tmp) / f"out{n}.json"
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), __file__,
-                   "--steps",
-                   str(a.steps), "--batch", str(a.batch), "--generations", str(a.generations), "--worker",
-                   str(Path(tmp) / "model"), str(out)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc_per_node",
+                str(n),
+                __file__,
+                "--steps",
+                str(a.steps),
+                "--batch",
+                str(a.batch),
+                "--generations",
+                str(a.generations),
+                "--worker",
+                str(Path(tmp) / "model"),
+                str(out),
+            ]
             env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TRL_EXPERIMENTAL_SILENCE": "1"}
             done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
             if done.returncode:
@@ -103,8 +134,10 @@ def main() -> None:
             if r["processes"] != n:
                 raise SystemExit(f"launched {n} processes but the trainer ran on {r['processes']}")
             step, roll = sum(r["step_s"]) / len(r["step_s"]), sum(r["rollout_s"]) / max(len(r["rollout_s"]), 1)
-            print(f"{n} process{'es' if n > 1 else ''}: {step:.2f} s/step (rollout {roll:.2f} s, "
-                  f"rest {step - roll:.2f} s) over {len(r['step_s'])} steps")
+            print(
+                f"{n} process{'es' if n > 1 else ''}: {step:.2f} s/step (rollout {roll:.2f} s, "
+                f"rest {step - roll:.2f} s) over {len(r['step_s'])} steps"
+            )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,9 @@ def timed(n: int, setup: Callable[[], None], work: Callable[[], object]) -> list
 def report(name: str, samples: list[float]) -> float:
     med = statistics.median(samples)
     p95 = statistics.quantiles(samples, n=20)[-1]
-    print(f"{name:<44} median {med:8.2f} us   p95 {p95:8.2f} us   {1e6 / statistics.fmean(samples):12,.0f} steps/s (1/mean)")
+    print(
+        f"{name:<44} median {med:8.2f} us   p95 {p95:8.2f} us   {1e6 / statistics.fmean(samples):12,.0f} steps/s (1/mean)"
+    )
     return med
 
 
@@ -50,7 +52,9 @@ def bench_ours(n: int, wrapped: bool) -> dict[str, float]:
     def distinct_call() -> object:  # a new expression each time: the parse cache never hits
         state["i"] += 1
         expression = f"({state['i']} + 30) * 4 / 7"
-        return target.step(f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{expression}"}}}}</tool_call>')
+        return target.step(
+            f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{expression}"}}}}</tool_call>'
+        )
 
     def reset() -> None:
         target.reset(seed=0)
@@ -58,11 +62,15 @@ def bench_ours(n: int, wrapped: bool) -> dict[str, float]:
 
     out = {
         "reset": report(f"agentgym-r1 GSM8K ({label}) reset", timed(n, lambda: None, lambda: target.reset())),
-        "calculator": report(f"agentgym-r1 GSM8K ({label}) calculator step", timed(n, reset, lambda: target.step(CALC))),
-        "calculator_distinct": report(f"agentgym-r1 GSM8K ({label}) calculator, new expr",
-                                      timed(n, reset, distinct_call)),
-        "answer": report(f"agentgym-r1 GSM8K ({label}) answer step",
-                         timed(n, reset, lambda: target.step(state["answer"]))),
+        "calculator": report(
+            f"agentgym-r1 GSM8K ({label}) calculator step", timed(n, reset, lambda: target.step(CALC))
+        ),
+        "calculator_distinct": report(
+            f"agentgym-r1 GSM8K ({label}) calculator, new expr", timed(n, reset, distinct_call)
+        ),
+        "answer": report(
+            f"agentgym-r1 GSM8K ({label}) answer step", timed(n, reset, lambda: target.step(state["answer"]))
+        ),
         "invalid": report(f"agentgym-r1 GSM8K ({label}) invalid step", timed(n, reset, lambda: target.step(INVALID))),
     }
     env.close()
@@ -89,8 +97,10 @@ def bench_gem(n: int) -> float | None:
         return None
     ds = Dataset.from_dict({"problem": ["What is 6 * 7?"] * 8, "answer": ["42"] * 8})
     env = MathEnv(dataset=ds, use_mp=False)  # in-process grading; use_mp=True adds a process round trip
-    return report("GEM math answer step (correct \\boxed{})",
-                  timed(n, lambda: env.reset(), lambda: env.step("The answer is \\boxed{42}")))
+    return report(
+        "GEM math answer step (correct \\boxed{})",
+        timed(n, lambda: env.reset(), lambda: env.step("The answer is \\boxed{42}")),
+    )
 
 
 def main() -> None:
@@ -103,12 +113,16 @@ def main() -> None:
     skyrl = bench_skyrl(args.n)
     gem = bench_gem(max(200, args.n // 20))
     print()
-    print(f"targets: calculator step <= 50 us median (gym.make: {wrapped['calculator']:.1f} us repeated expression, "
-          f"{wrapped['calculator_distinct']:.1f} us new expressions), "
-          f"answer step <= 10 us (gym.make: {wrapped['answer']:.1f} us)")
+    print(
+        f"targets: calculator step <= 50 us median (gym.make: {wrapped['calculator']:.1f} us repeated expression, "
+        f"{wrapped['calculator_distinct']:.1f} us new expressions), "
+        f"answer step <= 10 us (gym.make: {wrapped['answer']:.1f} us)"
+    )
     if skyrl:
-        print(f"answer step vs skyrl-gym gsm8k: {wrapped['answer'] / skyrl:.1f}x (gym.make), "
-              f"{raw['answer'] / skyrl:.1f}x (unwrapped)  [skyrl-gym: a bare regex, no transcript or info]")
+        print(
+            f"answer step vs skyrl-gym gsm8k: {wrapped['answer'] / skyrl:.1f}x (gym.make), "
+            f"{raw['answer'] / skyrl:.1f}x (unwrapped)  [skyrl-gym: a bare regex, no transcript or info]"
+        )
     if gem:
         print(f"answer step vs GEM math env: {gem / wrapped['answer']:.0f}x faster (gym.make)")
     if args.json:

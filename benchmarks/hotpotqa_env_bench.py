@@ -62,7 +62,9 @@ def time_steps(env: gym.Env, queries: list[str], steps: int, tag: bool) -> list[
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "hotpotqa")
+    ap.add_argument(
+        "--data", type=Path, default=Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "hotpotqa"
+    )
     ap.add_argument("--steps", type=int, default=3000)
     args = ap.parse_args()
     source = args.data / "hotpot_dev_distractor_sample_dev300.jsonl"

@@ -118,10 +118,18 @@ def partition(kb: Any, seed: int = PARTITION_SEED, count: int = HELD_COUNTRIES) 
     countries = sorted({c.country for c in kb.cities})
     rng = np.random.default_rng([seed, 0x5E1D])
     held_countries = tuple(sorted(countries[i] for i in rng.choice(len(countries), count, replace=False)))
-    home = {c.name: c.country for c in kb.cities} | {p.name: p.city.country for p in kb.people} \
-        | {o.name: o.city.country for o in kb.orgs} | {w.title: w.creator.city.country for w in kb.works}
-    links = {c.name: () for c in kb.cities} | {p.name: (p.city.name, p.employer) for p in kb.people} \
-        | {o.name: (o.founder.name, o.city.name) for o in kb.orgs} | {w.title: (w.creator.name,) for w in kb.works}
+    home = (
+        {c.name: c.country for c in kb.cities}
+        | {p.name: p.city.country for p in kb.people}
+        | {o.name: o.city.country for o in kb.orgs}
+        | {w.title: w.creator.city.country for w in kb.works}
+    )
+    links = (
+        {c.name: () for c in kb.cities}
+        | {p.name: (p.city.name, p.employer) for p in kb.people}
+        | {o.name: (o.founder.name, o.city.name) for o in kb.orgs}
+        | {w.title: (w.creator.name,) for w in kb.works}
+    )
     held = frozenset(title for title, country in home.items() if country in held_countries)
     return Partition(held_countries, held, links)
 
@@ -131,8 +139,9 @@ def type_quotas(count: int) -> dict[str, int]:
     return {"bridge": count - count // 2, "comparison": count // 2}
 
 
-def scan(questions: Questions, first: int, count: int, accept: Callable[[Any], bool], skip: set[str],
-         name: str) -> list[int]:
+def scan(
+    questions: Questions, first: int, count: int, accept: Callable[[Any], bool], skip: set[str], name: str
+) -> list[int]:
     """The first ``count`` reset seeds from ``first`` on whose question ``accept`` takes and whose text is neither in
     ``skip`` nor drawn before; the texts taken join ``skip``."""
     seeds: list[int] = []
@@ -143,8 +152,10 @@ def scan(questions: Questions, first: int, count: int, accept: Callable[[Any], b
                 skip.add(task.prompt)
                 if len(seeds) == count:
                     return seeds
-    raise StudyError(f"held-out set {name!r}: {len(seeds)} of {count} questions in reset seeds {first}.."
-                     f"{first + SCAN_LIMIT - 1}; ask for fewer")
+    raise StudyError(
+        f"held-out set {name!r}: {len(seeds)} of {count} questions in reset seeds {first}.."
+        f"{first + SCAN_LIMIT - 1}; ask for fewer"
+    )
 
 
 def quota_filter(part: Partition, quotas: dict[str, int]) -> Callable[[Any], bool]:
@@ -168,47 +179,73 @@ def training_seeds(questions: Questions, part: Partition | None, count: int = TR
     return scan(questions, 0, count, part.is_clear, set(), "training")
 
 
-def build(questions: Questions, kb: Any, sizes: dict[str, int] | None = None,
-          train_count: int = TRAIN_SEEDS) -> dict[str, Any]:
+def build(
+    questions: Questions, kb: Any, sizes: dict[str, int] | None = None, train_count: int = TRAIN_SEEDS
+) -> dict[str, Any]:
     """The partition, the training seeds under it and the reset seeds of ``dev``, ``fresh`` and ``disjoint`` (as
     :data:`SIZES`), as a JSON-able record; each set skips the questions of training, of the legacy set and of the
     sets before it."""
     sizes = {**SIZES, **(sizes or {})}
     part = partition(kb)
     train = training_seeds(questions, part, train_count)
-    skip = {t.prompt for t in questions(range(TRAIN_SEEDS))} | {t.prompt for t in questions(train)} \
+    skip = (
+        {t.prompt for t in questions(range(TRAIN_SEEDS))}
+        | {t.prompt for t in questions(train)}
         | {t.prompt for t in questions(LEGACY_SEEDS)}
+    )
     dev = scan(questions, DEV_FROM, sizes["dev"], part.is_clear, skip, "dev")
     fresh = scan(questions, FRESH_FROM, sizes["fresh"], part.is_clear, skip, "fresh")
-    disjoint = scan(questions, DISJOINT_FROM, sizes["disjoint"],
-                    quota_filter(part, type_quotas(sizes["disjoint"])), skip, "disjoint")
-    return {"partition": {"seed": PARTITION_SEED, "countries": list(part.countries), "entities": len(part.held),
-                          "of": len(part.links)},
-            "training": train, "dev": dev, "fresh": fresh, "disjoint": disjoint}
+    disjoint = scan(
+        questions,
+        DISJOINT_FROM,
+        sizes["disjoint"],
+        quota_filter(part, type_quotas(sizes["disjoint"])),
+        skip,
+        "disjoint",
+    )
+    return {
+        "partition": {
+            "seed": PARTITION_SEED,
+            "countries": list(part.countries),
+            "entities": len(part.held),
+            "of": len(part.links),
+        },
+        "training": train,
+        "dev": dev,
+        "fresh": fresh,
+        "disjoint": disjoint,
+    }
 
 
-def check_overlap(name: str, held: Sequence[Any], train: Iterable[Any], part: Partition | None = None,
-                  against: str = "training") -> None:
+def check_overlap(
+    name: str, held: Sequence[Any], train: Iterable[Any], part: Partition | None = None, against: str = "training"
+) -> None:
     """Refuse a held-out set ``held`` that shares a question text with ``train`` (the ``against`` questions) or repeats
     one, or, with ``part`` (the entity-disjoint set), uses an entity that a training task touches."""
     train = list(train)
     train_texts = {t.prompt for t in train}
     shared = [t.prompt for t in held if t.prompt in train_texts]
     if shared:
-        raise HeldOutOverlapError(f"held-out set {name!r}: {len(shared)} of its {len(held)} questions are {against} "
-                                  f"questions: {shared[:SHOWN]}. Draw it from other seeds, skipping those texts")
+        raise HeldOutOverlapError(
+            f"held-out set {name!r}: {len(shared)} of its {len(held)} questions are {against} "
+            f"questions: {shared[:SHOWN]}. Draw it from other seeds, skipping those texts"
+        )
     if len({t.prompt for t in held}) != len(held):
-        raise HeldOutOverlapError(f"held-out set {name!r} repeats a question ({len(held)} questions, "
-                                  f"{len({t.prompt for t in held})} distinct)")
+        raise HeldOutOverlapError(
+            f"held-out set {name!r} repeats a question ({len(held)} questions, "
+            f"{len({t.prompt for t in held})} distinct)"
+        )
     if part is None:
         return
     touched = set().union(*(part.touched(t) for t in train))
     used = set().union(*(part.entities(t) for t in held))
     common = sorted(used & touched)
     if common:
-        raise HeldOutOverlapError(f"held-out set {name!r} is not entity-disjoint: {len(common)} of the {len(used)} "
-                                  f"entities its questions use are touched by training tasks: {common[:SHOWN]}. "
-                                  f"Train on tasks clear of the partition (training_seeds with the partition)")
+        raise HeldOutOverlapError(
+            f"held-out set {name!r} is not entity-disjoint: {len(common)} of the {len(used)} "
+            f"entities its questions use are touched by training tasks: {common[:SHOWN]}. "
+            f"Train on tasks clear of the partition (training_seeds with the partition)"
+        )
 
 
 def check_splits(questions: Questions, kb: Any, record: dict[str, Any], sets: Iterable[str]) -> None:
@@ -216,8 +253,10 @@ def check_splits(questions: Questions, kb: Any, record: dict[str, Any], sets: It
     legacy questions and each other; the disjoint set by entity too. Prints what it checked."""
     part = partition(kb)
     if list(part.countries) != record["partition"]["countries"]:
-        raise HeldOutOverlapError(f"the held-out countries {record['partition']['countries']} of the splits record "
-                                  f"are not this KB's {list(part.countries)}: rebuild it (delete splits.json)")
+        raise HeldOutOverlapError(
+            f"the held-out countries {record['partition']['countries']} of the splits record "
+            f"are not this KB's {list(part.countries)}: rebuild it (delete splits.json)"
+        )
     train = questions(record["training"])
     legacy = questions(LEGACY_SEEDS)
     for name in sets:
@@ -227,7 +266,13 @@ def check_splits(questions: Questions, kb: Any, record: dict[str, Any], sets: It
         for other in ("dev", "fresh", "disjoint"):
             if other != name:
                 check_overlap(name, held, questions(record[other]), against=f"{other!r} held-out")
-        print(f"overlap check, {name}: {len(held)} questions from reset seeds {min(record[name])}.."
-              f"{max(record[name])}; none is a training ({len(train)} tasks), legacy or other held-out question"
-              + (f"; none of their entities is touched by training (held out: {', '.join(part.countries)})"
-                 if name == "disjoint" else ""), flush=True)
+        print(
+            f"overlap check, {name}: {len(held)} questions from reset seeds {min(record[name])}.."
+            f"{max(record[name])}; none is a training ({len(train)} tasks), legacy or other held-out question"
+            + (
+                f"; none of their entities is touched by training (held out: {', '.join(part.countries)})"
+                if name == "disjoint"
+                else ""
+            ),
+            flush=True,
+        )

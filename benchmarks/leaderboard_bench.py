@@ -29,20 +29,36 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp) / "lb.sqlite"
-        cmd = [sys.executable, "-m", "agentgym_r1.cli", "leaderboard", "run", "--suite", args.suite,
-               "--results", str(results)] + (["--workers", args.workers] if args.workers else []) \
+        cmd = (
+            [
+                sys.executable,
+                "-m",
+                "agentgym_r1.cli",
+                "leaderboard",
+                "run",
+                "--suite",
+                args.suite,
+                "--results",
+                str(results),
+            ]
+            + (["--workers", args.workers] if args.workers else [])
             + (["--no-train"] if args.no_train else [])
+        )
         load = os.getloadavg()
         t0 = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": "."}, check=False)
         wall = time.perf_counter() - t0
         after = os.getloadavg()
-        print(f"leaderboard run --suite {args.suite}{' --no-train' if args.no_train else ''}: exit "
-              f"{done.returncode}, wall {wall:.1f} s ({os.cpu_count()} cores, load average (1, 5, 15 min) "
-              f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} before, {after[0]:.1f} {after[1]:.1f} {after[2]:.1f} after)")
+        print(
+            f"leaderboard run --suite {args.suite}{' --no-train' if args.no_train else ''}: exit "
+            f"{done.returncode}, wall {wall:.1f} s ({os.cpu_count()} cores, load average (1, 5, 15 min) "
+            f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} before, {after[0]:.1f} {after[1]:.1f} {after[2]:.1f} after)"
+        )
         db = sqlite3.connect(results)
-        rows = db.execute("SELECT r.env_id, r.status, count(e.idx), coalesce(sum(e.seconds), 0) FROM runs r "
-                          "LEFT JOIN episodes e ON e.run_id = r.id GROUP BY r.env_id, r.status ORDER BY r.env_id")
+        rows = db.execute(
+            "SELECT r.env_id, r.status, count(e.idx), coalesce(sum(e.seconds), 0) FROM runs r "
+            "LEFT JOIN episodes e ON e.run_id = r.id GROUP BY r.env_id, r.status ORDER BY r.env_id"
+        )
         for env_id, status, episodes, seconds in rows:
             print(f"  {env_id:22s} {status:8s} {episodes:4d} episodes  {seconds:7.1f} s in episodes")
         for line in done.stderr.splitlines():

@@ -33,7 +33,7 @@ def child(kernels: str, steps: int, out: Path, threads: int) -> None:
     budget = TrainBudget()
     tokenizer, model, episodes = sft_start(budget)
     with torch.no_grad():
-        logits = model(**collate(episodes[:budget.sft_batch], tokenizer.pad_token_id)).logits
+        logits = model(**collate(episodes[: budget.sft_batch], tokenizer.pad_token_id)).logits
 
     def flat() -> torch.Tensor:
         return torch.cat([p.detach().flatten() for p in model.parameters()]).clone()
@@ -44,10 +44,20 @@ def child(kernels: str, steps: int, out: Path, threads: int) -> None:
         if step + 1 in KEEP:
             kept[step + 1] = flat()
 
-    losses = sft(model, episodes, tokenizer.pad_token_id, steps=steps, batch_size=budget.sft_batch,
-                 lr=budget.sft_lr, seed=budget.seed, on_step=on_step)
-    torch.save({"capability": torch.backends.cpu.get_cpu_capability(), "logits": logits, "losses": losses,
-                "weights": kept}, out / f"{kernels}.pt")
+    losses = sft(
+        model,
+        episodes,
+        tokenizer.pad_token_id,
+        steps=steps,
+        batch_size=budget.sft_batch,
+        lr=budget.sft_lr,
+        seed=budget.seed,
+        on_step=on_step,
+    )
+    torch.save(
+        {"capability": torch.backends.cpu.get_cpu_capability(), "logits": logits, "losses": losses, "weights": kept},
+        out / f"{kernels}.pt",
+    )
 
 
 def compare(out: Path, settings: list[str]) -> dict:
@@ -55,15 +65,21 @@ def compare(out: Path, settings: list[str]) -> dict:
 
     a, b = (torch.load(out / f"{k}.pt") for k in settings)
     logits = (a["logits"] - b["logits"]).abs().max().item() / a["logits"].abs().max().item()
-    weights = {step: ((a["weights"][step] - b["weights"][step]).norm() / a["weights"][step].norm()).item()
-               for step in sorted(a["weights"])}
+    weights = {
+        step: ((a["weights"][step] - b["weights"][step]).norm() / a["weights"][step].norm()).item()
+        for step in sorted(a["weights"])
+    }
     losses = [abs(x - y) for x, y in zip(a["losses"], b["losses"], strict=True)]
     first = next((i + 1 for i, d in enumerate(losses) if d > 0), None)
-    return {"settings": settings, "capabilities": [a["capability"], b["capability"]],
-            "first_pass_logits_max_rel_diff": logits, "weights_rel_distance_by_step": weights,
-            "first_step_with_a_different_loss": first,
-            "loss_abs_diff_at": {s: losses[s - 1] for s in sorted(a["weights"]) if s},
-            "losses": {settings[0]: a["losses"], settings[1]: b["losses"]}}
+    return {
+        "settings": settings,
+        "capabilities": [a["capability"], b["capability"]],
+        "first_pass_logits_max_rel_diff": logits,
+        "weights_rel_distance_by_step": weights,
+        "first_step_with_a_different_loss": first,
+        "loss_abs_diff_at": {s: losses[s - 1] for s in sorted(a["weights"]) if s},
+        "losses": {settings[0]: a["losses"], settings[1]: b["losses"]},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,8 +99,22 @@ def main(argv: list[str] | None = None) -> int:
         env.pop("ATEN_CPU_CAPABILITY", None)
         if kernels != "default":
             env["ATEN_CPU_CAPABILITY"] = kernels
-        subprocess.run([sys.executable, __file__, "--child", kernels, "--steps", str(a.steps), "--out", str(a.out),
-                        "--threads", str(a.threads)], env=env, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                kernels,
+                "--steps",
+                str(a.steps),
+                "--out",
+                str(a.out),
+                "--threads",
+                str(a.threads),
+            ],
+            env=env,
+            check=True,
+        )
     result = compare(a.out, settings)
     (a.out / "divergence.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in result.items() if k != "losses"}, indent=1))

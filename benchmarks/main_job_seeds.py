@@ -43,8 +43,12 @@ def run_one(seed: int, kernels: str, out: Path, threads: int, changes: dict, epi
 
     torch.set_num_threads(threads)
     name = f"seed{seed}-{kernels}"
-    plan = TrainPlan(str(out / name / "results.sqlite"), out / name / "train", episodes,
-                     budget=TrainBudget(**{**changes, "seed": seed}))
+    plan = TrainPlan(
+        str(out / name / "results.sqlite"),
+        out / name / "train",
+        episodes,
+        budget=TrainBudget(**{**changes, "seed": seed}),
+    )
     start = time.monotonic()
     rec = train_on_board(plan, say=lambda line: print(f"[{name}] {line}", flush=True))
     wall = time.monotonic() - start
@@ -56,31 +60,50 @@ def run_one(seed: int, kernels: str, out: Path, threads: int, changes: dict, epi
         store.close()
     before, after = sorted(rows, key=lambda r: "after" in r.policy)
     stat = {r.policy: r.metrics["accuracy"] for r in rows}
-    return {"seed": seed, "kernels": kernels, "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY"),
-            "torch_capability": torch.backends.cpu.get_cpu_capability(), "threads": threads, "status": rec.status,
-            "message": rec.message, "episodes": plan.episodes,
-            "before": dataclasses.asdict(stat[before.policy]), "after": dataclasses.asdict(stat[after.policy]),
-            "gained": pair.gained, "lost": pair.lost, "pairs": pair.pairs, "mcnemar_p": pair.p,
-            "separated": stat[after.policy].low > stat[before.policy].high, "curve": rec.curve,
-            "budget": dataclasses.asdict(plan.budget), "wall_s": round(wall, 1), "load_after": os.getloadavg(),
-            "commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    return {
+        "seed": seed,
+        "kernels": kernels,
+        "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY"),
+        "torch_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": threads,
+        "status": rec.status,
+        "message": rec.message,
+        "episodes": plan.episodes,
+        "before": dataclasses.asdict(stat[before.policy]),
+        "after": dataclasses.asdict(stat[after.policy]),
+        "gained": pair.gained,
+        "lost": pair.lost,
+        "pairs": pair.pairs,
+        "mcnemar_p": pair.p,
+        "separated": stat[after.policy].low > stat[before.policy].high,
+        "curve": rec.curve,
+        "budget": dataclasses.asdict(plan.budget),
+        "wall_s": round(wall, 1),
+        "load_after": os.getloadavg(),
+        "commit": git("rev-parse", "HEAD"),
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
 
 
 def table(out: Path) -> str:
     """The markdown table of every run's JSON in ``out``: seed, kernels, the two rows, the paired test, the rule."""
-    lines = ["| seed | kernels | before [95% CI] | after [95% CI] | gain | newly solved / lost | McNemar p | "
-             "p < 0.01 and intervals apart | steps (SFT + GRPO) | wall (load after) | commit (dirty) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| seed | kernels | before [95% CI] | after [95% CI] | gain | newly solved / lost | McNemar p | "
+        "p < 0.01 and intervals apart | steps (SFT + GRPO) | wall (load after) | commit (dirty) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for path in sorted(out.glob("seed*.json")):
         r = json.loads(path.read_text(encoding="utf-8"))
         b, a = r["before"], r["after"]
         ok = r["mcnemar_p"] < 0.01 and r["separated"]
-        lines.append(f"| {r['seed']} | {r['kernels']} ({r['torch_capability']}) | {100 * b['value']:.1f} "
-                     f"[{100 * b['low']:.1f}, {100 * b['high']:.1f}] | {100 * a['value']:.1f} "
-                     f"[{100 * a['low']:.1f}, {100 * a['high']:.1f}] | {100 * (a['value'] - b['value']):+.1f} | "
-                     f"{r['gained']} / {r['lost']} | {r['mcnemar_p']:.2g} | {'yes' if ok else 'NO'} | "
-                     f"{r['budget']['sft_steps']} + {r['budget']['grpo_steps']} | {r['wall_s']:.0f} s "
-                     f"({r['load_after'][0]:.1f}) | {r['commit'][:7]}{' (dirty)' if r['dirty'] else ''} |")
+        lines.append(
+            f"| {r['seed']} | {r['kernels']} ({r['torch_capability']}) | {100 * b['value']:.1f} "
+            f"[{100 * b['low']:.1f}, {100 * b['high']:.1f}] | {100 * a['value']:.1f} "
+            f"[{100 * a['low']:.1f}, {100 * a['high']:.1f}] | {100 * (a['value'] - b['value']):+.1f} | "
+            f"{r['gained']} / {r['lost']} | {r['mcnemar_p']:.2g} | {'yes' if ok else 'NO'} | "
+            f"{r['budget']['sft_steps']} + {r['budget']['grpo_steps']} | {r['wall_s']:.0f} s "
+            f"({r['load_after'][0]:.1f}) | {r['commit'][:7]}{' (dirty)' if r['dirty'] else ''} |"
+        )
     return "\n".join(lines)
 
 
@@ -90,8 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernels", nargs="+", default=["default"], choices=sorted(set(KERNELS)))
     p.add_argument("--out", type=Path, default=Path("runs/main-job"))
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--budget", default="{}", metavar="JSON",
-                   help="TrainBudget fields over the recipe's, e.g. '{\"grpo_steps\": 80}' (exploration only)")
+    p.add_argument(
+        "--budget",
+        default="{}",
+        metavar="JSON",
+        help="TrainBudget fields over the recipe's, e.g. '{\"grpo_steps\": 80}' (exploration only)",
+    )
     p.add_argument("--episodes", type=int, default=TRAINED_ENTRY.episodes, help="held-out episodes of each row")
     p.add_argument("--table", action="store_true", help="print the markdown table of the runs in --out, run nothing")
     p.add_argument("--child", nargs=2, metavar=("SEED", "KERNELS"), help=argparse.SUPPRESS)
@@ -103,8 +130,12 @@ def main(argv: list[str] | None = None) -> int:
         seed, kernels = int(a.child[0]), a.child[1]
         result = run_one(seed, kernels, a.out, a.threads, json.loads(a.budget), a.episodes)
         (a.out / f"seed{seed}-{kernels}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-        print(json.dumps({k: result[k] for k in ("seed", "kernels", "before", "after", "gained", "lost",
-                                                  "mcnemar_p", "wall_s")}), flush=True)
+        print(
+            json.dumps(
+                {k: result[k] for k in ("seed", "kernels", "before", "after", "gained", "lost", "mcnemar_p", "wall_s")}
+            ),
+            flush=True,
+        )
         return 0 if result["status"] == "done" else 1
     a.out.mkdir(parents=True, exist_ok=True)
     failed = 0
@@ -114,8 +145,21 @@ def main(argv: list[str] | None = None) -> int:
             env.pop("ATEN_CPU_CAPABILITY", None)
             if kernels != "default":
                 env["ATEN_CPU_CAPABILITY"] = kernels
-            cmd = [sys.executable, __file__, "--child", str(seed), kernels, "--out", str(a.out),
-                   "--threads", str(a.threads), "--budget", a.budget, "--episodes", str(a.episodes)]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                str(seed),
+                kernels,
+                "--out",
+                str(a.out),
+                "--threads",
+                str(a.threads),
+                "--budget",
+                a.budget,
+                "--episodes",
+                str(a.episodes),
+            ]
             failed += subprocess.run(cmd, env=env).returncode != 0
     return 1 if failed else 0
 

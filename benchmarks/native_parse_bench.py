@@ -32,12 +32,46 @@ from agentgym_r1.adapters.tokenize import MAX_MARKERS, MAX_STRING_DELIMITERS, st
 from agentgym_r1.core.fuzz import adversarial_actions
 from agentgym_r1.testing import gsm8k_corpus
 
-UNITS = ("<arg_key>", "<arg_key>k</arg_key>\n<arg_value>", "<arg_value>", ", then", "to=functions.", "<tool_call>",
-         "</tool_call>", "<|tool_call>", "<|tool_call_start|>", "<function=", "<parameter=", "<parameter=x>\n",
-         "<|channel|>", "<|message|>", "<|call|>", '{"name":', "call:", "[", "(", "{", "<think>", "</think>", '<|"|>',
-         "\n", "a='", "a=", "a=[", ",f(", "<|start|>assistant")
-HEADS = ("", "<tool_call>\n<function=f>\n", "<tool_call>f\n", "<|tool_call_start|>[f(", "<|tool_call>call:f{",
-         "to=functions.f<|channel|>commentary json<|message|>", "</think>")
+UNITS = (
+    "<arg_key>",
+    "<arg_key>k</arg_key>\n<arg_value>",
+    "<arg_value>",
+    ", then",
+    "to=functions.",
+    "<tool_call>",
+    "</tool_call>",
+    "<|tool_call>",
+    "<|tool_call_start|>",
+    "<function=",
+    "<parameter=",
+    "<parameter=x>\n",
+    "<|channel|>",
+    "<|message|>",
+    "<|call|>",
+    '{"name":',
+    "call:",
+    "[",
+    "(",
+    "{",
+    "<think>",
+    "</think>",
+    '<|"|>',
+    "\n",
+    "a='",
+    "a=",
+    "a=[",
+    ",f(",
+    "<|start|>assistant",
+)
+HEADS = (
+    "",
+    "<tool_call>\n<function=f>\n",
+    "<tool_call>f\n",
+    "<|tool_call_start|>[f(",
+    "<|tool_call>call:f{",
+    "to=functions.f<|channel|>commentary json<|message|>",
+    "</think>",
+)
 
 
 def _run(unit: str, head: str, chars: int) -> str:
@@ -47,8 +81,12 @@ def _run(unit: str, head: str, chars: int) -> str:
 def shapes(chars: int) -> list[tuple[str, str]]:
     """(label, text): opener runs after each head, the same runs cut at the marker cap, and the fuzz corpus."""
     out = [(f"{head!r}+{unit!r}*", _run(unit, head, chars)) for head in HEADS for unit in UNITS]
-    out += [(f"{head!r}+{unit!r}*{cap} + filler", (head + unit * cap + "a" * chars)[:chars])
-            for head in HEADS for unit in UNITS for cap in (MAX_STRING_DELIMITERS, MAX_MARKERS)]
+    out += [
+        (f"{head!r}+{unit!r}*{cap} + filler", (head + unit * cap + "a" * chars)[:chars])
+        for head in HEADS
+        for unit in UNITS
+        for cap in (MAX_STRING_DELIMITERS, MAX_MARKERS)
+    ]
     out += [(repr(a[:24]), a) for a in adversarial_actions(count=20, max_chars=chars)]
     return out
 
@@ -95,8 +133,10 @@ def main() -> None:
                 cut = [(label_, text[: a.stock_chars]) for label_, text in shapes(a.stock_chars)]
                 s_sec, s_label = worst(stock_parse, cut)
                 ours, _ = worst(lambda t, p=env_parser: p.parse(t, {"_echo": None}), cut)
-                line += (f"\n{'':26s} at {a.stock_chars:,} chars: stock parse_response {s_sec * 1000:.1f} ms "
-                         f"({s_label}), ours {ours * 1000:.1f} ms")
+                line += (
+                    f"\n{'':26s} at {a.stock_chars:,} chars: stock parse_response {s_sec * 1000:.1f} ms "
+                    f"({s_label}), ours {ours * 1000:.1f} ms"
+                )
             print(line, flush=True)
         print(f"worst of all: {overall[0] * 1000:.1f} ms ({overall[1]}, {overall[2]})")
 

@@ -26,8 +26,10 @@ from agentgym_r1.adapters.native import native_parser
 from agentgym_r1.adapters.scratch import family_tokenizer, train_tokenizer
 from agentgym_r1.testing import gsm8k_corpus
 
-SHAPES = {"unclosed call + 90k": '<|tool_call>call:act{command:<|"|>look' + "a" * 90_000,
-          "<turn|> x 14k": "<turn|>" * 14_000}
+SHAPES = {
+    "unclosed call + 90k": '<|tool_call>call:act{command:<|"|>look' + "a" * 90_000,
+    "<turn|> x 14k": "<turn|>" * 14_000,
+}
 ENVS = {"AgentR1/ALFWorld-v1": {"source": "generated", "num_games": 3}, "AgentR1/WebShop-v0": {}}
 
 

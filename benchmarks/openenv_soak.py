@@ -27,8 +27,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # A calculator call, a malformed call and an answer: GSM8K episodes end on the answer; other envs play these
 # until their turn limit.
-ACTIONS = ('<tool_call>{"name": "calculator", "arguments": {"expression": "2 + 2"}}</tool_call>',
-           "<tool_call>{broken", "<answer>4</answer>")
+ACTIONS = (
+    '<tool_call>{"name": "calculator", "arguments": {"expression": "2 + 2"}}</tool_call>',
+    "<tool_call>{broken",
+    "<answer>4</answer>",
+)
 
 
 @dataclass
@@ -62,10 +65,29 @@ def server(env_id: str, env_kwargs: list[str], sessions: int):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "agentgym_r1.cli", "serve", "env", env_id, *env_kwargs, "--port", str(port),
-           "--max-sessions", str(sessions), "--idle-timeout", "120"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "agentgym_r1.cli",
+        "serve",
+        "env",
+        env_id,
+        *env_kwargs,
+        "--port",
+        str(port),
+        "--max-sessions",
+        str(sessions),
+        "--idle-timeout",
+        "120",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -89,8 +111,9 @@ def server(env_id: str, env_kwargs: list[str], sessions: int):
         proc.stderr.close()
 
 
-async def client(url: str, soak: Soak, total: int, reconnect_every: int, sample_every: int, pid: int,
-                 connect_timeout_s: float) -> None:
+async def client(
+    url: str, soak: Soak, total: int, reconnect_every: int, sample_every: int, pid: int, connect_timeout_s: float
+) -> None:
     from agentgym_r1.envs.openenv_wire import AgentAction
     from agentgym_r1.envs.remote import AgentEnvClient
 
@@ -134,16 +157,27 @@ def in_process(env_id: str, env_kwargs: tuple[str, ...], episodes: int) -> tuple
     return time.perf_counter() - start, steps
 
 
-def run(env_id: str = "AgentR1/GSM8K-v0", env_kwargs: tuple[str, ...] = ("source=synthetic",), episodes: int = 5000,
-        sessions: int = 16, reconnect_every: int = 50, samples: int = 20, connect_timeout_s: float = 10.0) -> dict:
+def run(
+    env_id: str = "AgentR1/GSM8K-v0",
+    env_kwargs: tuple[str, ...] = ("source=synthetic",),
+    episodes: int = 5000,
+    sessions: int = 16,
+    reconnect_every: int = 50,
+    samples: int = 20,
+    connect_timeout_s: float = 10.0,
+) -> dict:
     """Run the soak and return its figures (also used by the short version in the tests)."""
     with server(env_id, list(env_kwargs), sessions) as (url, proc):
 
         def play(soak: Soak, total: int) -> float:
             async def main() -> None:
                 every = max(1, total // samples)
-                await asyncio.gather(*(client(url, soak, total, reconnect_every, every, proc.pid, connect_timeout_s)
-                                       for _ in range(sessions)))
+                await asyncio.gather(
+                    *(
+                        client(url, soak, total, reconnect_every, every, proc.pid, connect_timeout_s)
+                        for _ in range(sessions)
+                    )
+                )
 
             start = time.perf_counter()
             asyncio.run(main())
@@ -165,11 +199,20 @@ def run(env_id: str = "AgentR1/GSM8K-v0", env_kwargs: tuple[str, ...] = ("source
             time.sleep(0.1)
         after = (server_fds(proc.pid), server_rss_mib(proc.pid), live_envs(url))
     half = [rss for n, rss, _ in soak.samples if n >= episodes // 2]
-    return {"episodes": soak.done, "steps": soak.steps, "errors": soak.errors, "seconds": seconds,
-            "idle_fds": idle_fds, "idle_rss_mib": idle_rss, "samples": soak.samples,
-            "fds_after": after[0], "rss_after_mib": after[1], "live_envs_after": after[2],
-            "max_fds": max((f for _, _, f in soak.samples), default=idle_fds),
-            "rss_growth_second_half_mib": (half[-1] - half[0]) if len(half) > 1 else 0.0}
+    return {
+        "episodes": soak.done,
+        "steps": soak.steps,
+        "errors": soak.errors,
+        "seconds": seconds,
+        "idle_fds": idle_fds,
+        "idle_rss_mib": idle_rss,
+        "samples": soak.samples,
+        "fds_after": after[0],
+        "rss_after_mib": after[1],
+        "live_envs_after": after[2],
+        "max_fds": max((f for _, _, f in soak.samples), default=idle_fds),
+        "rss_growth_second_half_mib": (half[-1] - half[0]) if len(half) > 1 else 0.0,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,12 +227,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds a client waits for its session")
     p.add_argument("--in-process", type=int, default=1000, help="also play this many episodes in-process (0: no)")
     args = p.parse_args(argv)
-    r = run(args.env, tuple(args.env_kwargs), args.episodes, args.sessions, args.reconnect_every, args.samples,
-            args.connect_timeout)
+    r = run(
+        args.env,
+        tuple(args.env_kwargs),
+        args.episodes,
+        args.sessions,
+        args.reconnect_every,
+        args.samples,
+        args.connect_timeout,
+    )
     if args.in_process:
         seconds, steps = in_process(args.env, tuple(args.env_kwargs), args.in_process)
-        print(f"in-process, same actions, one env, no server: {args.in_process} episodes in {seconds:.1f} s "
-              f"({args.in_process / seconds:.0f} episodes/s, {steps / seconds:.0f} steps/s)")
+        print(
+            f"in-process, same actions, one env, no server: {args.in_process} episodes in {seconds:.1f} s "
+            f"({args.in_process / seconds:.0f} episodes/s, {steps / seconds:.0f} steps/s)"
+        )
     return 0 if report(r, args.env, args.sessions, args.reconnect_every, args.max_growth_mib) else 1
 
 
@@ -199,17 +251,27 @@ def report(r: dict, env_id: str, sessions: int, reconnect_every: int, max_growth
     print(f"{'idle':>9} {r['idle_rss_mib']:8.1f} {r['idle_fds']:5d}   (after a warm-up episode per session)")
     for n, rss, fds in r["samples"]:
         print(f"{n:9d} {rss:8.1f} {fds:5d}")
-    print(f"{'after':>9} {r['rss_after_mib']:8.1f} {r['fds_after']:5d}   (all clients closed; live envs "
-          f"{r['live_envs_after']})")
-    print(f"{env_id}: {r['episodes']} episodes, {r['steps']} steps, {sessions} sessions, reconnect every "
-          f"{reconnect_every}: {r['seconds']:.1f} s ({r['episodes'] / r['seconds']:.0f} episodes/s, "
-          f"{r['steps'] / r['seconds']:.0f} steps/s); errors {len(r['errors'])}")
-    print(f"server fds: idle {r['idle_fds']}, max during the run {r['max_fds']}, after {r['fds_after']}; "
-          f"RSS growth over the second half {r['rss_growth_second_half_mib']:+.1f} MiB")
+    print(
+        f"{'after':>9} {r['rss_after_mib']:8.1f} {r['fds_after']:5d}   (all clients closed; live envs "
+        f"{r['live_envs_after']})"
+    )
+    print(
+        f"{env_id}: {r['episodes']} episodes, {r['steps']} steps, {sessions} sessions, reconnect every "
+        f"{reconnect_every}: {r['seconds']:.1f} s ({r['episodes'] / r['seconds']:.0f} episodes/s, "
+        f"{r['steps'] / r['seconds']:.0f} steps/s); errors {len(r['errors'])}"
+    )
+    print(
+        f"server fds: idle {r['idle_fds']}, max during the run {r['max_fds']}, after {r['fds_after']}; "
+        f"RSS growth over the second half {r['rss_growth_second_half_mib']:+.1f} MiB"
+    )
     for e in r["errors"][:5]:
         print("  error:", e)
-    flat = (r["fds_after"] <= r["idle_fds"] and r["live_envs_after"] == 0
-            and r["rss_growth_second_half_mib"] <= max_growth_mib and not r["errors"])
+    flat = (
+        r["fds_after"] <= r["idle_fds"]
+        and r["live_envs_after"] == 0
+        and r["rss_growth_second_half_mib"] <= max_growth_mib
+        and not r["errors"]
+    )
     print("flat: yes" if flat else "flat: NO")
     return flat
 

@@ -73,8 +73,10 @@ def main() -> None:
     p50, p95 = latency(plain, args.calls)
     print(f"python tool, rlimits (no isolation): p50 {p50:7.1f} ms   p95 {p95:7.1f} ms   ({args.calls} calls)")
     rate, success = episodes_per_second(args.episodes)
-    print(f"PythonMath-v0 scripted episodes: {rate:.2f} episodes/s on one thread, success {success:.0%} "
-          f"({args.episodes} episodes)")
+    print(
+        f"PythonMath-v0 scripted episodes: {rate:.2f} episodes/s on one thread, success {success:.0%} "
+        f"({args.episodes} episodes)"
+    )
     print(f"load average {os.getloadavg()[0]:.2f} after")
 
 

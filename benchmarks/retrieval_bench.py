@@ -33,16 +33,97 @@ sys.path.insert(0, str(ROOT))
 from agentgym_r1.retrieval import Document, hotpotqa_paragraphs, iter_corpus  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data" / "hotpotqa"
-STOP = ["the", "of", "and", "in", "to", "a", "is", "was", "for", "on", "as", "by", "with", "he", "it", "at", "from", "his", "an", "were", "are", "which", "this", "that", "be", "or", "had", "not", "but", "also", "first", "its", "has", "one", "their", "after", "who", "they", "have", "new", "been", "other", "all", "she", "her", "two", "into"]
+STOP = [
+    "the",
+    "of",
+    "and",
+    "in",
+    "to",
+    "a",
+    "is",
+    "was",
+    "for",
+    "on",
+    "as",
+    "by",
+    "with",
+    "he",
+    "it",
+    "at",
+    "from",
+    "his",
+    "an",
+    "were",
+    "are",
+    "which",
+    "this",
+    "that",
+    "be",
+    "or",
+    "had",
+    "not",
+    "but",
+    "also",
+    "first",
+    "its",
+    "has",
+    "one",
+    "their",
+    "after",
+    "who",
+    "they",
+    "have",
+    "new",
+    "been",
+    "other",
+    "all",
+    "she",
+    "her",
+    "two",
+    "into",
+]
 
 
 # ---------------------------------------------------------------- corpora and queries
 
+
 def generate(n_docs: int, out: Path, seed: int = 0, vocab_size: int = 300_000) -> None:
     """Write a synthetic JSONL corpus ({"id", "title", "text"}) and its queries (``out`` + ``.queries.json``)."""
     rng = np.random.default_rng(seed)
-    syll = np.array(["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "sa", "do", "gu", "ri", "mo", "te", "la",
-                     "an", "or", "el", "is", "um", "ex", "ba", "fi", "ho", "ju", "ke", "ny", "qu", "wa"])
+    syll = np.array(
+        [
+            "ka",
+            "lo",
+            "mi",
+            "ne",
+            "ru",
+            "ta",
+            "vo",
+            "zi",
+            "pe",
+            "sa",
+            "do",
+            "gu",
+            "ri",
+            "mo",
+            "te",
+            "la",
+            "an",
+            "or",
+            "el",
+            "is",
+            "um",
+            "ex",
+            "ba",
+            "fi",
+            "ho",
+            "ju",
+            "ke",
+            "ny",
+            "qu",
+            "wa",
+        ]
+    )
     lengths = rng.integers(2, 5, vocab_size)
     words = ["".join(syll[rng.integers(0, len(syll), n)]) for n in lengths]
     vocab = list(dict.fromkeys(STOP + words))
@@ -57,7 +138,7 @@ def generate(n_docs: int, out: Path, seed: int = 0, vocab_size: int = 300_000) -
             topics = rng.integers(2000, len(vocab), (size, 4))
             offs = np.concatenate([[0], np.cumsum(lens)])
             for i in range(size):
-                body = [vocab[j] for j in ids[offs[i]:offs[i + 1]]]
+                body = [vocab[j] for j in ids[offs[i] : offs[i + 1]]]
                 for t in topics[i]:
                     for pos in rng.integers(0, len(body), 2):
                         body[pos] = vocab[t]
@@ -70,8 +151,12 @@ def generate(n_docs: int, out: Path, seed: int = 0, vocab_size: int = 300_000) -
 
 
 def load_shared() -> tuple[list[Document], list[str]]:
-    records = [json.loads(line) for f in sorted(SHARED.glob("hotpot_dev_distractor_sample_*.jsonl"))
-               for line in f.open(encoding="utf-8") if line.strip()]
+    records = [
+        json.loads(line)
+        for f in sorted(SHARED.glob("hotpot_dev_distractor_sample_*.jsonl"))
+        for line in f.open(encoding="utf-8")
+        if line.strip()
+    ]
     return hotpotqa_paragraphs(records), [r["question"] for r in records]
 
 
@@ -83,6 +168,7 @@ def corpus_and_queries(corpus: str) -> tuple[list[Document] | Path, list[str]]:
 
 
 # ---------------------------------------------------------------- one engine in one process
+
 
 def _rss_mb(field: str = "VmRSS") -> float:
     """Resident memory; ``RssAnon`` leaves out the memory-mapped index files (page cache, shared and reclaimable)."""
@@ -123,9 +209,13 @@ def build(engine: str, corpus: str, index_dir: Path, dense_docs: int) -> dict:
             docs = items[:dense_docs]
         build_retriever(engine.split("-")[0], docs, index_dir, cache=False, **opts).close()
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"build_s": time.perf_counter() - t0, "build_cpu_s": own.ru_utime + own.ru_stime,
-            "build_child_cpu_s": kids.ru_utime + kids.ru_stime, "build_peak_rss_mb": _peak_mb(),
-            "build_child_peak_rss_mb": _peak_mb(resource.RUSAGE_CHILDREN)}
+    return {
+        "build_s": time.perf_counter() - t0,
+        "build_cpu_s": own.ru_utime + own.ru_stime,
+        "build_child_cpu_s": kids.ru_utime + kids.ru_stime,
+        "build_peak_rss_mb": _peak_mb(),
+        "build_child_peak_rss_mb": _peak_mb(resource.RUSAGE_CHILDREN),
+    }
 
 
 def query(engine: str, corpus: str, index_dir: Path, n_queries: int) -> dict:
@@ -141,8 +231,11 @@ def query(engine: str, corpus: str, index_dir: Path, n_queries: int) -> dict:
         vocab = json.loads((index_dir / "vocab.json").read_text())
 
         def search(q: str) -> list[str]:
-            toks = [vocab[w] for w in bm25s.tokenize(q, stopwords="en", return_ids=False, show_progress=False)[0]
-                    if w in vocab]
+            toks = [
+                vocab[w]
+                for w in bm25s.tokenize(q, stopwords="en", return_ids=False, show_progress=False)[0]
+                if w in vocab
+            ]
             if not toks:
                 return []
             found, _ = model.retrieve([toks], k=5, show_progress=False, n_threads=1)
@@ -154,6 +247,7 @@ def query(engine: str, corpus: str, index_dir: Path, n_queries: int) -> dict:
 
         def search(q: str) -> list[str]:
             return [h.doc.id for h in retriever.search(q, 5)]
+
     load_s = time.perf_counter() - t0
     for q in queries[:20]:  # warm-up
         search(q)
@@ -162,17 +256,38 @@ def query(engine: str, corpus: str, index_dir: Path, n_queries: int) -> dict:
         t = time.perf_counter()
         top5.append(search(q))
         lat.append((time.perf_counter() - t) * 1e3)
-    return {"load_s": load_s, "queries": len(queries), "p50_ms": float(np.percentile(lat, 50)),
-            "p95_ms": float(np.percentile(lat, 95)), "p99_ms": float(np.percentile(lat, 99)),
-            "rss_after_load_and_queries_mb": _rss_mb(), "anon_rss_after_mb": _rss_mb("RssAnon"),
-            "rss_before_load_mb": rss0, "top5": top5}
+    return {
+        "load_s": load_s,
+        "queries": len(queries),
+        "p50_ms": float(np.percentile(lat, 50)),
+        "p95_ms": float(np.percentile(lat, 95)),
+        "p99_ms": float(np.percentile(lat, 99)),
+        "rss_after_load_and_queries_mb": _rss_mb(),
+        "anon_rss_after_mb": _rss_mb("RssAnon"),
+        "rss_before_load_mb": rss0,
+        "top5": top5,
+    }
 
 
 # ---------------------------------------------------------------- driver
 
+
 def _child(phase: str, engine: str, args: argparse.Namespace, index_dir: Path) -> dict:
-    cmd = [sys.executable, __file__, phase, "--engine", engine, "--corpus", args.corpus, "--index-dir", str(index_dir),
-           "--queries", str(args.queries), "--dense-docs", str(args.dense_docs)]
+    cmd = [
+        sys.executable,
+        __file__,
+        phase,
+        "--engine",
+        engine,
+        "--corpus",
+        args.corpus,
+        "--index-dir",
+        str(index_dir),
+        "--queries",
+        str(args.queries),
+        "--dense-docs",
+        str(args.dense_docs),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"{phase} {engine} failed:\n{proc.stderr[-3000:]}")
@@ -187,22 +302,25 @@ def compare(args: argparse.Namespace) -> None:
             index_dir.mkdir()
             results[engine] = {**_child("build", engine, args, index_dir), **_child("query", engine, args, index_dir)}
             r = results[engine]
-            print(f"{engine:7s} build {r['build_s']:7.1f} s (CPU {r['build_cpu_s'] + r['build_child_cpu_s']:6.1f} s)  peak RSS {r['build_peak_rss_mb']:7.0f} MB "
-                  f"(indexer subprocess {r['build_child_peak_rss_mb']:5.0f} MB)  load {r['load_s']:5.2f} s  "
-                  f"query p50 {r['p50_ms']:7.3f} ms  p95 {r['p95_ms']:7.3f} ms  p99 {r['p99_ms']:7.3f} ms  "
-                  f"RSS after queries {r['rss_after_load_and_queries_mb']:6.0f} MB (anonymous {r['anon_rss_after_mb']:5.0f} MB)  "
-                  f"({r['queries']} queries)",
-                  flush=True)
+            print(
+                f"{engine:7s} build {r['build_s']:7.1f} s (CPU {r['build_cpu_s'] + r['build_child_cpu_s']:6.1f} s)  peak RSS {r['build_peak_rss_mb']:7.0f} MB "
+                f"(indexer subprocess {r['build_child_peak_rss_mb']:5.0f} MB)  load {r['load_s']:5.2f} s  "
+                f"query p50 {r['p50_ms']:7.3f} ms  p95 {r['p95_ms']:7.3f} ms  p99 {r['p99_ms']:7.3f} ms  "
+                f"RSS after queries {r['rss_after_load_and_queries_mb']:6.0f} MB (anonymous {r['anon_rss_after_mb']:5.0f} MB)  "
+                f"({r['queries']} queries)",
+                flush=True,
+            )
     names = [n for n in results if n != "dense"]  # dense indexes a subset: its top-5 are not comparable
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             pairs = list(zip(results[a]["top5"], results[b]["top5"], strict=True))
             overlap = np.mean([len(set(x) & set(y)) / 5 for x, y in pairs])
             top1 = np.mean([bool(x) and bool(y) and x[0] == y[0] for x, y in pairs])
             print(f"top-5 agreement {a} vs {b}: overlap {overlap:.3f}, same top-1 {top1:.3f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({k: {m: v for m, v in r.items() if m != "top5"}
-                                               for k, r in results.items()}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({k: {m: v for m, v in r.items() if m != "top5"} for k, r in results.items()}, indent=2)
+        )
 
 
 def main() -> None:

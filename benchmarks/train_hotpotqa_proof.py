@@ -73,8 +73,15 @@ import study  # benchmarks/: provenance of every result, the confirmatory guard 
 
 ENV_ID = "AgentR1/HotpotQA-v0"
 TOP_K = 1
-ENV_KWARGS: dict[str, Any] = {"source": "synthetic", "seed": 0, "kb_size": 5000, "difficulty": "easy",
-                              "parser": "tag", "top_k": TOP_K, "system_prompt": "Answer it."}
+ENV_KWARGS: dict[str, Any] = {
+    "source": "synthetic",
+    "seed": 0,
+    "kb_size": 5000,
+    "difficulty": "easy",
+    "parser": "tag",
+    "top_k": TOP_K,
+    "system_prompt": "Answer it.",
+}
 MAX_TURNS, MAX_NEW_TOKENS = 4, 32
 BUDGET = {"completion": 320}  # completion tokens of an episode (env tokens included); main() sets --max-completion
 TRAIN_SEEDS = 8000  # SFT and RL draw training questions with reset seeds 0..TRAIN_SEEDS-1
@@ -143,10 +150,12 @@ def held_out(out: Path) -> tuple[list[int], list[int]]:
     env.close()
     held = questions(seeds)
     check = {t.prompt for t in held}
-    print(f"overlap check: {len(train)} distinct training questions (reset seeds 0..{TRAIN_SEEDS - 1}: SFT and RL), "
-          f"{len(check)} distinct held-out questions (reset seeds {HELD_OUT_FROM}..{seed - 1}, {skipped} skipped as "
-          f"training or repeated questions); held-out questions that are training questions: {len(train & check)}",
-          flush=True)
+    print(
+        f"overlap check: {len(train)} distinct training questions (reset seeds 0..{TRAIN_SEEDS - 1}: SFT and RL), "
+        f"{len(check)} distinct held-out questions (reset seeds {HELD_OUT_FROM}..{seed - 1}, {skipped} skipped as "
+        f"training or repeated questions); held-out questions that are training questions: {len(train & check)}",
+        flush=True,
+    )
     splits.check_overlap("legacy", held, train_tasks)  # HeldOutOverlapError names the overlap
     path.write_text(json.dumps({"monitor": seeds[:N_MONITOR], "final": seeds[N_MONITOR:]}))
     return seeds[:N_MONITOR], seeds[N_MONITOR:]
@@ -186,7 +195,7 @@ def held_out_sets(out: Path) -> tuple[list[int], dict[str, list[int]]]:
 
     record = splits_record(out)
     splits.check_splits(TASKS, build_kb(ENV_KWARGS["seed"], ENV_KWARGS["kb_size"]), record, HELD_OUT)
-    return record["dev"][:splits.N_MONITOR], {name: record[name] for name in HELD_OUT}
+    return record["dev"][: splits.N_MONITOR], {name: record[name] for name in HELD_OUT}
 
 
 def scored_label(label: str, name: str) -> str:
@@ -211,18 +220,24 @@ def react_episodes(model: Any, tokenizer: Any, seeds: Sequence[int]) -> list[Any
     from agentgym_r1.adapters.backends.hf import HFBackend
 
     chat = ChatTokenizer(tokenizer)
-    config = RolloutConfig(max_turns=MAX_TURNS, max_context_tokens=1024, max_completion_tokens=BUDGET["completion"],
-                           seed=None, sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0))
+    config = RolloutConfig(
+        max_turns=MAX_TURNS,
+        max_context_tokens=1024,
+        max_completion_tokens=BUDGET["completion"],
+        seed=None,
+        sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0),
+    )
     was_training = model.training
     engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
     rank, processes = world()
     share = -(-len(seeds) // processes)  # under torchrun each process plays its slice of the questions
-    mine = list(seeds[rank * share:(rank + 1) * share])
+    mine = list(seeds[rank * share : (rank + 1) * share])
     episodes: list[Any] = []
     try:
         for start in range(0, len(mine), 256):
-            batch = engine.rollout([{"env": ENV_ID, "env_kwargs": ENV_KWARGS, "seed": s}
-                                    for s in mine[start:start + 256]])
+            batch = engine.rollout(
+                [{"env": ENV_ID, "env_kwargs": ENV_KWARGS, "seed": s} for s in mine[start : start + 256]]
+            )
             episodes += batch.episodes
     finally:
         engine.close()
@@ -252,8 +267,12 @@ def tag_bodies(episode: Any, tag: str) -> list[str]:
     return [body.strip() for turn in episode.turns for _, body in tag_spans(turn.action, f"<{tag}>", f"</{tag}>") or []]
 
 
-BRIDGE_OUTCOMES = ("solved", "first query is not the question's entity", "second query is not the bridge entity",
-                   "wrong answer after both right queries")
+BRIDGE_OUTCOMES = (
+    "solved",
+    "first query is not the question's entity",
+    "second query is not the bridge entity",
+    "wrong answer after both right queries",
+)
 
 
 def bridge_outcome(task: Any, episode: Any) -> str:
@@ -294,14 +313,20 @@ def rag_em(model: Any, tokenizer: Any, seeds: Sequence[int]) -> float:
     model.eval()
     solved = 0.0
     for start in range(0, len(tasks), 128):
-        chunk = tasks[start:start + 128]
+        chunk = tasks[start : start + 128]
         prompts = [rag_prompt(chat, retriever, t.prompt) for t in chunk]
         width = max(map(len, prompts))
         ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p for p in prompts])
         attn = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=attn, max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
-                                 eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=attn,
+                max_new_tokens=MAX_NEW_TOKENS,
+                do_sample=False,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+            )
         for task, row in zip(chunk, out[:, width:].tolist(), strict=True):
             m = ANSWER.search(tokenizer.decode(row, skip_special_tokens=True))
             solved += qa_scores(m[1], task.answer)["em"] if m else 0.0
@@ -322,8 +347,10 @@ def em_by_type(tasks: Sequence[Any], solved: Sequence[bool]) -> dict[str, float]
         kinds.setdefault(question_type(task), []).append(ok)
     by_type = {kind: sum(oks) / len(oks) for kind, oks in sorted(kinds.items())}
     if not world()[0]:
-        print("EM by question type: " + ", ".join(f"{k} {100 * v:.1f}% of {len(kinds[k])}" for k, v in by_type.items()),
-              flush=True)
+        print(
+            "EM by question type: " + ", ".join(f"{k} {100 * v:.1f}% of {len(kinds[k])}" for k, v in by_type.items()),
+            flush=True,
+        )
     return by_type
 
 
@@ -334,16 +361,30 @@ def save_result(out: Path, label: str, em: float, n: int = N_FINAL, **extra: Any
     if world()[0]:
         return
     stat = wilson(round(em * n), n)
-    row = {"run": label, "em": stat.value, "low": stat.low, "high": stat.high, "n": n, **extra,
-           "provenance": PROVENANCE}
+    row = {
+        "run": label,
+        "em": stat.value,
+        "low": stat.low,
+        "high": stat.high,
+        "n": n,
+        **extra,
+        "provenance": PROVENANCE,
+    }
     (out / "results").mkdir(parents=True, exist_ok=True)
     (out / "results" / f"{label}.json").write_text(json.dumps(row, indent=1))
-    print(f"{label}: held-out EM on {n} questions {100 * stat.value:.1f}% "
-          f"[{100 * stat.low:.1f}, {100 * stat.high:.1f}]", flush=True)
+    print(
+        f"{label}: held-out EM on {n} questions {100 * stat.value:.1f}% [{100 * stat.low:.1f}, {100 * stat.high:.1f}]",
+        flush=True,
+    )
 
 
-COMPARISON_OUTCOMES = ("solved", "the other name, copied exactly", "a name a few characters off", "another name",
-                       "no answer")
+COMPARISON_OUTCOMES = (
+    "solved",
+    "the other name, copied exactly",
+    "a name a few characters off",
+    "another name",
+    "no answer",
+)
 
 
 def comparison_outcome(task: Any, episode: Any) -> str:
@@ -376,9 +417,16 @@ def save_react_result(out: Path, label: str, model: Any, tokenizer: Any, seeds: 
     wrong, and how its named comparisons ended, saved as ``label``'s result."""
     episodes, tasks = react_episodes(model, tokenizer, seeds), questions(seeds)
     solved = [e.success for e in episodes]
-    save_result(out, label, sum(solved) / len(solved), n=len(solved), by_type=em_by_type(tasks, solved),
-                bridge_outcomes=bridge_outcomes(tasks, episodes),
-                comparison_outcomes=comparison_outcomes(tasks, episodes), **extra)
+    save_result(
+        out,
+        label,
+        sum(solved) / len(solved),
+        n=len(solved),
+        by_type=em_by_type(tasks, solved),
+        bridge_outcomes=bridge_outcomes(tasks, episodes),
+        comparison_outcomes=comparison_outcomes(tasks, episodes),
+        **extra,
+    )
 
 
 def bridge_outcomes(tasks: Sequence[Any], episodes: Sequence[Any]) -> dict[str, int]:
@@ -386,8 +434,14 @@ def bridge_outcomes(tasks: Sequence[Any], episodes: Sequence[Any]) -> dict[str, 
     return count_outcomes(tasks, episodes, "bridge", BRIDGE_OUTCOMES, bridge_outcome, "bridge episodes")
 
 
-def count_outcomes(tasks: Sequence[Any], episodes: Sequence[Any], kind: str, outcomes: Sequence[str],
-                   outcome: Callable[[Any, Any], str], title: str) -> dict[str, int]:
+def count_outcomes(
+    tasks: Sequence[Any],
+    episodes: Sequence[Any],
+    kind: str,
+    outcomes: Sequence[str],
+    outcome: Callable[[Any, Any], str],
+    title: str,
+) -> dict[str, int]:
     """How many episodes of the questions of type ``kind`` among ``tasks`` ``outcome(task, episode)`` puts in each of
     ``outcomes``, printed after ``title``."""
     counts = dict.fromkeys(outcomes, 0)
@@ -413,9 +467,22 @@ def agent_turns(demo: Any) -> list[list[int]]:
 
 
 # -- supervised phases -------------------------------------------------------------------------------------------------
-def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: int, lr: float, batch: int,
-            layers: int, start_from: Path | None = None, resume: int = 0, hidden: int = 128, vocab: int = 1000,
-            tokenizer_corpus: str = "episodes", pieces: str = "cross-spaces") -> None:
+def run_sft(
+    out: Path,
+    target: float,
+    chunk: int,
+    max_steps: int,
+    num_episodes: int,
+    lr: float,
+    batch: int,
+    layers: int,
+    start_from: Path | None = None,
+    resume: int = 0,
+    hidden: int = 128,
+    vocab: int = 1000,
+    tokenizer_corpus: str = "episodes",
+    pieces: str = "cross-spaces",
+) -> None:
     import gymnasium as gym
 
     from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
@@ -442,16 +509,25 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
             from agentgym_r1.retrieval import Hit
 
             texts += [render_hits([Hit(doc, 0.0, 0)]) for doc in env.unwrapped.data.documents]
-        tokenizer = train_tokenizer(texts, out / "tokenizer", vocab_size=vocab, split_digits=True,
-                                    cross_spaces=pieces == "cross-spaces", words=pieces == "words")
+        tokenizer = train_tokenizer(
+            texts,
+            out / "tokenizer",
+            vocab_size=vocab,
+            split_digits=True,
+            cross_spaces=pieces == "cross-spaces",
+            words=pieces == "words",
+        )
         model = make_model(tokenizer, hidden=hidden, layers=layers, mlp_ratio=4).train()
     episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in train_seeds[:num_episodes]]
     lengths = sorted(len(e.prompt_ids) + len(e.completion_ids) for e in episodes)
     longest = max(len(chat_ids) for e in episodes for chat_ids in agent_turns(e))
-    print(f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, vocab {len(tokenizer)}, "
-          f"{len(episodes)} expert episodes ({sum(e.success for e in episodes)} solved), prompt "
-          f"{len(episodes[0].prompt_ids)} tokens, episode median {lengths[len(lengths) // 2]} max {lengths[-1]}, "
-          f"longest action {longest} tokens", flush=True)
+    print(
+        f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, vocab {len(tokenizer)}, "
+        f"{len(episodes)} expert episodes ({sum(e.success for e in episodes)} solved), prompt "
+        f"{len(episodes[0].prompt_ids)} tokens, episode median {lengths[len(lengths) // 2]} max {lengths[-1]}, "
+        f"longest action {longest} tokens",
+        flush=True,
+    )
     start, steps, em = time.time(), resume, 0.0
     curve = []  # a continued SFT's learning curve, beside the RL runs' (`plot` draws it with them)
     if resume:
@@ -465,8 +541,9 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
         if resume:
             curve.append({"step": steps - resume, "minutes": (time.time() - start) / 60, "em": em})
             (out / "sft-continued").mkdir(exist_ok=True)
-            (out / "sft-continued" / "curve.json").write_text(json.dumps({"run": "sft-continued", "curve": curve,
-                                                                          "provenance": PROVENANCE}))
+            (out / "sft-continued" / "curve.json").write_text(
+                json.dumps({"run": "sft-continued", "curve": curve, "provenance": PROVENANCE})
+            )
         for path in (out / "sft", out / "sft-steps" / f"step{steps}"):  # the last chunk, and every chunk
             model.save_pretrained(path)
             tokenizer.save_pretrained(path)
@@ -475,12 +552,29 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
     print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  monitoring EM {em:.3f}", flush=True)
     minutes = (time.time() - start) / 60
     for name, seeds in finals.items():
-        save_result(out, scored_label("sft", name), react_em(model.eval(), tokenizer, seeds), n=len(seeds),
-                    steps=steps, minutes=minutes, monitor=em, held_out=name)
+        save_result(
+            out,
+            scored_label("sft", name),
+            react_em(model.eval(), tokenizer, seeds),
+            n=len(seeds),
+            steps=steps,
+            minutes=minutes,
+            monitor=em,
+            held_out=name,
+        )
 
 
-def run_rag(out: Path, chunk: int, minutes: float, patience: int, num_episodes: int, lr: float, batch: int,
-            layers: int, hidden: int = 128) -> None:
+def run_rag(
+    out: Path,
+    chunk: int,
+    minutes: float,
+    patience: int,
+    num_episodes: int,
+    lr: float,
+    batch: int,
+    layers: int,
+    hidden: int = 128,
+) -> None:
     import copy
 
     import gymnasium as gym
@@ -499,8 +593,11 @@ def run_rag(out: Path, chunk: int, minutes: float, patience: int, num_episodes: 
     for task in questions(training_seeds(out)[:num_episodes]):
         answer = [*chat.encode(f"<answer>{gold(task)}</answer>"), tokenizer.eos_token_id]
         demos.append(Demo(rag_prompt(chat, env.unwrapped.retriever, task.prompt), answer, [1] * len(answer), True))
-    print(f"naive RAG: {len(demos)} examples, prompt median {sorted(len(d.prompt_ids) for d in demos)[len(demos) // 2]}"
-          " tokens", flush=True)
+    print(
+        f"naive RAG: {len(demos)} examples, prompt median {sorted(len(d.prompt_ids) for d in demos)[len(demos) // 2]}"
+        " tokens",
+        flush=True,
+    )
     start, steps, best, best_state, best_steps, stale = time.time(), 0, -1.0, None, 0, 0
     while time.time() - start < minutes * 60 and stale < patience:
         sft(model, demos, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
@@ -517,8 +614,16 @@ def run_rag(out: Path, chunk: int, minutes: float, patience: int, num_episodes: 
     print(f"RAG checkpoint: {out / 'rag'}  best at step {best_steps} of {steps}  monitoring EM {best:.3f}", flush=True)
     minutes = (time.time() - start) / 60
     for name, seeds in finals.items():
-        save_result(out, scored_label("rag", name), rag_em(model, tokenizer, seeds), n=len(seeds), steps=best_steps,
-                    minutes=minutes, monitor=best, held_out=name)
+        save_result(
+            out,
+            scored_label("rag", name),
+            rag_em(model, tokenizer, seeds),
+            n=len(seeds),
+            steps=best_steps,
+            minutes=minutes,
+            monitor=best,
+            held_out=name,
+        )
 
 
 # -- RL ----------------------------------------------------------------------------------------------------------------
@@ -535,28 +640,46 @@ class Curve:
         self.history.append({"step": step, "minutes": seconds / 60, "em": em})
         if world()[0]:
             return
-        self.path.write_text(json.dumps({"run": self.label, "curve": self.history, "provenance": PROVENANCE},
-                                        indent=1))
+        self.path.write_text(json.dumps({"run": self.label, "curve": self.history, "provenance": PROVENANCE}, indent=1))
         print(f"{self.label} step {step:4d}  held-out EM {em:.3f}  {seconds:.0f}s", flush=True)
 
 
-def finish(out: Path, label: str, model: Any, tokenizer: Any, callback: Curve, finals: dict[str, list[int]],
-           **extra: Any) -> None:
+def finish(
+    out: Path, label: str, model: Any, tokenizer: Any, callback: Curve, finals: dict[str, list[int]], **extra: Any
+) -> None:
     last = callback.history[-1]
     if not world()[0]:
-        print(f"{label}: monitoring EM {callback.history[0]['em']:.3f} -> {last['em']:.3f} in {last['step']} steps, "
-              f"{last['minutes']:.1f} min", flush=True)
+        print(
+            f"{label}: monitoring EM {callback.history[0]['em']:.3f} -> {last['em']:.3f} in {last['step']} steps, "
+            f"{last['minutes']:.1f} min",
+            flush=True,
+        )
     policy = getattr(model, "policy", model)
     if not world()[0]:
         policy.save_pretrained(out / label / "final")  # for `eval --checkpoint OUT/<run>/final`
         tokenizer.save_pretrained(out / label / "final")
     for name, seeds in finals.items():
-        save_react_result(out, scored_label(label, name), policy.eval(), tokenizer, seeds, steps=last["step"],
-                          minutes=last["minutes"], monitor=last["em"], processes=world()[1], held_out=name, **extra)
+        save_react_result(
+            out,
+            scored_label(label, name),
+            policy.eval(),
+            tokenizer,
+            seeds,
+            steps=last["step"],
+            minutes=last["minutes"],
+            monitor=last["em"],
+            processes=world()[1],
+            held_out=name,
+            **extra,
+        )
 
 
-RL_TYPES = {"all": ("bridge", "comparison", "comparison (yes/no)"), "bridge": ("bridge",),
-            "names": ("bridge", "comparison"), "comparison": ("comparison",)}
+RL_TYPES = {
+    "all": ("bridge", "comparison", "comparison (yes/no)"),
+    "bridge": ("bridge",),
+    "names": ("bridge", "comparison"),
+    "comparison": ("comparison",),
+}
 
 
 def share_indices(kinds: Sequence[str], share: float) -> list[int]:
@@ -608,9 +731,20 @@ def rl_tasks(types: str, comparison_share: float | None = None, seeds: Sequence[
     return rows
 
 
-def train(out: Path, start: Path, label: str, trainer_class: Any, args: Any, minutes: float, every: int,
-          types: str = "all", budget: str = "wall", schedule: str = "cosine", comparison_share: float | None = None,
-          **extra: Any) -> None:
+def train(
+    out: Path,
+    start: Path,
+    label: str,
+    trainer_class: Any,
+    args: Any,
+    minutes: float,
+    every: int,
+    types: str = "all",
+    budget: str = "wall",
+    schedule: str = "cosine",
+    comparison_share: float | None = None,
+    **extra: Any,
+) -> None:
     """Train the checkpoint ``start`` with ``trainer_class(model, args, tokenizer)`` on the training questions of
     ``types`` for ``minutes`` (its learning curve in ``OUT/<label>/curve.json``), then save the policy and its held-out
     result. ``budget="wall"``: the minutes are wall time, monitoring included; ``"train"``: training time alone."""
@@ -623,12 +757,25 @@ def train(out: Path, start: Path, label: str, trainer_class: Any, args: Any, min
     (out / label).mkdir(parents=True, exist_ok=True)
     monitor, finals = held_out_sets(out)
     curve = Curve(tokenizer, monitor, label, out / label / "curve.json")
-    clock = WallClockBudget(minutes, cosine=schedule == "cosine", evaluate=curve, every=every,
-                            count_evaluation=budget == "wall")
+    clock = WallClockBudget(
+        minutes, cosine=schedule == "cosine", evaluate=curve, every=every, count_evaluation=budget == "wall"
+    )
     rows = rl_tasks(types, comparison_share, training_seeds(out))
     trainer_class(model, args, tokenizer, train_dataset=rows, callbacks=[clock]).train()
-    finish(out, label, model, tokenizer, curve, finals, start=str(start), types=types, budget=budget,
-           schedule=schedule, comparison_share=comparison_share, **extra)
+    finish(
+        out,
+        label,
+        model,
+        tokenizer,
+        curve,
+        finals,
+        start=str(start),
+        types=types,
+        budget=budget,
+        schedule=schedule,
+        comparison_share=comparison_share,
+        **extra,
+    )
 
 
 def rl_env_kwargs(reward: str) -> dict[str, Any]:
@@ -641,44 +788,145 @@ def run_label(base: str, seed: int, reward: str) -> str:
     return f"{base}{'' if reward == 'em' else '-' + reward.replace('_', '')}-seed{seed}"
 
 
-def run_grpo(out: Path, start: Path, minutes: float, every: int, lr: float, layout: str, estimator: str, seed: int,
-             batch: int, generations: int, threads: int, temperature: float, types: str, reward: str = "em",
-             budget: str = "wall", iterations: int = 1, schedule: str = "cosine",
-             comparison_share: float | None = None) -> None:
+def run_grpo(
+    out: Path,
+    start: Path,
+    minutes: float,
+    every: int,
+    lr: float,
+    layout: str,
+    estimator: str,
+    seed: int,
+    batch: int,
+    generations: int,
+    threads: int,
+    temperature: float,
+    types: str,
+    reward: str = "em",
+    budget: str = "wall",
+    iterations: int = 1,
+    schedule: str = "cosine",
+    comparison_share: float | None = None,
+) -> None:
     from agentgym_r1.trainers.configs import AgentGRPOConfig
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
     name = {"grpo": "grpo", "rloo": "rloo", "reinforce_pp": "reinforcepp"}[estimator]
-    label = run_label(f"{name}-{layout}" + ("" if iterations == 1 else f"-it{iterations}")
-                      + ("" if schedule == "cosine" else f"-{schedule}")
-                      + ("" if comparison_share is None else f"-cmp{round(100 * comparison_share)}"), seed, reward)
+    label = run_label(
+        f"{name}-{layout}"
+        + ("" if iterations == 1 else f"-it{iterations}")
+        + ("" if schedule == "cosine" else f"-{schedule}")
+        + ("" if comparison_share is None else f"-cmp{round(100 * comparison_share)}"),
+        seed,
+        reward,
+    )
     args = AgentGRPOConfig(
-        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=rl_env_kwargs(reward), max_turns=MAX_TURNS,
-        max_new_tokens=MAX_NEW_TOKENS, num_generations=generations, per_device_train_batch_size=batch,
-        max_completion_length=BUDGET["completion"], layout=layout, advantage_estimator=estimator,
-        learning_rate=lr, lr_scheduler_type="constant", beta=0.0, temperature=temperature,
-        max_steps=100_000, logging_steps=5, report_to="tensorboard", gradient_checkpointing=False,
-        save_strategy="no", use_cpu=True, bf16=False, num_tasks=TRAIN_SEEDS, seed=seed, data_seed=seed,
-        num_iterations=iterations)
-    train(out, start, label, AgentGRPOTrainer, args, minutes, every, types, budget, schedule, comparison_share,
-          threads=threads, lr=lr, batch=batch, temperature=temperature, reward=reward, iterations=iterations)
+        output_dir=str(out / label),
+        env_id=ENV_ID,
+        env_kwargs=rl_env_kwargs(reward),
+        max_turns=MAX_TURNS,
+        max_new_tokens=MAX_NEW_TOKENS,
+        num_generations=generations,
+        per_device_train_batch_size=batch,
+        max_completion_length=BUDGET["completion"],
+        layout=layout,
+        advantage_estimator=estimator,
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        beta=0.0,
+        temperature=temperature,
+        max_steps=100_000,
+        logging_steps=5,
+        report_to="tensorboard",
+        gradient_checkpointing=False,
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        num_tasks=TRAIN_SEEDS,
+        seed=seed,
+        data_seed=seed,
+        num_iterations=iterations,
+    )
+    train(
+        out,
+        start,
+        label,
+        AgentGRPOTrainer,
+        args,
+        minutes,
+        every,
+        types,
+        budget,
+        schedule,
+        comparison_share,
+        threads=threads,
+        lr=lr,
+        batch=batch,
+        temperature=temperature,
+        reward=reward,
+        iterations=iterations,
+    )
 
 
-def run_ppo(out: Path, start: Path, minutes: float, every: int, lr: float, advantage_mask: bool, loss_mask: bool,
-            seed: int, batch: int, threads: int, temperature: float, types: str, reward: str = "em",
-            budget: str = "wall") -> None:
+def run_ppo(
+    out: Path,
+    start: Path,
+    minutes: float,
+    every: int,
+    lr: float,
+    advantage_mask: bool,
+    loss_mask: bool,
+    seed: int,
+    batch: int,
+    threads: int,
+    temperature: float,
+    types: str,
+    reward: str = "em",
+    budget: str = "wall",
+) -> None:
     from agentgym_r1.trainers.configs import AgentPPOConfig
     from agentgym_r1.trainers.ppo import AgentPPOTrainer
 
     label = run_label("ppo" + ("" if advantage_mask else "-noadv") + ("" if loss_mask else "-noloss"), seed, reward)
     args = AgentPPOConfig(
-        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=rl_env_kwargs(reward), max_turns=MAX_TURNS,
-        max_new_tokens=MAX_NEW_TOKENS, rollout_batch_size=batch, mini_batch_size=batch // 2, ppo_epochs=2,
-        max_completion_length=BUDGET["completion"], learning_rate=lr, lr_scheduler_type="constant", max_steps=100_000,
-        logging_steps=5, report_to="tensorboard", save_strategy="no", use_cpu=True, seed=seed, temperature=temperature,
-        num_tasks=TRAIN_SEEDS, advantage_mask=advantage_mask, loss_mask=loss_mask)
-    train(out, start, label, AgentPPOTrainer, args, minutes, every, types, budget, threads=threads, lr=lr,
-          batch=batch, temperature=temperature, reward=reward)
+        output_dir=str(out / label),
+        env_id=ENV_ID,
+        env_kwargs=rl_env_kwargs(reward),
+        max_turns=MAX_TURNS,
+        max_new_tokens=MAX_NEW_TOKENS,
+        rollout_batch_size=batch,
+        mini_batch_size=batch // 2,
+        ppo_epochs=2,
+        max_completion_length=BUDGET["completion"],
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        max_steps=100_000,
+        logging_steps=5,
+        report_to="tensorboard",
+        save_strategy="no",
+        use_cpu=True,
+        seed=seed,
+        temperature=temperature,
+        num_tasks=TRAIN_SEEDS,
+        advantage_mask=advantage_mask,
+        loss_mask=loss_mask,
+    )
+    train(
+        out,
+        start,
+        label,
+        AgentPPOTrainer,
+        args,
+        minutes,
+        every,
+        types,
+        budget,
+        threads=threads,
+        lr=lr,
+        batch=batch,
+        temperature=temperature,
+        reward=reward,
+    )
 
 
 # -- reporting ---------------------------------------------------------------------------------------------------------
@@ -690,23 +938,33 @@ def run_eval(out: Path, checkpoint: Path, rag: bool) -> None:
     name = checkpoint.name if rag or checkpoint.name != "final" else checkpoint.parent.name
     for held, seeds in held_out_sets(out)[1].items():
         if rag:
-            save_result(out, scored_label(f"eval-{name}", held), rag_em(model, tokenizer, seeds), n=len(seeds),
-                        held_out=held)
+            save_result(
+                out, scored_label(f"eval-{name}", held), rag_em(model, tokenizer, seeds), n=len(seeds), held_out=held
+            )
         else:
             save_react_result(out, scored_label(f"eval-{name}", held), model, tokenizer, seeds, held_out=held)
 
 
 def run_table(out: Path) -> None:
     """The results as Markdown rows: run, held-out EM [95% CI], its number of questions, steps, minutes."""
-    print("| run | held-out EM [95% CI] | questions | steps | wall min | monitoring EM (128) |\n|---|---|---|---|---|---|")
+    print(
+        "| run | held-out EM [95% CI] | questions | steps | wall min | monitoring EM (128) |\n|---|---|---|---|---|---|"
+    )
     for path in sorted((out / "results").glob("*.json")):
         r = json.loads(path.read_text())
-        print(f"| {r['run']} | {100 * r['em']:.1f}% [{100 * r['low']:.1f}, {100 * r['high']:.1f}] | {r['n']} | "
-              f"{r.get('steps', '')} | {r.get('minutes', 0):.1f} | {100 * r.get('monitor', math.nan):.1f}% |")
+        print(
+            f"| {r['run']} | {100 * r['em']:.1f}% [{100 * r['low']:.1f}, {100 * r['high']:.1f}] | {r['n']} | "
+            f"{r.get('steps', '')} | {r.get('minutes', 0):.1f} | {100 * r.get('monitor', math.nan):.1f}% |"
+        )
 
 
-def run_plot(out: Path, plots: Path, stem: str, note: str,
-             xlabel: str = "wall minutes of training (one torch thread, two runs on two cores)") -> None:
+def run_plot(
+    out: Path,
+    plots: Path,
+    stem: str,
+    note: str,
+    xlabel: str = "wall minutes of training (one torch thread, two runs on two cores)",
+) -> None:
     """Learning curves (monitoring EM against wall minutes): RL algorithms, and PPO's mask ablation; the SFT start and
     naive RAG as horizontal lines."""
     import matplotlib
@@ -723,8 +981,10 @@ def run_plot(out: Path, plots: Path, stem: str, note: str,
     if curves and baselines.get("sft") is None:  # every run starts from the SFT checkpoint: its step-0 point
         baselines["sft"] = next(iter(curves.values()))[0]["em"]
     plots.mkdir(parents=True, exist_ok=True)
-    groups = {"algorithms": lambda n: "-noadv" not in n and "-noloss" not in n,
-              "ppo_masks": lambda n: n.startswith("ppo")}
+    groups = {
+        "algorithms": lambda n: "-noadv" not in n and "-noloss" not in n,
+        "ppo_masks": lambda n: n.startswith("ppo"),
+    }
     for group, keep in groups.items():
         if not any(keep(name) for name in curves):
             continue
@@ -738,8 +998,9 @@ def run_plot(out: Path, plots: Path, stem: str, note: str,
                 ax.axhline(100 * value, color="grey", linestyle=styles[name][1], label=styles[name][0])
         ax.set_xlabel(xlabel)
         ax.set_ylabel("held-out EM, 128 monitoring questions (%)")
-        ax.set_title(f"HotpotQA (synthetic, easy), tiny Qwen2: {group.replace('_', ' ')}{note and f' ({note})'}",
-                     fontsize=10)
+        ax.set_title(
+            f"HotpotQA (synthetic, easy), tiny Qwen2: {group.replace('_', ' ')}{note and f' ({note})'}", fontsize=10
+        )
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         fig.tight_layout()
@@ -755,46 +1016,77 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0, help="RL: wall minutes of training")
     parser.add_argument("--eval-every", type=int, default=10, help="RL: monitoring EM every this many steps")
     parser.add_argument("--lr", type=float, default=3e-4)
-    parser.add_argument("--batch", type=int, default=64,
-                        help="RL: episodes per step and process (GRPO: groups x generations)")
+    parser.add_argument(
+        "--batch", type=int, default=64, help="RL: episodes per step and process (GRPO: groups x generations)"
+    )
     parser.add_argument("--generations", type=int, default=8, help="GRPO: samples per question")
     parser.add_argument("--temperature", type=float, default=1.0, help="RL: sampling temperature of the rollouts")
-    parser.add_argument("--rl-types", choices=sorted(RL_TYPES), default="all",
-                        help="RL: the training questions' types (all; bridge; names: bridge and named comparisons; "
-                        "comparison: named comparisons)")
-    parser.add_argument("--comparison-share", type=float,
-                        help="RL with --rl-types names: the named comparisons' share of the task rows, their rows "
-                        "repeated to reach it (natural share: 37%%)")
-    parser.add_argument("--reward", choices=["em", "char_f1"], default="em",
-                        help="RL: the env's outcome reward (held-out EM is measured with em either way)")
-    parser.add_argument("--budget", choices=["wall", "train"], default="wall",
-                        help="RL: --minutes of wall time, monitoring included (wall), or of training alone (train)")
+    parser.add_argument(
+        "--rl-types",
+        choices=sorted(RL_TYPES),
+        default="all",
+        help="RL: the training questions' types (all; bridge; names: bridge and named comparisons; "
+        "comparison: named comparisons)",
+    )
+    parser.add_argument(
+        "--comparison-share",
+        type=float,
+        help="RL with --rl-types names: the named comparisons' share of the task rows, their rows "
+        "repeated to reach it (natural share: 37%%)",
+    )
+    parser.add_argument(
+        "--reward",
+        choices=["em", "char_f1"],
+        default="em",
+        help="RL: the env's outcome reward (held-out EM is measured with em either way)",
+    )
+    parser.add_argument(
+        "--budget",
+        choices=["wall", "train"],
+        default="wall",
+        help="RL: --minutes of wall time, monitoring included (wall), or of training alone (train)",
+    )
     parser.add_argument("--layout", choices=["concatenated", "step"], default="concatenated")
     parser.add_argument("--estimator", choices=["grpo", "rloo", "reinforce++"], default="grpo")
-    parser.add_argument("--schedule", choices=["cosine", "constant"], default="cosine",
-                        help="GRPO: the lr over the budget (cosine to zero, or constant)")
-    parser.add_argument("--iterations", type=int, default=1,
-                        help="GRPO: optimizer steps on each sampled batch (TRL's num_iterations; the ratio is "
-                             "clipped after the first)")
+    parser.add_argument(
+        "--schedule",
+        choices=["cosine", "constant"],
+        default="cosine",
+        help="GRPO: the lr over the budget (cosine to zero, or constant)",
+    )
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=1,
+        help="GRPO: optimizer steps on each sampled batch (TRL's num_iterations; the ratio is clipped after the first)",
+    )
     parser.add_argument("--no-advantage-mask", action="store_true", help="PPO: advantages on env tokens too")
     parser.add_argument("--no-loss-mask", action="store_true", help="PPO: env tokens in the loss")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoint", type=Path, help="eval: the model directory")
-    parser.add_argument("--start", "--start-from", type=Path,
-                        help="RL: the checkpoint to start from (default OUT/sft, the SFT stop; OUT/sft-steps/stepN is "
-                        "the SFT model after N steps). Under torchrun write --start-from: torchrun's own parser takes "
-                        "--start for an abbreviation of its --start-method")
+    parser.add_argument(
+        "--start",
+        "--start-from",
+        type=Path,
+        help="RL: the checkpoint to start from (default OUT/sft, the SFT stop; OUT/sft-steps/stepN is "
+        "the SFT model after N steps). Under torchrun write --start-from: torchrun's own parser takes "
+        "--start for an abbreviation of its --start-method",
+    )
     parser.add_argument("--rag", action="store_true", help="eval: the checkpoint is a naive RAG model")
     parser.add_argument("--plots", type=Path, default=Path("benchmarks/plots"))
     parser.add_argument("--plot-name", default="hotpotqa", help="plot: files PLOTS/<name>_{algorithms,ppo_masks}.svg")
     parser.add_argument("--plot-note", default="", help="plot: a note on the setup for the titles")
-    parser.add_argument("--plot-xlabel", default="wall minutes of training (one torch thread, two runs on two cores)",
-                        help="plot: the x axis's label (how the runs shared the cores)")
+    parser.add_argument(
+        "--plot-xlabel",
+        default="wall minutes of training (one torch thread, two runs on two cores)",
+        help="plot: the x axis's label (how the runs shared the cores)",
+    )
     parser.add_argument("--sft-target", type=float, default=0.12)
     parser.add_argument("--sft-chunk", type=int, default=50)
     parser.add_argument("--sft-max-steps", type=int, default=3000)
-    parser.add_argument("--sft-resume", type=int, default=0,
-                        help="sft: continue the checkpoint --start, which had this many SFT steps")
+    parser.add_argument(
+        "--sft-resume", type=int, default=0, help="sft: continue the checkpoint --start, which had this many SFT steps"
+    )
     parser.add_argument("--sft-episodes", type=int, default=20_000, help="expert episodes (training seeds 0..N-1)")
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--sft-batch", type=int, default=16)
@@ -803,30 +1095,53 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=128, help="sft, rag: the model's width (4 heads, MLP 4x)")
     parser.add_argument("--vocab", type=int, default=1000, help="sft: the tokenizer's vocabulary size")
-    parser.add_argument("--tokenizer-corpus", choices=["episodes", "kb"], default="episodes",
-                        help="sft: train the tokenizer on 300 expert episodes, or on them and every KB passage")
-    parser.add_argument("--tokenizer-pieces", choices=["cross-spaces", "words"], default="cross-spaces",
-                        help="sft: merges across spaces (a name's tokens depend on its neighbours), or only inside "
-                             "runs of letters (a name is the same tokens everywhere)")
-    parser.add_argument("--max-completion", type=int, default=320,
-                        help="eval, RL: an episode's completion tokens, env tokens included (the words tokenizer "
-                             "needs about twice the default)")
+    parser.add_argument(
+        "--tokenizer-corpus",
+        choices=["episodes", "kb"],
+        default="episodes",
+        help="sft: train the tokenizer on 300 expert episodes, or on them and every KB passage",
+    )
+    parser.add_argument(
+        "--tokenizer-pieces",
+        choices=["cross-spaces", "words"],
+        default="cross-spaces",
+        help="sft: merges across spaces (a name's tokens depend on its neighbours), or only inside "
+        "runs of letters (a name is the same tokens everywhere)",
+    )
+    parser.add_argument(
+        "--max-completion",
+        type=int,
+        default=320,
+        help="eval, RL: an episode's completion tokens, env tokens included (the words tokenizer "
+        "needs about twice the default)",
+    )
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--held-out", nargs="+", choices=["legacy", "dev", "fresh", "disjoint"], default=["legacy"],
-                        help="the held-out sets scored at the end (benchmarks/hotpotqa_splits.py): legacy (the 1,024 "
-                        "questions of every earlier run), or any of dev, fresh, disjoint, which also make training "
-                        "skip the disjoint set's part of the KB and monitor on dev's first 128 questions")
-    parser.add_argument("--protocol", type=Path,
-                        help="a confirmatory run: the committed protocol page (benchmarks/reports/); the run is "
-                        "refused before any work if the tree is dirty, the protocol is a draft or not committed, or "
-                        "its commit is not an ancestor of HEAD (benchmarks/study.py)")
+    parser.add_argument(
+        "--held-out",
+        nargs="+",
+        choices=["legacy", "dev", "fresh", "disjoint"],
+        default=["legacy"],
+        help="the held-out sets scored at the end (benchmarks/hotpotqa_splits.py): legacy (the 1,024 "
+        "questions of every earlier run), or any of dev, fresh, disjoint, which also make training "
+        "skip the disjoint set's part of the KB and monitor on dev's first 128 questions",
+    )
+    parser.add_argument(
+        "--protocol",
+        type=Path,
+        help="a confirmatory run: the committed protocol page (benchmarks/reports/); the run is "
+        "refused before any work if the tree is dirty, the protocol is a draft or not committed, or "
+        "its commit is not an ancestor of HEAD (benchmarks/study.py)",
+    )
     a = parser.parse_args()
     if "legacy" in a.held_out and len(a.held_out) > 1:
-        parser.error(f"--held-out legacy is the earlier runs' split; it cannot be scored beside {a.held_out} (their "
-                     f"training skips part of the KB). Give legacy alone, or any of dev, fresh, disjoint")
+        parser.error(
+            f"--held-out legacy is the earlier runs' split; it cannot be scored beside {a.held_out} (their "
+            f"training skips part of the KB). Give legacy alone, or any of dev, fresh, disjoint"
+        )
     HELD_OUT[:] = list(dict.fromkeys(a.held_out))
-    PROVENANCE.update(study.start(__file__, a.out, a.protocol, a.seed if a.phase in ("grpo", "ppo") else None,
-                                  HELD_OUT))  # a named error refuses a confirmatory run here, before any work
+    PROVENANCE.update(
+        study.start(__file__, a.out, a.protocol, a.seed if a.phase in ("grpo", "ppo") else None, HELD_OUT)
+    )  # a named error refuses a confirmatory run here, before any work
     if a.comparison_share is not None and a.phase != "grpo":
         parser.error(f"--comparison-share mixes the RL tasks of grpo; got it for {a.phase}")
     try:
@@ -842,19 +1157,65 @@ def main() -> None:
     if a.phase == "sft":
         if a.sft_resume and not a.start:
             parser.error("--sft-resume N needs --start, the checkpoint that had N SFT steps")
-        run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers,
-                a.start, a.sft_resume, a.hidden, a.vocab, a.tokenizer_corpus, a.tokenizer_pieces)
+        run_sft(
+            a.out,
+            a.sft_target,
+            a.sft_chunk,
+            a.sft_max_steps,
+            a.sft_episodes,
+            a.sft_lr,
+            a.sft_batch,
+            a.layers,
+            a.start,
+            a.sft_resume,
+            a.hidden,
+            a.vocab,
+            a.tokenizer_corpus,
+            a.tokenizer_pieces,
+        )
     elif a.phase == "rag":
-        run_rag(a.out, a.sft_chunk, a.rag_minutes, a.rag_patience, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers,
-                a.hidden)
+        run_rag(
+            a.out, a.sft_chunk, a.rag_minutes, a.rag_patience, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers, a.hidden
+        )
     elif a.phase == "grpo":
         estimator = "reinforce_pp" if a.estimator == "reinforce++" else a.estimator
-        run_grpo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, a.layout, estimator, a.seed, a.batch,
-                 a.generations, a.threads, a.temperature, a.rl_types, a.reward, a.budget, a.iterations, a.schedule,
-                 a.comparison_share)
+        run_grpo(
+            a.out,
+            a.start or a.out / "sft",
+            a.minutes,
+            a.eval_every,
+            a.lr,
+            a.layout,
+            estimator,
+            a.seed,
+            a.batch,
+            a.generations,
+            a.threads,
+            a.temperature,
+            a.rl_types,
+            a.reward,
+            a.budget,
+            a.iterations,
+            a.schedule,
+            a.comparison_share,
+        )
     elif a.phase == "ppo":
-        run_ppo(a.out, a.start or a.out / "sft", a.minutes, a.eval_every, a.lr, not a.no_advantage_mask,
-                not a.no_loss_mask, a.seed, a.batch, a.threads, a.temperature, a.rl_types, a.reward, a.budget)
+        run_ppo(
+            a.out,
+            a.start or a.out / "sft",
+            a.minutes,
+            a.eval_every,
+            a.lr,
+            not a.no_advantage_mask,
+            not a.no_loss_mask,
+            a.seed,
+            a.batch,
+            a.threads,
+            a.temperature,
+            a.rl_types,
+            a.reward,
+            a.budget,
+        )
     elif a.phase == "eval":
         run_eval(a.out, a.checkpoint, a.rag)
     elif a.phase == "table":

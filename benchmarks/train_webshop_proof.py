@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 ENV_ID = "AgentR1/WebShop-v0"
-SYSTEM = "Buy what the instruction asks for: search[query], then click[...] on each page, and click[buy now] at the end."
+SYSTEM = (
+    "Buy what the instruction asks for: search[query], then click[...] on each page, and click[buy now] at the end."
+)
 ENV_KWARGS = {"source": "generated", "num_products": 1000, "seed": 0, "difficulty": "easy", "system_prompt": SYSTEM}
 MAX_TURNS, MAX_NEW_TOKENS = 8, 48
 MAX_PROMPT, MAX_COMPLETION = 256, 1024
@@ -72,7 +74,9 @@ def expert_actions(task: Any) -> list[str]:
 
 @cache
 def trained_instructions(sft_episodes: int) -> frozenset[str]:
-    return frozenset({instruction(s) for s in range(sft_episodes)} | {instruction(RL_FIRST + i) for i in range(RL_TASKS)})
+    return frozenset(
+        {instruction(s) for s in range(sft_episodes)} | {instruction(RL_FIRST + i) for i in range(RL_TASKS)}
+    )
 
 
 def held_out_seeds(first: int, n: int, sft_episodes: int) -> tuple[list[int], dict[str, int]]:
@@ -106,9 +110,13 @@ def play(model: Any, tokenizer: Any, seeds: list[int], chunk: int = 256) -> tupl
     from agentgym_r1.adapters.backends.hf import HFBackend
 
     chat = ChatTokenizer(tokenizer)
-    config = RolloutConfig(max_turns=MAX_TURNS, max_context_tokens=MAX_PROMPT + MAX_COMPLETION,
-                           max_completion_tokens=MAX_COMPLETION, seed=None,
-                           sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0))
+    config = RolloutConfig(
+        max_turns=MAX_TURNS,
+        max_context_tokens=MAX_PROMPT + MAX_COMPLETION,
+        max_completion_tokens=MAX_COMPLETION,
+        seed=None,
+        sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0),
+    )
     was_training = model.training
     engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
     scores, success = [], []
@@ -128,21 +136,38 @@ def summary(scores: list[float], success: list[bool]) -> dict[str, Any]:
     from agentgym_r1.leaderboard.board import mean_ci, wilson
 
     s, w = mean_ci(scores, (0.0, 1.0)), wilson(sum(success), len(success))
-    return {"n": len(scores), "score": s.value, "score_ci": [s.low, s.high],
-            "success": w.value, "success_ci": [w.low, w.high]}
+    return {
+        "n": len(scores),
+        "score": s.value,
+        "score_ci": [s.low, s.high],
+        "success": w.value,
+        "success_ci": [w.low, w.high],
+    }
 
 
 def fmt(r: dict[str, Any]) -> str:
-    return (f"score {r['score']:.3f} [{r['score_ci'][0]:.3f}, {r['score_ci'][1]:.3f}]  success "
-            f"{100 * r['success']:.1f}% [{100 * r['success_ci'][0]:.1f}, {100 * r['success_ci'][1]:.1f}]  (n={r['n']})")
+    return (
+        f"score {r['score']:.3f} [{r['score_ci'][0]:.3f}, {r['score_ci'][1]:.3f}]  success "
+        f"{100 * r['success']:.1f}% [{100 * r['success_ci'][0]:.1f}, {100 * r['success_ci'][1]:.1f}]  (n={r['n']})"
+    )
 
 
 def monitor(model: Any, tokenizer: Any, seeds: list[int]) -> dict[str, Any]:
     return summary(*play(model, tokenizer, seeds))
 
 
-def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: int, lr: float, batch: int,
-            layers: int, vocab: int, minutes: float = math.inf) -> None:
+def run_sft(
+    out: Path,
+    target: float,
+    chunk: int,
+    max_steps: int,
+    num_episodes: int,
+    lr: float,
+    batch: int,
+    layers: int,
+    vocab: int,
+    minutes: float = math.inf,
+) -> None:
     from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
     from agentgym_r1.trainers.sft import expert_episode, sft
 
@@ -157,10 +182,13 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
     played = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(num_episodes)]
     episodes = [d for d in played if d.success]
     lengths = sorted(len(d.prompt_ids) + len(d.completion_ids) for d in episodes)
-    print(f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, {layers} layers, vocab "
-          f"{len(tokenizer)}; expert (rule shopper) succeeded on {len(episodes)} of {num_episodes} SFT tasks, kept "
-          f"those; episode tokens: median {lengths[len(lengths) // 2]}, max {lengths[-1]}; prompt "
-          f"{len(episodes[0].prompt_ids)} tokens; {time.time() - start:.0f}s", flush=True)
+    print(
+        f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, {layers} layers, vocab "
+        f"{len(tokenizer)}; expert (rule shopper) succeeded on {len(episodes)} of {num_episodes} SFT tasks, kept "
+        f"those; episode tokens: median {lengths[len(lengths) // 2]}, max {lengths[-1]}; prompt "
+        f"{len(episodes[0].prompt_ids)} tokens; {time.time() - start:.0f}s",
+        flush=True,
+    )
     seeds, counts = held_out_seeds(MONITOR_FIRST, MONITOR_N, num_episodes)
     print(f"monitoring set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
     curve: list[dict[str, Any]] = []  # no check at step 0: a random model's episodes fail (and are the slowest)
@@ -168,14 +196,27 @@ def run_sft(out: Path, target: float, chunk: int, max_steps: int, num_episodes: 
     while steps < max_steps and (not curve or curve[-1]["success"] < target) and time.time() - start < minutes * 60:
         losses = sft(model, episodes, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
         steps += chunk
-        curve.append({"step": steps, "seconds": time.time() - start, "loss": sum(losses) / len(losses),
-                      **monitor(model, tokenizer, seeds)})
-        print(f"sft step {steps:4d}  loss {curve[-1]['loss']:.3f}  held-out {fmt(curve[-1])}  "
-              f"{curve[-1]['seconds']:.0f}s", flush=True)
+        curve.append(
+            {
+                "step": steps,
+                "seconds": time.time() - start,
+                "loss": sum(losses) / len(losses),
+                **monitor(model, tokenizer, seeds),
+            }
+        )
+        print(
+            f"sft step {steps:4d}  loss {curve[-1]['loss']:.3f}  held-out {fmt(curve[-1])}  "
+            f"{curve[-1]['seconds']:.0f}s",
+            flush=True,
+        )
         model.save_pretrained(out / "sft")  # after every chunk: the last one saved is the start when time runs out
         tokenizer.save_pretrained(out / "sft")
-        (out / "sft_curve.json").write_text(json.dumps({"env_kwargs": ENV_KWARGS, "episodes": len(episodes),
-                                                        "num_episodes": num_episodes, "curve": curve}, indent=1))
+        (out / "sft_curve.json").write_text(
+            json.dumps(
+                {"env_kwargs": ENV_KWARGS, "episodes": len(episodes), "num_episodes": num_episodes, "curve": curve},
+                indent=1,
+            )
+        )
     print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  held-out {fmt(curve[-1])}")
 
 
@@ -193,8 +234,10 @@ class Curve:
             self.start = time.time()
         self.points.append({**point, "wall": time.time() - self.start})
         self.path.write_text(json.dumps(self.points, indent=1))
-        print(f"grpo step {step:4d}  held-out {fmt(point)}  training {seconds:.0f}s, wall "
-              f"{self.points[-1]['wall']:.0f}s", flush=True)
+        print(
+            f"grpo step {step:4d}  held-out {fmt(point)}  training {seconds:.0f}s, wall {self.points[-1]['wall']:.0f}s",
+            flush=True,
+        )
 
 
 def curve_callback(tokenizer: Any, seeds: list[int], minutes: float, every: int, path: Path) -> Any:
@@ -206,8 +249,18 @@ def curve_callback(tokenizer: Any, seeds: list[int], minutes: float, every: int,
     return WallClockBudget(minutes, evaluate=Curve(tokenizer, seeds, path), every=every, count_evaluation=False)
 
 
-def run_grpo(out: Path, minutes: float, every: int, lr: float, seed: int, prompts: int, generations: int,
-             temperature: float, sft_episodes: int, monitor_n: int = MONITOR_N) -> None:
+def run_grpo(
+    out: Path,
+    minutes: float,
+    every: int,
+    lr: float,
+    seed: int,
+    prompts: int,
+    generations: int,
+    temperature: float,
+    sft_episodes: int,
+    monitor_n: int = MONITOR_N,
+) -> None:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
@@ -218,12 +271,29 @@ def run_grpo(out: Path, minutes: float, every: int, lr: float, seed: int, prompt
     model = AutoModelForCausalLM.from_pretrained(out / "sft")
     label = f"grpo-seed{seed}"
     args = AgentGRPOConfig(
-        output_dir=str(out / label), env_id=ENV_ID, env_kwargs=ENV_KWARGS, max_turns=MAX_TURNS,
-        max_new_tokens=MAX_NEW_TOKENS, max_prompt_tokens=MAX_PROMPT, max_completion_length=MAX_COMPLETION,
-        num_generations=generations, per_device_train_batch_size=prompts * generations, learning_rate=lr,
-        lr_scheduler_type="constant", beta=0.0, temperature=temperature, max_steps=100_000, logging_steps=5,
-        report_to="none", gradient_checkpointing=False, save_strategy="no", use_cpu=True, bf16=False,
-        seed=seed, data_seed=seed)
+        output_dir=str(out / label),
+        env_id=ENV_ID,
+        env_kwargs=ENV_KWARGS,
+        max_turns=MAX_TURNS,
+        max_new_tokens=MAX_NEW_TOKENS,
+        max_prompt_tokens=MAX_PROMPT,
+        max_completion_length=MAX_COMPLETION,
+        num_generations=generations,
+        per_device_train_batch_size=prompts * generations,
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        beta=0.0,
+        temperature=temperature,
+        max_steps=100_000,
+        logging_steps=5,
+        report_to="none",
+        gradient_checkpointing=False,
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        seed=seed,
+        data_seed=seed,
+    )
     tasks = Dataset.from_list([{"prompt": json.dumps({"seed": RL_FIRST + i})} for i in range(RL_TASKS)])
     seeds, counts = held_out_seeds(MONITOR_FIRST, monitor_n, sft_episodes)
     print(f"monitoring set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
@@ -234,10 +304,12 @@ def run_grpo(out: Path, minutes: float, every: int, lr: float, seed: int, prompt
     model.save_pretrained(out / label / "final")
     tokenizer.save_pretrained(out / label / "final")
     first, last = callback.evaluate.points[0], callback.evaluate.points[-1]
-    print(f"{label}: {last['step']} steps, {last['seconds'] / 60:.1f} min training, {(time.time() - start) / 60:.1f} "
-          f"min wall with the held-out checks; held-out (monitoring) "
-          f"score {first['score']:.3f} -> {last['score']:.3f}, success {100 * first['success']:.1f}% -> "
-          f"{100 * last['success']:.1f}%")
+    print(
+        f"{label}: {last['step']} steps, {last['seconds'] / 60:.1f} min training, {(time.time() - start) / 60:.1f} "
+        f"min wall with the held-out checks; held-out (monitoring) "
+        f"score {first['score']:.3f} -> {last['score']:.3f}, success {100 * first['success']:.1f}% -> "
+        f"{100 * last['success']:.1f}%"
+    )
 
 
 def run_eval(out: Path, seed: int, sft_episodes: int, final_n: int = FINAL_N, which: str = "sft,grpo") -> None:
@@ -256,9 +328,17 @@ def run_eval(out: Path, seed: int, sft_episodes: int, final_n: int = FINAL_N, wh
         scores, success = play(AutoModelForCausalLM.from_pretrained(models[name]).eval(), tokenizer, seeds)
         result = summary(scores, success)
         print(f"{label}: final held-out {fmt(result)}  {time.time() - start:.0f}s", flush=True)
-        (out / f"final_{label}.json").write_text(json.dumps({**result, "seeds": [seeds[0], seeds[-1]],
-                                                             "overlap": counts, "per_task": {
-                                                                 "score": scores, "success": success}}, indent=1))
+        (out / f"final_{label}.json").write_text(
+            json.dumps(
+                {
+                    **result,
+                    "seeds": [seeds[0], seeds[-1]],
+                    "overlap": counts,
+                    "per_task": {"score": scores, "success": success},
+                },
+                indent=1,
+            )
+        )
     grpo = out / f"final_grpo-seed{seed}.json"
     if (out / "final_sft.json").exists() and grpo.exists():
         print(paired(json.loads((out / "final_sft.json").read_text()), json.loads(grpo.read_text())), flush=True)
@@ -278,8 +358,10 @@ def paired(before: dict[str, Any], after: dict[str, Any]) -> str:
     lost = sum(x and not y for x, y in zip(a["success"], b["success"], strict=True))
     mcnemar = binomtest(gained, gained + lost, 0.5).pvalue if gained + lost else 1.0
     diff = sum(b["score"]) / len(b["score"]) - sum(a["score"]) / len(a["score"])
-    return (f"paired on {len(a['score'])} tasks: score {diff:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}] (paired t, "
-            f"p={test.pvalue:.2g}); success: {gained} tasks gained, {lost} lost (McNemar exact p={mcnemar:.2g})")
+    return (
+        f"paired on {len(a['score'])} tasks: score {diff:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}] (paired t, "
+        f"p={test.pvalue:.2g}); success: {gained} tasks gained, {lost} lost (McNemar exact p={mcnemar:.2g})"
+    )
 
 
 def run_plot(out: Path, plots: Path, seed: int) -> None:
@@ -291,27 +373,51 @@ def run_plot(out: Path, plots: Path, seed: int) -> None:
     plots.mkdir(parents=True, exist_ok=True)
     sft_curve = json.loads((out / "sft_curve.json").read_text())["curve"]
     grpo = json.loads((out / f"grpo-seed{seed}_curve.json").read_text())
-    final = {name: json.loads((out / f"final_{name}.json").read_text()) for name in ("sft", f"grpo-seed{seed}")
-             if (out / f"final_{name}.json").exists()}
+    final = {
+        name: json.loads((out / f"final_{name}.json").read_text())
+        for name in ("sft", f"grpo-seed{seed}")
+        if (out / f"final_{name}.json").exists()
+    }
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, points, x, xlabel, title in (
-            (axes[0], sft_curve, "step", "SFT step (batch 16)", "SFT warm start (stopped early)"),
-            (axes[1], grpo, "minutes", "GRPO training time (minutes; held-out checks excluded)",
-             f"GRPO from the SFT checkpoint (seed {seed})")):
+        (axes[0], sft_curve, "step", "SFT step (batch 16)", "SFT warm start (stopped early)"),
+        (
+            axes[1],
+            grpo,
+            "minutes",
+            "GRPO training time (minutes; held-out checks excluded)",
+            f"GRPO from the SFT checkpoint (seed {seed})",
+        ),
+    ):
         xs = [p["step"] if x == "step" else p["seconds"] / 60 for p in points]
         for key, colour in (("success", "tab:blue"), ("score", "tab:orange")):
-            ax.plot(xs, [p[key] for p in points], marker="o", ms=3, color=colour, label=f"held-out {key} ({points[0]['n']} tasks)")
-            ax.fill_between(xs, [p[f"{key}_ci"][0] for p in points], [p[f"{key}_ci"][1] for p in points],
-                            color=colour, alpha=0.15)
+            ax.plot(
+                xs,
+                [p[key] for p in points],
+                marker="o",
+                ms=3,
+                color=colour,
+                label=f"held-out {key} ({points[0]['n']} tasks)",
+            )
+            ax.fill_between(
+                xs, [p[f"{key}_ci"][0] for p in points], [p[f"{key}_ci"][1] for p in points], color=colour, alpha=0.15
+            )
         ax.set(xlabel=xlabel, ylim=(0, 1), title=title)
         ax.grid(alpha=0.3)
     if len(final) == 2:
         for key, colour, marker in (("success", "tab:blue", "s"), ("score", "tab:orange", "D")):
             for name, xpos in (("sft", 0.0), (f"grpo-seed{seed}", grpo[-1]["seconds"] / 60)):
                 r = final[name]
-                axes[1].errorbar([xpos], [r[key]], yerr=[[r[key] - r[f"{key}_ci"][0]], [r[f"{key}_ci"][1] - r[key]]],
-                                 fmt=marker, color=colour, mfc="white", capsize=3,
-                                 label=f"{key} on {r['n']} final held-out" if name == "sft" else None)
+                axes[1].errorbar(
+                    [xpos],
+                    [r[key]],
+                    yerr=[[r[key] - r[f"{key}_ci"][0]], [r[f"{key}_ci"][1] - r[key]]],
+                    fmt=marker,
+                    color=colour,
+                    mfc="white",
+                    capsize=3,
+                    label=f"{key} on {r['n']} final held-out" if name == "sft" else None,
+                )
     axes[1].legend(fontsize=7, loc="lower right")
     axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle("WebShop (generated catalogue, 1k products): tiny Qwen2, SFT then GRPO on CPU", fontsize=10)
@@ -342,8 +448,12 @@ def main() -> None:
     parser.add_argument("--sft-max-steps", type=int, default=2000)
     parser.add_argument("--sft-episodes", type=int, default=3000, help="SFT tasks (seeds 0..N-1)")
     parser.add_argument("--sft-lr", type=float, default=3e-3)
-    parser.add_argument("--sft-minutes", type=float, default=math.inf,
-                        help="stop SFT after this many minutes even under --sft-target (the last chunk is saved)")
+    parser.add_argument(
+        "--sft-minutes",
+        type=float,
+        default=math.inf,
+        help="stop SFT after this many minutes even under --sft-target (the last chunk is saved)",
+    )
     parser.add_argument("--sft-batch", type=int, default=16)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=2000)
@@ -354,11 +464,31 @@ def main() -> None:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     a.out.mkdir(parents=True, exist_ok=True)
     if a.phase == "sft":
-        run_sft(a.out, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers,
-                a.vocab, a.sft_minutes)
+        run_sft(
+            a.out,
+            a.sft_target,
+            a.sft_chunk,
+            a.sft_max_steps,
+            a.sft_episodes,
+            a.sft_lr,
+            a.sft_batch,
+            a.layers,
+            a.vocab,
+            a.sft_minutes,
+        )
     elif a.phase == "grpo":
-        run_grpo(a.out, a.minutes, a.eval_every, a.lr, a.seed, a.prompts, a.generations, a.temperature,
-                 a.sft_episodes, a.monitor)
+        run_grpo(
+            a.out,
+            a.minutes,
+            a.eval_every,
+            a.lr,
+            a.seed,
+            a.prompts,
+            a.generations,
+            a.temperature,
+            a.sft_episodes,
+            a.monitor,
+        )
     elif a.phase == "eval":
         run_eval(a.out, a.seed, a.sft_episodes, a.final, a.models)
     else:

@@ -31,8 +31,10 @@ def load_times(sizes: list[int]) -> None:
     if (SHARED / "webshop").exists():
         t = time.perf_counter()
         c = load_catalogue(SHARED / "webshop", goals="synthetic")
-        print(f"load shared catalogue ({len(c)} products, {len(c.goals)} synthetic goals, BM25 index): "
-              f"{time.perf_counter() - t:.2f} s")
+        print(
+            f"load shared catalogue ({len(c)} products, {len(c.goals)} synthetic goals, BM25 index): "
+            f"{time.perf_counter() - t:.2f} s"
+        )
     for n in sizes:
         t = time.perf_counter()
         load_catalogue("generated", num_products=n)
@@ -44,7 +46,7 @@ def _random_action(rng: np.random.Generator, info: dict, instruction: str) -> st
     if actions["has_search_bar"]:
         words = instruction.split()
         start = int(rng.integers(max(1, len(words) - 4)))
-        return f"search[{' '.join(words[start:start + 5])}]"
+        return f"search[{' '.join(words[start : start + 5])}]"
     return f"click[{actions['clickables'][int(rng.integers(len(actions['clickables'])))]}]"
 
 
@@ -64,9 +66,11 @@ def step_latency(n: int, episodes: int) -> None:
             if terminated:
                 break
     ms = np.array(times) * 1000
-    print(f"step latency, {n} products, {len(ms)} steps: p50 {np.percentile(ms, 50):.3f} ms, "
-          f"p95 {np.percentile(ms, 95):.3f} ms, max {ms.max():.2f} ms; search steps only ({len(searches)}): "
-          f"p50 {np.percentile(searches, 50) * 1000:.3f} ms, p95 {np.percentile(searches, 95) * 1000:.3f} ms")
+    print(
+        f"step latency, {n} products, {len(ms)} steps: p50 {np.percentile(ms, 50):.3f} ms, "
+        f"p95 {np.percentile(ms, 95):.3f} ms, max {ms.max():.2f} ms; search steps only ({len(searches)}): "
+        f"p50 {np.percentile(searches, 50) * 1000:.3f} ms, p95 {np.percentile(searches, 95) * 1000:.3f} ms"
+    )
 
 
 def _rss_kib() -> float:
@@ -93,8 +97,10 @@ def memory_per_instance(instances: int) -> None:
     grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
     assert all(e.catalogue is first.catalogue for e in envs)
     rss = _rss_kib() - rss0
-    print(f"memory per extra env instance sharing a catalogue ({instances} instances, each reset and after one "
-          f"search): {grown / instances / 1024:.1f} KiB (tracemalloc); RSS grew {rss / instances:.1f} KiB each")
+    print(
+        f"memory per extra env instance sharing a catalogue ({instances} instances, each reset and after one "
+        f"search): {grown / instances / 1024:.1f} KiB (tracemalloc); RSS grew {rss / instances:.1f} KiB each"
+    )
 
 
 def _content_words(title: str) -> list[str]:
@@ -113,9 +119,13 @@ def type_agreement() -> None:
     except ImportError:
         nlp = None
     if nlp is not None:
-        same_tokens = sum(tokens(p.title) == [t.text.lower() for t in nlp(p.title) if not t.is_space] for p in catalogue)
-        print(f"title tokens identical to spaCy's English tokenizer: {same_tokens / len(catalogue):.1%} of "
-              f"{len(catalogue)} titles")
+        same_tokens = sum(
+            tokens(p.title) == [t.text.lower() for t in nlp(p.title) if not t.is_space] for p in catalogue
+        )
+        print(
+            f"title tokens identical to spaCy's English tokenizer: {same_tokens / len(catalogue):.1%} of "
+            f"{len(catalogue)} titles"
+        )
     variants = {"content words": _content_words}
     if nlp is not None:
         variants["spaCy tokens + rule"] = lambda t: noun_filter(x.text.lower() for x in nlp(t) if not x.is_space)
@@ -130,8 +140,10 @@ def type_agreement() -> None:
             for name, fn in variants.items():
                 agree[name] += type_reward(product, goal, nouns=fn).r_type == r
     shares = ", ".join(f"{name} {n / total:.1%}" for name, n in agree.items())
-    print(f"type factor of the noun rule agrees with: {shares}; over {total} (goal, top-10 result) pairs, "
-          f"r_type < 1 in {below_one / total:.1%}")
+    print(
+        f"type factor of the noun rule agrees with: {shares}; over {total} (goal, top-10 result) pairs, "
+        f"r_type < 1 in {below_one / total:.1%}"
+    )
 
 
 def baselines(episodes: int = 200) -> None:
@@ -148,8 +160,10 @@ def baselines(episodes: int = 200) -> None:
             results = [run_episode(env, policy, seed) for seed in range(episodes)]
             s = summarise(results)
             score = sum(r.metrics["score"] for r in results) / len(results)
-            print(f"{policy.name} on {label}, {episodes} episodes: success {s['success']:.1%}, "
-                  f"mean score {score:.3f}, mean turns {s['mean_turns']:.2f}")
+            print(
+                f"{policy.name} on {label}, {episodes} episodes: success {s['success']:.1%}, "
+                f"mean score {score:.3f}, mean turns {s['mean_turns']:.2f}"
+            )
 
 
 def main() -> None:

@@ -137,13 +137,22 @@ def main(argv: list[str] | None = None) -> Any:
 
         model, tokenizer = args.model, AutoTokenizer.from_pretrained(args.model)
     instruction = "Solve the problem. Use the calculator tool for arithmetic, then call the answer tool."
-    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": instruction}]] * args.tasks,
-                                 "seed": list(range(args.tasks))})
+    dataset = Dataset.from_dict(
+        {"prompt": [[{"role": "user", "content": instruction}]] * args.tasks, "seed": list(range(args.tasks))}
+    )
     config = GRPOConfig(
-        output_dir=args.output_dir or tempfile.mkdtemp(prefix="grpo-openenv-"), max_steps=args.max_steps,
-        per_device_train_batch_size=args.num_generations, num_generations=args.num_generations,
-        max_completion_length=args.max_completion_length, max_tool_calling_iterations=3, learning_rate=1e-4,
-        logging_steps=1, report_to="none", save_strategy="no", use_cpu=True, seed=0,
+        output_dir=args.output_dir or tempfile.mkdtemp(prefix="grpo-openenv-"),
+        max_steps=args.max_steps,
+        per_device_train_batch_size=args.num_generations,
+        num_generations=args.num_generations,
+        max_completion_length=args.max_completion_length,
+        max_tool_calling_iterations=3,
+        learning_rate=1e-4,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
     )
     if args.model is None and args.teach_steps:
         probe, tools = ServedGSM8K(), []
@@ -151,17 +160,26 @@ def main(argv: list[str] | None = None) -> Any:
         for seed in range(args.tasks):
             question = probe.reset(seed)
             tools = [probe.calculator, probe.answer]
-            prompts.append(tokenizer.apply_chat_template([{"role": "user", "content": instruction + question}],
-                                                         tools=tools, add_generation_prompt=True, tokenize=False))
+            prompts.append(
+                tokenizer.apply_chat_template(
+                    [{"role": "user", "content": instruction + question}],
+                    tools=tools,
+                    add_generation_prompt=True,
+                    tokenize=False,
+                )
+            )
         probe.env.close()
         teach_one_tool_call(model, tokenizer, prompts, args.teach_steps)
-    trainer = GRPOTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
-                          environment_factory=ServedGSM8K)
+    trainer = GRPOTrainer(
+        model=model, args=config, train_dataset=dataset, processing_class=tokenizer, environment_factory=ServedGSM8K
+    )
     trainer.train()
     for log in trainer.state.log_history:
         if "reward" in log:
-            print(f"step {log['step']}: reward {log['reward']:.3f}, tool calls per rollout "
-                  f"{log.get('tools/call_frequency', 0.0):.2f}")
+            print(
+                f"step {log['step']}: reward {log['reward']:.3f}, tool calls per rollout "
+                f"{log.get('tools/call_frequency', 0.0):.2f}"
+            )
     return trainer
 
 

@@ -11,7 +11,9 @@ import pytest
 
 import agentgym_r1
 
-SHARED_DATA = Path(os.environ.get("AGENTGYM_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+SHARED_DATA = Path(
+    os.environ.get("AGENTGYM_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+)
 
 
 def shared_data(*parts: str) -> Path:
@@ -33,8 +35,10 @@ def _echo(text: str) -> str:
 
 # Keyword arguments that make each registered env runnable offline in tests. An env that needs none is absent.
 ENV_KWARGS: dict[str, dict[str, Any]] = {
-    "AgentR1/ToolEnv-v0": {"tools": [_echo], "tasks": [{"prompt": "Say hi.", "answer": "hi"},
-                                                       {"prompt": "Say bye.", "answer": "bye"}]},
+    "AgentR1/ToolEnv-v0": {
+        "tools": [_echo],
+        "tasks": [{"prompt": "Say hi.", "answer": "hi"}, {"prompt": "Say bye.", "answer": "bye"}],
+    },
     "AgentR1/GSM8K-v0": {"source": "synthetic"},
     "AgentR1/ALFWorld-v0": {"source": "generated", "num_games": 3},
     "AgentR1/ALFWorld-v1": {"source": "generated", "num_games": 3},

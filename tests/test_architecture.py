@@ -59,8 +59,11 @@ def imports(path: Path, module: str, known: dict[str, Path]) -> list[tuple[str, 
         if isinstance(node, ast.Import):
             found += [(a.name, node.lineno) for a in node.names if a.name.split(".")[0] == "agentgym_r1"]
         elif isinstance(node, ast.ImportFrom):
-            base = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else [])) \
-                if node.level else (node.module or "")
+            base = (
+                ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
+                if node.level
+                else (node.module or "")
+            )
             if base.split(".")[0] != "agentgym_r1":
                 continue
             # ``from pkg import submodule`` imports the submodule; ``from module import name`` the module
@@ -85,8 +88,10 @@ def import_cycles(package: Path) -> list[list[str]]:
     """Strongly connected groups of modules (Tarjan's algorithm, iterative); an import of a module's own parent
     package is left out (Python imports a parent package before its submodules anyway)."""
     known = modules(package)
-    graph = {m: sorted({t for t, _ in imports(p, m, known) if t in known and t != m and not m.startswith(t + ".")})
-             for m, p in known.items()}
+    graph = {
+        m: sorted({t for t, _ in imports(p, m, known) if t in known and t != m and not m.startswith(t + ".")})
+        for m, p in known.items()
+    }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -139,8 +144,13 @@ def test_no_modules_import_each_other() -> None:
 
 def test_the_package_never_imports_its_test_kits() -> None:
     known = modules(PACKAGE)
-    users = [f"{m} -> {t}" for m, p in known.items() if part_of(m) != "testing"
-             for t, _ in imports(p, m, known) if part_of(t) == "testing"]
+    users = [
+        f"{m} -> {t}"
+        for m, p in known.items()
+        if part_of(m) != "testing"
+        for t, _ in imports(p, m, known)
+        if part_of(t) == "testing"
+    ]
     assert not users, users
 
 

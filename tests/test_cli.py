@@ -11,8 +11,24 @@ from agentgym_r1.cli import main
 
 
 def test_eval_prints_the_summary(capsys):
-    assert main(["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--source", "synthetic",
-                 "--episodes", "5", "--seed", "3"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--policy",
+                "scripted",
+                "--env",
+                "AgentR1/GSM8K-v0",
+                "--source",
+                "synthetic",
+                "--episodes",
+                "5",
+                "--seed",
+                "3",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "AgentR1/GSM8K-v0 policy=scripted source=synthetic episodes=5" in out
     assert "success 1.000 (95% CI 0.566-1.000)" in out  # Wilson, as on the board (not Wald's "± 0.000")
@@ -22,8 +38,21 @@ def test_eval_prints_the_summary(capsys):
 
 def test_eval_writes_its_store_and_resumes_from_it(tmp_path, capsys):
     db = tmp_path / "e.sqlite"
-    argv = ["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--source", "synthetic", "--episodes", "4",
-            "--samples", "2", "--results", str(db)]
+    argv = [
+        "eval",
+        "--policy",
+        "scripted",
+        "--env",
+        "AgentR1/GSM8K-v0",
+        "--source",
+        "synthetic",
+        "--episodes",
+        "4",
+        "--samples",
+        "2",
+        "--results",
+        str(db),
+    ]
     assert main(argv) == 0
     first = capsys.readouterr().out
     assert "episodes=8" in first and "pass@2 %" in first
@@ -44,16 +73,24 @@ def test_eval_on_toolenv_uses_the_lookup_source(capsys):
     assert "success 1.000" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--policy", "scripted", "--env", "AgentR1/Nope-v0"], "unknown env id 'AgentR1/Nope-v0'"),
-    (["--policy", "nope", "--env", "AgentR1/GSM8K-v0"], "unknown policy 'nope' for AgentR1/GSM8K-v0"),
-    (["--policy", "openai:nohost#m", "--env", "AgentR1/GSM8K-v0"], "openai:http://HOST:PORT/v1#MODEL"),
-    (["--policy", "hf:/x?temperature=1", "--env", "AgentR1/GSM8K-v0"], "unknown option(s) ['temperature']"),
-    (["--policy", "hf:/no/such/dir", "--env", "AgentR1/GSM8K-v0"], "hf:/no/such/dir: no such model directory"),
-    (["--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--samples", "0"], "argument --samples: must be at least 1"),
-    (["--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--concurrency", "0"],
-     "argument --concurrency: must be at least 1"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--policy", "scripted", "--env", "AgentR1/Nope-v0"], "unknown env id 'AgentR1/Nope-v0'"),
+        (["--policy", "nope", "--env", "AgentR1/GSM8K-v0"], "unknown policy 'nope' for AgentR1/GSM8K-v0"),
+        (["--policy", "openai:nohost#m", "--env", "AgentR1/GSM8K-v0"], "openai:http://HOST:PORT/v1#MODEL"),
+        (["--policy", "hf:/x?temperature=1", "--env", "AgentR1/GSM8K-v0"], "unknown option(s) ['temperature']"),
+        (["--policy", "hf:/no/such/dir", "--env", "AgentR1/GSM8K-v0"], "hf:/no/such/dir: no such model directory"),
+        (
+            ["--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--samples", "0"],
+            "argument --samples: must be at least 1",
+        ),
+        (
+            ["--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--concurrency", "0"],
+            "argument --concurrency: must be at least 1",
+        ),
+    ],
+)
 def test_bad_input_is_a_clear_message_not_a_traceback(argv, message, capsys):
     assert main(["eval", *argv, "--episodes", "1"]) == 2
     err = capsys.readouterr().err
@@ -62,8 +99,27 @@ def test_bad_input_is_a_clear_message_not_a_traceback(argv, message, capsys):
 
 def test_leaderboard_run_show_and_export(tmp_path, capsys):
     db = tmp_path / "lb.sqlite"
-    assert main(["leaderboard", "run", "--suite", "quick", "--results", str(db), "--episodes", "4",
-                 "--workers", "1", "--env", "AgentR1/ToolEnv-v0", "--env", "AgentR1/WebShop-v0"]) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                "run",
+                "--suite",
+                "quick",
+                "--results",
+                str(db),
+                "--episodes",
+                "4",
+                "--workers",
+                "1",
+                "--env",
+                "AgentR1/ToolEnv-v0",
+                "--env",
+                "AgentR1/WebShop-v0",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "ToolEnv-v0 scripted" not in captured.err  # no progress bars when stderr is not a terminal
     assert "== AgentR1/ToolEnv-v0 (lookup)" in captured.out
@@ -83,11 +139,14 @@ def test_show_with_no_results_says_how_to_get_some(tmp_path, capsys):
     assert "leaderboard run --suite quick" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--suite", "huge"], "unknown suite 'huge'"),
-    (["--env", "AgentR1/Nope-v0"], "['AgentR1/Nope-v0'] not in suite 'quick'"),
-    (["--episodes", "0"], "argument --episodes: must be at least 1"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--suite", "huge"], "unknown suite 'huge'"),
+        (["--env", "AgentR1/Nope-v0"], "['AgentR1/Nope-v0'] not in suite 'quick'"),
+        (["--episodes", "0"], "argument --episodes: must be at least 1"),
+    ],
+)
 def test_leaderboard_run_bad_input(argv, message, tmp_path, capsys):
     assert main(["leaderboard", "run", "--results", str(tmp_path / "r.sqlite"), *argv]) == 2
     assert message in capsys.readouterr().err
@@ -95,8 +154,24 @@ def test_leaderboard_run_bad_input(argv, message, tmp_path, capsys):
 
 def test_a_corrupted_results_file_is_reported_and_rebuilt(tmp_path, capsys):
     db = tmp_path / "lb.sqlite"
-    assert main(["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--source", "synthetic",
-                 "--episodes", "3", "--results", str(db)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--policy",
+                "scripted",
+                "--env",
+                "AgentR1/GSM8K-v0",
+                "--source",
+                "synthetic",
+                "--episodes",
+                "3",
+                "--results",
+                str(db),
+            ]
+        )
+        == 0
+    )
     db.write_bytes(b"not a database at all" * 50)
     capsys.readouterr()
     assert main(["leaderboard", "show", "--results", str(db)]) == 0
@@ -121,8 +196,11 @@ BAD_NUMBERS = [  # each crashed (OverflowError, numpy's ValueError, MemoryError)
 @pytest.mark.parametrize("command", ["eval", "leaderboard run"])
 def test_numbers_out_of_range_are_usage_errors_naming_the_flag(command, flag, value, message, tmp_path, capsys):
     results = tmp_path / "r.sqlite"
-    argv = (["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0"] if command == "eval"
-            else ["leaderboard", "run", "--env", "AgentR1/GSM8K-v0"])
+    argv = (
+        ["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0"]
+        if command == "eval"
+        else ["leaderboard", "run", "--env", "AgentR1/GSM8K-v0"]
+    )
     assert main([*argv, "--results", str(results), flag, value]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
@@ -131,13 +209,47 @@ def test_numbers_out_of_range_are_usage_errors_naming_the_flag(command, flag, va
 
 def test_episodes_times_samples_is_bounded_before_any_work(tmp_path, capsys):
     results = tmp_path / "r.sqlite"
-    assert main(["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--results", str(results),
-                 "--episodes", "100000", "--samples", "2"]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "--policy",
+                "scripted",
+                "--env",
+                "AgentR1/GSM8K-v0",
+                "--results",
+                str(results),
+                "--episodes",
+                "100000",
+                "--samples",
+                "2",
+            ]
+        )
+        == 2
+    )
     assert "--episodes x --samples must be at most 100000" in capsys.readouterr().err
     assert not results.exists()
 
 
 def test_the_largest_seed_runs(tmp_path, capsys):
-    assert main(["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--source", "synthetic",
-                 "--episodes", "2", "--seed", str(2**32 - 1), "--results", str(tmp_path / "r.sqlite")]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--policy",
+                "scripted",
+                "--env",
+                "AgentR1/GSM8K-v0",
+                "--source",
+                "synthetic",
+                "--episodes",
+                "2",
+                "--seed",
+                str(2**32 - 1),
+                "--results",
+                str(tmp_path / "r.sqlite"),
+            ]
+        )
+        == 0
+    )
     assert "episodes=2" in capsys.readouterr().out

@@ -31,7 +31,8 @@ def test_the_benchmarks_index_is_one_screen_of_rows_not_a_lab_notebook():
     lines = INDEX.read_text(encoding="utf-8").splitlines()
     assert len(lines) <= INDEX_MAX_LINES, (
         f"benchmarks/README.md has {len(lines)} lines (at most {INDEX_MAX_LINES}): put a study's protocol, tables and "
-        f"commands on its page under benchmarks/reports/ and keep one row for it in the index")
+        f"commands on its page under benchmarks/reports/ and keep one row for it in the index"
+    )
 
 
 def test_the_index_links_a_report_page_for_its_studies():
@@ -75,11 +76,15 @@ def test_every_link_to_a_section_names_a_heading_of_its_page(page):
 
 def test_no_path_of_a_development_machine_in_the_readme_or_benchmarks():
     texts = {".md", ".py", ".svg", ".txt", ".json"}
-    files = [ROOT / "README.md", *sorted(p for p in (ROOT / "benchmarks").rglob("*") if p.is_file() and p.suffix in texts)]
+    files = [
+        ROOT / "README.md",
+        *sorted(p for p in (ROOT / "benchmarks").rglob("*") if p.is_file() and p.suffix in texts),
+    ]
     found = []
     for path in files:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if MACHINE_PATH.search(line):
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
-    assert not found, ("paths of a development machine (write them relative to the repository, e.g. runs/...):\n"
-                       + "\n".join(found))
+    assert not found, (
+        "paths of a development machine (write them relative to the repository, e.g. runs/...):\n" + "\n".join(found)
+    )

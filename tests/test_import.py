@@ -7,8 +7,10 @@ import agentgym_r1
 
 
 def test_import_loads_no_heavy_dependency():
-    code = ("import sys, agentgym_r1; heavy = [m for m in ('torch', 'transformers', 'trl', 'datasets') "
-            "if m in sys.modules]; print(','.join(heavy))")
+    code = (
+        "import sys, agentgym_r1; heavy = [m for m in ('torch', 'transformers', 'trl', 'datasets') "
+        "if m in sys.modules]; print(','.join(heavy))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 

@@ -21,6 +21,20 @@ from agentgym_r1.adapters.records import Episode, RolloutBatch, Sample, TurnReco
 from agentgym_r1.adapters.rollout import Prompt, RolloutConfig, RolloutEngine
 from agentgym_r1.adapters.tokenize import ChatTokenizer, default_stop_ids
 
-__all__ = ["ChatReply", "ChatTokenizer", "ContextPolicy", "Episode", "Generation", "Prompt", "RolloutBatch",
-           "RolloutConfig", "RolloutEngine", "Sample", "SamplingParams", "TurnRecord", "default_stop_ids",
-           "last_k_turns", "make_context"]
+__all__ = [
+    "ChatReply",
+    "ChatTokenizer",
+    "ContextPolicy",
+    "Episode",
+    "Generation",
+    "Prompt",
+    "RolloutBatch",
+    "RolloutConfig",
+    "RolloutEngine",
+    "Sample",
+    "SamplingParams",
+    "TurnRecord",
+    "default_stop_ids",
+    "last_k_turns",
+    "make_context",
+]

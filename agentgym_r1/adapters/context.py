@@ -61,7 +61,7 @@ def last_k_turns(history: Sequence[Message], k: int) -> list[Message]:
         return list(history)
     head = list(history[: starts[0]])
     keep = starts[-k:] if k > 0 else []
-    return head + (list(history[keep[0]:]) if keep else [])
+    return head + (list(history[keep[0] :]) if keep else [])
 
 
 def make_context(context: str | int | Summariser | ContextPolicy) -> ContextPolicy:
@@ -74,5 +74,6 @@ def make_context(context: str | int | Summariser | ContextPolicy) -> ContextPoli
         return ContextPolicy("last_k", k=context)
     if callable(context):
         return ContextPolicy("summary", summariser=context)
-    raise ConfigError(f"context must be 'full', an int (last k turns), a summariser callable or a ContextPolicy; "
-                      f"got {context!r}")
+    raise ConfigError(
+        f"context must be 'full', an int (last k turns), a summariser callable or a ContextPolicy; got {context!r}"
+    )

@@ -188,17 +188,24 @@ class ThreadBackend:
     def run(self, calls: Sequence[EnvCall]) -> list[EnvReply]:
         self.hung = [t for t in self.hung if t.is_alive()]
         if len(self.hung) >= MAX_HUNG_THREADS:
-            return [EnvReply(error=f"{len(self.hung)} env calls that passed env_timeout={self.timeout:g} s are "
-                                   "still running in threads, so no more are started; use env_backend='process', "
-                                   "whose hung workers are killed") for _ in calls]
+            return [
+                EnvReply(
+                    error=f"{len(self.hung)} env calls that passed env_timeout={self.timeout:g} s are "
+                    "still running in threads, so no more are started; use env_backend='process', "
+                    "whose hung workers are killed"
+                )
+                for _ in calls
+            ]
         replies = []
         for c, (reply, thread) in zip(calls, self.lanes.run(calls), strict=True):
             if thread is not None:
                 self.hung.append(thread)
                 self.dropped.add(c.slot)
-                reply = EnvReply(error=f"env {'reset' if c.action is None else 'step'} did not answer within "
-                                       f"{self.timeout:g} s (env_timeout); its env was dropped and its thread "
-                                       "abandoned (a thread cannot be stopped; env_backend='process' kills the worker)")
+                reply = EnvReply(
+                    error=f"env {'reset' if c.action is None else 'step'} did not answer within "
+                    f"{self.timeout:g} s (env_timeout); its env was dropped and its thread "
+                    "abandoned (a thread cannot be stopped; env_backend='process' kills the worker)"
+                )
             replies.append(reply)
         return replies
 
@@ -276,9 +283,11 @@ class WorkerPool:
         try:
             pickle.dumps(value)
         except Exception as e:
-            raise ConfigError(f"env_backend={self.name!r} sends envs' {what} to worker processes, and {value!r} "
-                              f"cannot be pickled ({type(e).__name__}: {e}); use functions and objects defined at "
-                              f"module level, or env_backend='thread'") from e
+            raise ConfigError(
+                f"env_backend={self.name!r} sends envs' {what} to worker processes, and {value!r} "
+                f"cannot be pickled ({type(e).__name__}: {e}); use functions and objects defined at "
+                f"module level, or env_backend='thread'"
+            ) from e
 
     def run(self, calls: Sequence[EnvCall]) -> list[EnvReply]:
         if not self.workers:  # closed: a later rollout starts new workers, as a closed thread backend makes new envs
@@ -326,8 +335,10 @@ class WorkerPool:
         if not self._died(error):
             return f"env worker {w} could not answer: {type(error).__name__}: {error}"
         if isinstance(error, WorkerTimeout):
-            message = (f"env worker {w} did not answer a call within {self.timeout:g} s (env_timeout); it was killed "
-                       "and a new worker took its place")
+            message = (
+                f"env worker {w} did not answer a call within {self.timeout:g} s (env_timeout); it was killed "
+                "and a new worker took its place"
+            )
         else:
             message = f"env worker {w} died ({type(error).__name__}: {error}); a new worker took its place"
         for slot in [s for s, where in self.where.items() if where == w]:
@@ -442,8 +453,10 @@ class RayBackend(WorkerPool):
             try:
                 self.ray.get(boot, timeout=ACTOR_STARTUP_TIMEOUT)
             except self.ray.exceptions.GetTimeoutError as e:
-                raise WorkerDied(f"a Ray actor did not start within {ACTOR_STARTUP_TIMEOUT:g} s (are there CPUs "
-                                 "free for one more actor?)") from e
+                raise WorkerDied(
+                    f"a Ray actor did not start within {ACTOR_STARTUP_TIMEOUT:g} s (are there CPUs "
+                    "free for one more actor?)"
+                ) from e
         return worker, getattr(worker, method).remote(*args), method == "run"
 
     def _result(self, pending: tuple[Any, Any, bool]) -> Any:
@@ -481,8 +494,9 @@ def connect_ray(ray: Any, address: str | None) -> None:
     try:
         ray.init(address=address, include_dashboard=False, logging_level="WARNING")
     except (ConnectionError, RuntimeError, ValueError) as e:
-        raise EnvBackendError(f"cannot connect to Ray at {address or 'a new local instance'!r}: "
-                              f"{type(e).__name__}: {e}") from e
+        raise EnvBackendError(
+            f"cannot connect to Ray at {address or 'a new local instance'!r}: {type(e).__name__}: {e}"
+        ) from e
 
 
 def check_ray_address(address: str | None) -> None:
@@ -494,13 +508,16 @@ def check_ray_address(address: str | None) -> None:
     try:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
     except (OSError, ValueError) as e:
-        raise EnvBackendError(f"Ray address {address!r} cannot be reached ({type(e).__name__}: {e}); start a "
-                              "cluster there (`ray start --head`), give its address as host:port or "
-                              "ray://host:port, or leave ray_address unset for a local Ray instance") from e
+        raise EnvBackendError(
+            f"Ray address {address!r} cannot be reached ({type(e).__name__}: {e}); start a "
+            "cluster there (`ray start --head`), give its address as host:port or "
+            "ray://host:port, or leave ray_address unset for a local Ray instance"
+        ) from e
 
 
-def check_env_backend(name: str, workers: int = 0, ray_address: str | None = None,
-                      timeout: float = DEFAULT_ENV_TIMEOUT) -> None:
+def check_env_backend(
+    name: str, workers: int = 0, ray_address: str | None = None, timeout: float = DEFAULT_ENV_TIMEOUT
+) -> None:
     """The errors :func:`make_env_backend` would raise, without starting anything: an unknown name, a negative
     worker count, a time limit that is not a finite number of seconds > 0, a missing ``ray`` extra, a Ray address
     that cannot be reached."""
@@ -509,15 +526,18 @@ def check_env_backend(name: str, workers: int = 0, ray_address: str | None = Non
     if workers < 0:
         raise ConfigError(f"env_workers must be >= 0, got {workers}")
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0:
-        raise ConfigError(f"env_timeout must be a finite number of seconds > 0, got {timeout!r}; every env call "
-                          f"needs a limit (default {DEFAULT_ENV_TIMEOUT:g}), so give a larger number for slow envs")
+        raise ConfigError(
+            f"env_timeout must be a finite number of seconds > 0, got {timeout!r}; every env call "
+            f"needs a limit (default {DEFAULT_ENV_TIMEOUT:g}), so give a larger number for slow envs"
+        )
     if name == "ray":
         require("ray", "ray", "env_backend='ray'")
         check_ray_address(ray_address)
 
 
-def make_env_backend(name: str, workers: int = 0, ray_address: str | None = None,
-                     timeout: float = DEFAULT_ENV_TIMEOUT) -> ThreadBackend | ProcessBackend | RayBackend:
+def make_env_backend(
+    name: str, workers: int = 0, ray_address: str | None = None, timeout: float = DEFAULT_ENV_TIMEOUT
+) -> ThreadBackend | ProcessBackend | RayBackend:
     """The env backend called ``name``, each env call limited to ``timeout`` seconds; a named error before any work
     for an unknown name, a bad limit or an unreachable Ray."""
     check_env_backend(name, workers, None, timeout)  # the address is checked when Ray connects

@@ -39,10 +39,16 @@ class Family:
 # Order matters: the first family whose marker the template writes wins (gpt-oss before Phi-3: both write <|end|>).
 FAMILIES: tuple[Family, ...] = (
     Family("gpt-oss", "<|channel|>", ("<|return|>", "<|call|>"), stands_for=(("<|return|>", "<|end|>"),)),
-    Family("muse-glimmer", "<|eot|>", ("<|eot|>", "<|eom|>"), bos="<|begin_of_text|>",
-           stands_for=(("<|eom|>", "<|eot|>"),)),
-    Family("llama3", "<|start_header_id|>", ("<|eot_id|>", "<|eom_id|>"), bos="<|begin_of_text|>",
-           stands_for=(("<|eom_id|>", "<|eot_id|>"),)),  # a call ends with <|eom_id|>; history writes <|eot_id|>
+    Family(
+        "muse-glimmer", "<|eot|>", ("<|eot|>", "<|eom|>"), bos="<|begin_of_text|>", stands_for=(("<|eom|>", "<|eot|>"),)
+    ),
+    Family(
+        "llama3",
+        "<|start_header_id|>",
+        ("<|eot_id|>", "<|eom_id|>"),
+        bos="<|begin_of_text|>",
+        stands_for=(("<|eom_id|>", "<|eot_id|>"),),
+    ),  # a call ends with <|eom_id|>; history writes <|eot_id|>
     # Gemma 4 writes a call, then <|tool_response> and waits: the response comes inside the same model turn
     Family("gemma4", "<|turn>", ("<turn|>", "<|tool_response>"), bos="<bos>"),
     Family("gemma", "<start_of_turn>", ("<end_of_turn>",), bos="<bos>", eos="<eos>"),
@@ -98,5 +104,8 @@ MULTIMODAL_TEMPLATES = frozenset({"idefics3", "llava_next", "smolvlm"})
 def trl_text_templates() -> dict[str, str]:
     """TRL's stored templates that render text conversations (originals and training patches): all but the
     multimodal-only ones."""
-    return {name: text for name, text in _trl_templates().items()
-            if name.removesuffix("_training") not in MULTIMODAL_TEMPLATES}
+    return {
+        name: text
+        for name, text in _trl_templates().items()
+        if name.removesuffix("_training") not in MULTIMODAL_TEMPLATES
+    }

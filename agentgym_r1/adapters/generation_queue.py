@@ -85,8 +85,15 @@ class Job:
 class GenerationQueue:
     """Serves :class:`Job` s with ``backend`` on one worker thread (started on the first :meth:`submit`)."""
 
-    def __init__(self, backend: TokenBackend, chat: ChatTokenizer, *, max_jobs: int = 64,
-                 chunk_tokens: int = 32, cached_jobs: int = 4) -> None:
+    def __init__(
+        self,
+        backend: TokenBackend,
+        chat: ChatTokenizer,
+        *,
+        max_jobs: int = 64,
+        chunk_tokens: int = 32,
+        cached_jobs: int = 4,
+    ) -> None:
         if max_jobs < 1:
             raise ConfigError(f"max_jobs must be >= 1, got {max_jobs}")
         if chunk_tokens < 1:
@@ -106,8 +113,7 @@ class GenerationQueue:
             if self.stopping:
                 raise QueueFull("the server is shutting down")
             if self.held >= self.max_jobs:
-                raise QueueFull(f"the server already has {self.max_jobs} requests queued or in progress; "
-                                f"retry later")
+                raise QueueFull(f"the server already has {self.max_jobs} requests queued or in progress; retry later")
             self.jobs.append(job)
             self.held += 1
             if self.worker is None:
@@ -150,9 +156,14 @@ class GenerationQueue:
             self.release(job)
             return
         if time.monotonic() > job.deadline:
-            self.settle(job, JobTimeout(f"the request did not finish within the server's time limit "
-                                        f"({len(job.rows[0].ids)} of max_tokens={job.max_tokens} generated); "
-                                        f"ask for fewer tokens or retry later"))
+            self.settle(
+                job,
+                JobTimeout(
+                    f"the request did not finish within the server's time limit "
+                    f"({len(job.rows[0].ids)} of max_tokens={job.max_tokens} generated); "
+                    f"ask for fewer tokens or retry later"
+                ),
+            )
             return
         try:
             self.chunk(job)
@@ -220,11 +231,10 @@ class GenerationQueue:
     def scan(scanner: StopScanner, ids: list[int], start: int) -> tuple[int, FinishReason | None]:
         """Where the completion ``ids`` ends, looking at the tokens from ``start`` on (the earlier ones ended nothing)."""
         for n in range(start + 1, len(ids) + 1):
-            reason = scanner.check(ids[max(0, n - scanner.window):n])
+            reason = scanner.check(ids[max(0, n - scanner.window) : n])
             if reason is not None:
                 return n, reason
         return len(ids), None
 
     def decode(self, ids: list[int]) -> str:
         return self.chat.tokenizer.decode(ids, skip_special_tokens=False)
-

@@ -22,8 +22,12 @@ from agentgym_r1.error import ConfigError, require
 
 Row = dict[str, Any]
 
-_ANSI = {"prompt": ("\x1b[30;47m", "\x1b[30;107m"), "env": ("\x1b[30;46m", "\x1b[30;106m"),
-         "agent": ("\x1b[30;42m", "\x1b[30;102m"), "step": ("\x1b[1;35m", "\x1b[1;35m")}
+_ANSI = {
+    "prompt": ("\x1b[30;47m", "\x1b[30;107m"),
+    "env": ("\x1b[30;46m", "\x1b[30;106m"),
+    "agent": ("\x1b[30;42m", "\x1b[30;102m"),
+    "step": ("\x1b[1;35m", "\x1b[1;35m"),
+}
 _RESET = "\x1b[0m"
 
 
@@ -47,10 +51,10 @@ def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[tuple[str, list[int]
     for i in range(len(ids)):
         left = max(0, start - 4)
         before = tokenizer.decode(list(ids[left:start]), skip_special_tokens=False)
-        text = tokenizer.decode(list(ids[left:i + 1]), skip_special_tokens=False)[len(before):]
+        text = tokenizer.decode(list(ids[left : i + 1]), skip_special_tokens=False)[len(before) :]
         if text.endswith("\ufffd") and i + 1 < len(ids) and i - start < 4:
             continue  # an incomplete character: it ends in a following token
-        out.append((text, list(ids[start:i + 1])))
+        out.append((text, list(ids[start : i + 1])))
         start = i + 1
     return out
 
@@ -134,9 +138,15 @@ def to_html(row_cells: Sequence[Cell], title: str = "agentgym-r1 row") -> str:
         k = k + 1 if cell.source == last else 0
         last = cell.source
         lp = "" if cell.logprob is None else f" · logprob {cell.logprob:.3f}"
-        items.append({"source": cell.source, "shade": k % 2, "text": _visible(cell.text),
-                      "title": f"{cell.source} · ids {cell.ids}{lp}",
-                      "step": f"⟨step {cell.step[0]}: reward {cell.step[1]:+.3g}⟩" if cell.step else ""})
+        items.append(
+            {
+                "source": cell.source,
+                "shade": k % 2,
+                "text": _visible(cell.text),
+                "title": f"{cell.source} · ids {cell.ids}{lp}",
+                "step": f"⟨step {cell.step[0]}: reward {cell.step[1]:+.3g}⟩" if cell.step else "",
+            }
+        )
     env = jinja2.Environment(autoescape=True)
     return env.from_string(_PAGE).render(title=title, cells=items, summary=summary(row_cells))
 
@@ -144,8 +154,10 @@ def to_html(row_cells: Sequence[Cell], title: str = "agentgym-r1 row") -> str:
 def summary(row_cells: Sequence[Cell]) -> str:
     counts = {s: sum(len(c.ids) for c in row_cells if c.source == s) for s in ("prompt", "agent", "env")}
     steps = sum(1 for c in row_cells if c.step is not None)
-    return (f"{counts['prompt']} prompt tokens, {counts['agent']} agent tokens (trained), {counts['env']} env tokens "
-            f"(masked), {steps} steps")
+    return (
+        f"{counts['prompt']} prompt tokens, {counts['agent']} agent tokens (trained), {counts['env']} env tokens "
+        f"(masked), {steps} steps"
+    )
 
 
 # -- saved batches ---------------------------------------------------------------------------------------------------
@@ -164,23 +176,37 @@ def load_rows(path: str | Path) -> list[Row]:
         return [dict(zip(data, values, strict=True)) for values in zip(*data.values(), strict=True)]
     if isinstance(data, list) and all(isinstance(r, dict) and "completion_ids" in r for r in data):
         return data
-    raise ConfigError(f"{path} is not a saved batch: expected RolloutBatch.to_trl() as JSON (prompt_ids, "
-                      "completion_ids, env_mask columns) or a list of such rows")
+    raise ConfigError(
+        f"{path} is not a saved batch: expected RolloutBatch.to_trl() as JSON (prompt_ids, "
+        "completion_ids, env_mask columns) or a list of such rows"
+    )
 
 
 # -- the command -----------------------------------------------------------------------------------------------------
 def add_inspect_parser(sub: Any, tiny_expert: Callable[[Any], list[str]] | None = None) -> None:
     """The ``inspect`` command on ``sub``. ``tiny_expert``: GSM8K's expert actions, whose episodes are the corpus of
     ``--model tiny``'s tokenizer (given by the caller: this layer imports no env)."""
-    p = sub.add_parser("inspect", help="show which tokens of a rollout row train (terminal colours and HTML)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("batch", nargs="?", help="a saved batch (save_batch: RolloutBatch.to_trl() as JSON); else a "
-                                            "fresh rollout with --model")
+    p = sub.add_parser(
+        "inspect",
+        help="show which tokens of a rollout row train (terminal colours and HTML)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "batch",
+        nargs="?",
+        help="a saved batch (save_batch: RolloutBatch.to_trl() as JSON); else a fresh rollout with --model",
+    )
     p.add_argument("--row", type=int, default=0, help="which row to show (default 0)")
-    p.add_argument("--model", default=None, help="a local model directory, or 'tiny' (a random tiny model built on the spot)")
+    p.add_argument(
+        "--model", default=None, help="a local model directory, or 'tiny' (a random tiny model built on the spot)"
+    )
     p.add_argument("--tokenizer", default=None, help="the tokenizer directory (default: --model's)")
-    p.add_argument("--template", default=None,
-                   help="a chat template: one of TRL's by name (qwen3, gemma3, gptoss...) or a .jinja file")
+    p.add_argument(
+        "--template",
+        default=None,
+        help="a chat template: one of TRL's by name (qwen3, gemma3, gptoss...) or a .jinja file",
+    )
     p.add_argument("--env", default="AgentR1/GSM8K-v0", help="the env of a fresh rollout")
     p.add_argument("--env-kwargs", default=None, help="the env's options as a JSON object")
     p.add_argument("--seed", type=int, default=0)
@@ -211,8 +237,9 @@ def _template_text(spec: str) -> str:
     path = Path(spec)
     if path.is_file():
         return path.read_text(encoding="utf-8")
-    raise ConfigError(f"--template {spec!r} is neither one of TRL's chat templates (trl/chat_templates/*.jinja, by "
-                      "name) nor a file")
+    raise ConfigError(
+        f"--template {spec!r} is neither one of TRL's chat templates (trl/chat_templates/*.jinja, by name) nor a file"
+    )
 
 
 def _tokenizer(path: str | None, template: str | None) -> Any:
@@ -247,22 +274,29 @@ def _fresh(args: argparse.Namespace) -> tuple[Any, Row]:
     try:
         given = json.loads(args.env_kwargs) if args.env_kwargs else {}
     except ValueError as e:
-        raise ConfigError(f"--env-kwargs must be a JSON object such as '{{\"parser\": \"auto\"}}': {e}") from e
+        raise ConfigError(f'--env-kwargs must be a JSON object such as \'{{"parser": "auto"}}\': {e}') from e
     if not isinstance(given, dict):
-        raise ConfigError(f"--env-kwargs must be a JSON object such as '{{\"parser\": \"auto\"}}', got {given!r}")
+        raise ConfigError(f'--env-kwargs must be a JSON object such as \'{{"parser": "auto"}}\', got {given!r}')
     env_kwargs = {**_default_kwargs(args.env), **given}
     tokenizer, model = _tiny(args.template, args.tiny_expert) if args.model == "tiny" else _local(args)
     chat = ChatTokenizer(tokenizer)
-    engine = RolloutEngine(HFBackend(model, chat), chat, RolloutConfig(
-        max_turns=args.max_turns, seed=args.seed, sampling=SamplingParams(max_new_tokens=args.max_new_tokens)))
+    engine = RolloutEngine(
+        HFBackend(model, chat),
+        chat,
+        RolloutConfig(
+            max_turns=args.max_turns, seed=args.seed, sampling=SamplingParams(max_new_tokens=args.max_new_tokens)
+        ),
+    )
     batch = engine.rollout([Prompt(args.env, env_kwargs, seed=args.seed)])
     engine.close()
     return tokenizer, _pick([_row_of(s) for s in batch.samples], args.row, "the rollout")
 
 
 def _row_of(sample: Any) -> Row:
-    return {k: getattr(sample, k) for k in ("prompt_ids", "completion_ids", "env_mask", "logprobs", "step_ends",
-                                             "step_rewards")}
+    return {
+        k: getattr(sample, k)
+        for k in ("prompt_ids", "completion_ids", "env_mask", "logprobs", "step_ends", "step_rewards")
+    }
 
 
 def _default_kwargs(env_id: str) -> dict[str, Any]:
@@ -273,10 +307,11 @@ def _tiny(template: str | None, expert: Callable[[Any], list[str]] | None) -> tu
     from agentgym_r1.adapters.scratch import expert_corpus, family_tokenizer, make_model, train_tokenizer
 
     if expert is None:
-        raise ConfigError("--model tiny needs an expert for its tokenizer's corpus: give add_inspect_parser "
-                          "tiny_expert=agentgym_r1.envs.gsm8k.expert.expert_actions (agentgym-r1's CLI does)")
-    tokenizer = train_tokenizer(expert_corpus("AgentR1/GSM8K-v0", {"source": "synthetic"}, expert, 20),
-                                vocab_size=400)
+        raise ConfigError(
+            "--model tiny needs an expert for its tokenizer's corpus: give add_inspect_parser "
+            "tiny_expert=agentgym_r1.envs.gsm8k.expert.expert_actions (agentgym-r1's CLI does)"
+        )
+    tokenizer = train_tokenizer(expert_corpus("AgentR1/GSM8K-v0", {"source": "synthetic"}, expert, 20), vocab_size=400)
     if template:
         tokenizer = family_tokenizer(tokenizer, _template_text(template))
     return tokenizer, make_model(tokenizer)

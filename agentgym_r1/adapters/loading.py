@@ -24,8 +24,10 @@ def load_tokenizer(path: str, field: str = "model_init") -> Any:
             return transformers.PreTrainedTokenizerFast.from_pretrained(path)
         return transformers.AutoTokenizer.from_pretrained(path)
     except Exception as e:  # tokenizers raises its own Exception subclasses for a damaged tokenizer.json
-        raise ModelFilesError(f"{field}={path!r}: its tokenizer cannot be loaded ({type(e).__name__}: {e}). "
-                              "Save the tokenizer again with tokenizer.save_pretrained(path).") from e
+        raise ModelFilesError(
+            f"{field}={path!r}: its tokenizer cannot be loaded ({type(e).__name__}: {e}). "
+            "Save the tokenizer again with tokenizer.save_pretrained(path)."
+        ) from e
 
 
 def load_model(path: str, field: str = "model_init", *, device: str | None = None, **kwargs: Any) -> Any:

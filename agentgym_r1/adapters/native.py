@@ -22,8 +22,10 @@ EXAMPLES = {
     "llama3": '{"name": "<function-name>", "parameters": {<arguments>}}',
     "mistral": '[TOOL_CALLS][{"name": "<function-name>", "arguments": {<arguments>}}]',
     "gpt-oss": "<|start|>assistant to=functions.<function-name><|channel|>commentary json<|message|>{<arguments>}",
-    "deepseek": ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜><function-name>\n```json\n"
-                 "{<arguments>}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+    "deepseek": (
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜><function-name>\n```json\n"
+        "{<arguments>}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+    ),
     "hermes": '<tool_call>{"name": "<function-name>", "arguments": {<arguments>}}</tool_call>',
 }
 
@@ -37,8 +39,9 @@ def native_parser(chat: ChatTokenizer, answer_formats: Sequence[AnswerFormat] = 
     else:
         kind = FAMILY_READERS.get(family, "hermes")
         reader, example = READERS[kind][1] if kind != "hermes" else read_hermes, EXAMPLES[kind]
-    return NativeParser(chat.shape.family, reader, example=example, lists_tools=chat.lists_tools,
-                        answer_formats=answer_formats)
+    return NativeParser(
+        chat.shape.family, reader, example=example, lists_tools=chat.lists_tools, answer_formats=answer_formats
+    )
 
 
 class TemplateReader:

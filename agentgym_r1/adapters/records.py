@@ -159,8 +159,10 @@ class Episode:
         if any(t.context_ids is not None for t in self.turns):
             from agentgym_r1.error import ConfigError
 
-            raise ConfigError("the concatenated layout needs episodes played with the full-history context "
-                              "(context='full'); use layout='step' with 'last_k' or a summariser")
+            raise ConfigError(
+                "the concatenated layout needs episodes played with the full-history context "
+                "(context='full'); use layout='step' with 'last_k' or a summariser"
+            )
         completion: list[int] = []
         logprobs: list[float] = []
         mask: list[int] = []
@@ -174,9 +176,23 @@ class Episode:
                 completion += t.env_ids
                 logprobs += [0.0] * len(t.env_ids)
                 mask += [0] * len(t.env_ids)
-        return Sample(list(self.prompt_ids), completion, logprobs, mask, ends, [t.reward for t in self.turns],
-                      self.reward, self.reward_parts, self.success, self.episode_id, self.group, None, self.end_reason,
-                      self._step_process(), self.failed)
+        return Sample(
+            list(self.prompt_ids),
+            completion,
+            logprobs,
+            mask,
+            ends,
+            [t.reward for t in self.turns],
+            self.reward,
+            self.reward_parts,
+            self.success,
+            self.episode_id,
+            self.group,
+            None,
+            self.end_reason,
+            self._step_process(),
+            self.failed,
+        )
 
     def _step_process(self) -> list[float]:
         return [float(t.reward_parts.get("process", 0.0)) for t in self.turns]
@@ -186,10 +202,25 @@ class Episode:
         rows, process = [], self._step_process()
         for i, t in enumerate(self.turns):
             n = len(t.completion_ids)
-            rows.append(Sample(self.turn_context(i), list(t.completion_ids), list(t.logprobs),
-                               [int(t.trainable)] * n, [n - 1],
-                               [t.reward], self.reward, self.reward_parts, self.success, self.episode_id,
-                               self.group, i, self.end_reason, [process[i]], self.failed))
+            rows.append(
+                Sample(
+                    self.turn_context(i),
+                    list(t.completion_ids),
+                    list(t.logprobs),
+                    [int(t.trainable)] * n,
+                    [n - 1],
+                    [t.reward],
+                    self.reward,
+                    self.reward_parts,
+                    self.success,
+                    self.episode_id,
+                    self.group,
+                    i,
+                    self.end_reason,
+                    [process[i]],
+                    self.failed,
+                )
+            )
         return rows
 
     def rows(self, layout: Layout) -> list[Sample]:
@@ -260,12 +291,17 @@ class RolloutBatch:
         :func:`rollout_metrics`): every episode, the played ones (not failed), and over the played ones success,
         reward, turns, invalid actions, truncations, agent tokens and episodes ended by the completion budget."""
         played = [e for e in self.episodes if not e.failed]
-        return {"episodes": len(self.episodes), "played": len(played), "success": sum(e.success for e in played),
-                "reward": sum(e.reward for e in played), "turns": sum(len(e.turns) for e in played),
-                "invalid": sum(not t.valid for e in played for t in e.turns),
-                "truncated": sum(e.truncated for e in played),
-                "agent_tokens": sum(e.num_agent_tokens for e in played),
-                "clipped": sum(e.end_reason == "context_limit" for e in played)}
+        return {
+            "episodes": len(self.episodes),
+            "played": len(played),
+            "success": sum(e.success for e in played),
+            "reward": sum(e.reward for e in played),
+            "turns": sum(len(e.turns) for e in played),
+            "invalid": sum(not t.valid for e in played for t in e.turns),
+            "truncated": sum(e.truncated for e in played),
+            "agent_tokens": sum(e.num_agent_tokens for e in played),
+            "clipped": sum(e.end_reason == "context_limit" for e in played),
+        }
 
     def metrics(self, env_id: str | None = None) -> dict[str, float]:
         """This batch's :func:`rollout_metrics`."""
@@ -278,16 +314,24 @@ def rollout_metrics(sums: dict[str, float], env_id: str | None = None) -> dict[s
     ``completions/clipped_ratio``: the share of episodes that reached the completion budget (TRL's own counts every
     row not ending in EOS, and turns end on ``</answer>``). Success is ``env/<env_id>/success`` given an env id."""
     n = max(sums["played"], 1)
-    return {f"env/{env_id}/success" if env_id else "rollout/success": sums["success"] / n,
-            "rollout/turns": sums["turns"] / n, "rollout/invalid_rate": sums["invalid"] / max(sums["turns"], 1),
-            "rollout/reward": sums["reward"] / n, "rollout/truncated": sums["truncated"] / n,
-            "rollout/agent_tokens": sums["agent_tokens"] / n,
-            "rollout/failed_rows": sums["episodes"] - sums["played"],
-            "completions/clipped_ratio": sums["clipped"] / max(sums["episodes"], 1)}
+    return {
+        f"env/{env_id}/success" if env_id else "rollout/success": sums["success"] / n,
+        "rollout/turns": sums["turns"] / n,
+        "rollout/invalid_rate": sums["invalid"] / max(sums["turns"], 1),
+        "rollout/reward": sums["reward"] / n,
+        "rollout/truncated": sums["truncated"] / n,
+        "rollout/agent_tokens": sums["agent_tokens"] / n,
+        "rollout/failed_rows": sums["episodes"] - sums["played"],
+        "completions/clipped_ratio": sums["clipped"] / max(sums["episodes"], 1),
+    }
 
 
-def pad_rows(rows: Sequence[Sequence[Any]], value: Any, left: bool = False, width: int | None = None,
-             ) -> list[list[Any]]:
+def pad_rows(
+    rows: Sequence[Sequence[Any]],
+    value: Any,
+    left: bool = False,
+    width: int | None = None,
+) -> list[list[Any]]:
     """``rows`` padded with ``value`` to ``width`` (default: the longest), on the left or the right: the one padding
     helper of the rows' path (training tensors here, ``generate`` inputs in the transformers backend)."""
     width = max((len(r) for r in rows), default=0) if width is None else width
@@ -312,8 +356,9 @@ def row_tensors(rows: Sequence[Sample], pad_token_id: int, device: Any = None) -
     c_len = max((len(r.completion_ids) for r in s), default=0)
     out["env_mask"] = pad_rows([r.env_mask for r in s], 0, width=c_len)
     tensors = {k: torch.tensor(v, dtype=torch.long, device=device) for k, v in out.items()}
-    tensors["logprobs"] = torch.tensor(pad_rows([r.logprobs for r in s], 0.0, width=c_len), dtype=torch.float32,
-                                       device=device)
+    tensors["logprobs"] = torch.tensor(
+        pad_rows([r.logprobs for r in s], 0.0, width=c_len), dtype=torch.float32, device=device
+    )
     dense = torch.zeros((len(s), c_len), dtype=torch.float32, device=device)
     for i, r in enumerate(s):
         for end, rew in zip(r.step_ends, r.step_rewards, strict=True):

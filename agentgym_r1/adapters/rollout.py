@@ -79,8 +79,10 @@ class RolloutConfig:
             raise ConfigError(f"layout must be 'concatenated' or 'step', got {self.layout!r}")
         self.context = make_context(self.context)
         if self.layout == "concatenated" and not self.context.full:
-            raise ConfigError("layout='concatenated' needs context='full' (one sequence must hold what the model saw);"
-                              " use layout='step' with last-k or summarised contexts")
+            raise ConfigError(
+                "layout='concatenated' needs context='full' (one sequence must hold what the model saw);"
+                " use layout='step' with last-k or summarised contexts"
+            )
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"max_turns must be >= 1 or None, got {self.max_turns}")
         if self.max_completion_tokens is not None and self.max_completion_tokens < 1:
@@ -119,16 +121,21 @@ class RolloutEngine:
     ``ray`` extra raise before any episode. :meth:`close` stops its workers.
     """
 
-    def __init__(self, backend: TokenBackend | ChatBackend, chat: ChatTokenizer | None = None,
-                 config: RolloutConfig | None = None) -> None:
+    def __init__(
+        self,
+        backend: TokenBackend | ChatBackend,
+        chat: ChatTokenizer | None = None,
+        config: RolloutConfig | None = None,
+    ) -> None:
         self.backend = backend
         self.chat = chat
         self.config = config or RolloutConfig()
         self.token_mode = hasattr(backend, "generate")
         if self.token_mode and chat is None:
             raise ConfigError("a token backend needs chat=ChatTokenizer(tokenizer) to render and tokenize env text")
-        self.envs = make_env_backend(self.config.env_backend, self.config.env_workers, self.config.ray_address,
-                                     self.config.env_timeout)
+        self.envs = make_env_backend(
+            self.config.env_backend, self.config.env_workers, self.config.ray_address, self.config.env_timeout
+        )
         self._slots = itertools.count()
         self._timings: dict[str, float] = {}
         self._rollouts = 0
@@ -136,8 +143,11 @@ class RolloutEngine:
         self._resolved: dict[tuple[str, str], dict[str, Any]] = {}
 
     # -- public API -------------------------------------------------------------------------------------------------
-    def rollout(self, prompts: Sequence[Prompt | Mapping[str, Any]], samples_per_prompt: int | None = None,
-                ) -> RolloutBatch:
+    def rollout(
+        self,
+        prompts: Sequence[Prompt | Mapping[str, Any]],
+        samples_per_prompt: int | None = None,
+    ) -> RolloutBatch:
         """Play ``len(prompts) x samples_per_prompt`` episodes and return them with their training rows."""
         cfg = self.config
         g = cfg.samples_per_prompt if samples_per_prompt is None else samples_per_prompt
@@ -182,8 +192,9 @@ class RolloutEngine:
             env_name = spec.env if isinstance(spec.env, str) else getattr(spec.env, "__name__", "factory")
             episode = Episode(f"r{self._rollouts}-g{group}-s{sample}", group, sample, env_name, [], seed=spec.seed)
             lives.append(_Live(episode, next(self._slots), [], []))
-            calls.append(EnvCall(lives[-1].slot, None, spec.env, self._resolved[_options_key(spec)],
-                                 spec.seed, spec.options))
+            calls.append(
+                EnvCall(lives[-1].slot, None, spec.env, self._resolved[_options_key(spec)], spec.seed, spec.options)
+            )
         t0 = time.perf_counter()
         replies = self.envs.run(calls)
         self._timings["env"] += time.perf_counter() - t0  # wall time, also when resets run in threads or workers
@@ -191,8 +202,9 @@ class RolloutEngine:
             live.episode.task_id = reply.task_id
             if reply.error is not None:  # an env that raises ends its own episode, never the batch
                 self._end(live, "env_error", reply.error)
-        return [self._begin(live, None if r.error else _messages(r, [])) for live, r in zip(lives, replies,
-                                                                                              strict=True)]
+        return [
+            self._begin(live, None if r.error else _messages(r, [])) for live, r in zip(lives, replies, strict=True)
+        ]
 
     def _begin(self, live: _Live, messages: list[dict[str, Any]] | None) -> _Live:
         if messages is None:
@@ -205,8 +217,12 @@ class RolloutEngine:
             self._timings["tokenize"] += time.perf_counter() - t0
             live.episode.prompt_ids = list(live.ids)
             if len(live.ids) >= self.config.max_context_tokens:
-                self._end(live, "context_limit", f"the first prompt has {len(live.ids)} tokens, at or over "
-                                                 f"max_context_tokens={self.config.max_context_tokens}")
+                self._end(
+                    live,
+                    "context_limit",
+                    f"the first prompt has {len(live.ids)} tokens, at or over "
+                    f"max_context_tokens={self.config.max_context_tokens}",
+                )
                 return self._placeholder(live)
         return live
 
@@ -249,7 +265,6 @@ class RolloutEngine:
                 limit, name = by_completion, f"max_completion_tokens={cfg.max_completion_tokens}"
         return limit, name
 
-
     def _generate_turns(self, live: list[_Live]) -> list[tuple[_Live, TurnRecord]]:
         """Sample one turn for every live episode; returns the turns whose actions go to the envs."""
         if not self.token_mode:
@@ -286,18 +301,22 @@ class RolloutEngine:
             reason = gen.finish_reason
             if reason == "length" and budget < cfg.sampling.max_new_tokens:
                 reason = "context"
-            turn = TurnRecord(list(gen.ids), [float(v) for v in gen.logprobs], reason,
-                              chat.decode_action(gen.ids), len(ctx), None if cfg.context.full else list(ctx))
+            turn = TurnRecord(
+                list(gen.ids),
+                [float(v) for v in gen.logprobs],
+                reason,
+                chat.decode_action(gen.ids),
+                len(ctx),
+                None if cfg.context.full else list(ctx),
+            )
             x.episode.turns.append(turn)
             if cfg.context.full:
                 x.ids += turn.completion_ids
             if reason == "context":
-                self._end(x, "context_limit",
-                          f"turn {x.turn} reached {self._token_limit(x)[1]} before it ended")
+                self._end(x, "context_limit", f"turn {x.turn} reached {self._token_limit(x)[1]} before it ended")
                 continue
             out.append((x, turn))
         return out
-
 
     def _chat_turns(self, live: list[_Live]) -> list[tuple[_Live, TurnRecord]]:
         cfg = self.config
@@ -318,7 +337,6 @@ class RolloutEngine:
             out.append((x, turn))
         return out
 
-
     def _step_turns(self, pairs: list[tuple[_Live, TurnRecord]]) -> None:
         """Step each env with its turn's action; record rewards; append the env's reply or end the episode."""
         t0 = time.perf_counter()
@@ -329,7 +347,6 @@ class RolloutEngine:
             self._after_step(x, turn, reply)
         self._timings["tokenize"] += time.perf_counter() - t0
 
-
     def _after_step(self, x: _Live, turn: TurnRecord, reply: EnvReply) -> None:
         if reply.error is not None:
             self._end(x, "env_error", reply.error)
@@ -337,13 +354,14 @@ class RolloutEngine:
         info = reply.info
         turn.reward = reply.reward
         parts = info.get("reward_parts")
-        turn.reward_parts = ({k: float(v) for k, v in parts.items()} if isinstance(parts, dict)
-                             else {"outcome": turn.reward})
+        turn.reward_parts = (
+            {k: float(v) for k, v in parts.items()} if isinstance(parts, dict) else {"outcome": turn.reward}
+        )
         turn.valid, turn.error = bool(info.get("valid", True)), info.get("error")
         x.turn += 1
         history = [*x.messages, {"role": "assistant", "content": turn.action}]
         messages = _messages(reply, history)
-        new = messages[len(history):]
+        new = messages[len(history) :]
         x.messages = messages
         x.episode.success = bool(info.get("success", False))
         x.episode.metrics = {k: float(v) for k, v in (info.get("metrics") or {}).items()}
@@ -357,15 +375,18 @@ class RolloutEngine:
         elif self.token_mode and cfg.context.full:
             self._append_suffix(x, turn, history, new)
 
-
-    def _append_suffix(self, x: _Live, turn: TurnRecord, history: list[dict[str, Any]],
-                       new: list[dict[str, Any]]) -> None:
+    def _append_suffix(
+        self, x: _Live, turn: TurnRecord, history: list[dict[str, Any]], new: list[dict[str, Any]]
+    ) -> None:
         assert self.chat is not None
         suffix = self.chat.suffix_ids(history, new, turn.completion_ids)
         limit, name = self._token_limit(x)
         if len(x.ids) + len(suffix) + 1 > limit:
-            self._end(x, "context_limit", f"the env reply after turn {x.turn - 1} ({len(suffix)} tokens) does not "
-                                            f"fit under {name}")
+            self._end(
+                x,
+                "context_limit",
+                f"the env reply after turn {x.turn - 1} ({len(suffix)} tokens) does not fit under {name}",
+            )
             return
         turn.env_ids = suffix
         x.ids += suffix
@@ -376,8 +397,9 @@ def _group_seeds(specs: list[Prompt], seed: int | None) -> list[Prompt]:
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    return [s if s.seed is not None else Prompt(s.env, s.env_kwargs, int(rng.integers(2**31)), s.options)
-            for s in specs]
+    return [
+        s if s.seed is not None else Prompt(s.env, s.env_kwargs, int(rng.integers(2**31)), s.options) for s in specs
+    ]
 
 
 def _options_key(spec: Prompt) -> tuple[str, str]:

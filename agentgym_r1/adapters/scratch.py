@@ -39,8 +39,15 @@ QWEN_CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
 
-def train_tokenizer(texts: Iterable[str], path: str | Path | None = None, vocab_size: int = 512, *,
-                    split_digits: bool = False, cross_spaces: bool = False, words: bool = False) -> Any:
+def train_tokenizer(
+    texts: Iterable[str],
+    path: str | Path | None = None,
+    vocab_size: int = 512,
+    *,
+    split_digits: bool = False,
+    cross_spaces: bool = False,
+    words: bool = False,
+) -> Any:
     """Train a byte-level BPE on ``texts`` with the Qwen chat template; saved to ``path`` and loaded back when given.
 
     ``<|im_end|>`` is the eos token, ``<|endoftext|>`` the pad token. ``split_digits`` makes every digit its own token
@@ -60,13 +67,21 @@ def train_tokenizer(texts: Iterable[str], path: str | Path | None = None, vocab_
         split = [pre_tokenizers.Digits(individual_digits=True)] if split_digits else []
     tok.pre_tokenizer = pre_tokenizers.Sequence([*split, byte_level]) if split else byte_level
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(list(texts), trainer)
-    extra = ({"bos_token": None, "additional_special_tokens": ["<|im_start|>"]} if split_digits or cross_spaces or words
-             else {})
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
-                                                pad_token="<|endoftext|>", **extra)
+    extra = (
+        {"bos_token": None, "additional_special_tokens": ["<|im_start|>"]}
+        if split_digits or cross_spaces or words
+        else {}
+    )
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", **extra
+    )
     fast.chat_template = QWEN_CHAT_TEMPLATE
     if path is None:
         return fast
@@ -75,18 +90,34 @@ def train_tokenizer(texts: Iterable[str], path: str | Path | None = None, vocab_
     return transformers.PreTrainedTokenizerFast.from_pretrained(str(path))
 
 
-def make_model(tokenizer: Any, path: str | Path | None = None, *, hidden: int = 64, layers: int = 2,
-               heads: int = 4, max_positions: int = 2048, seed: int = 0, mlp_ratio: int = 2,
-               dtype: Any = None) -> Any:
+def make_model(
+    tokenizer: Any,
+    path: str | Path | None = None,
+    *,
+    hidden: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    max_positions: int = 2048,
+    seed: int = 0,
+    mlp_ratio: int = 2,
+    dtype: Any = None,
+) -> Any:
     """A randomly initialised Qwen2-style causal LM sized for ``tokenizer`` (MLP width ``mlp_ratio * hidden``), in
     ``dtype`` (default float32); saved to ``path`` when given. vLLM's CPU attention needs ``hidden / heads`` in
     32, 64, 80, 96, 112, 128 or 256 (e.g. hidden 128 with 2 heads)."""
     torch = require("torch", "train", "building a tiny model")
     transformers = require("transformers", "train", "building a tiny model")
     config = transformers.Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * mlp_ratio, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=max_positions,
-        tie_word_embeddings=True, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden * mlp_ratio,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(seed)
@@ -111,8 +142,9 @@ def play_expert(env: Any, seed: int, actions: Callable[[Any], list[str]]) -> Non
             break
 
 
-def expert_corpus(env_id: str, env_kwargs: dict[str, Any], actions: Callable[[Any], list[str]], episodes: int = 40,
-                  seed: int = 0) -> list[str]:
+def expert_corpus(
+    env_id: str, env_kwargs: dict[str, Any], actions: Callable[[Any], list[str]], episodes: int = 40, seed: int = 0
+) -> list[str]:
     """Text of ``episodes`` expert episodes (``actions``, seeds ``seed``, ``seed + 1``...) of ``env_id``: a corpus to
     train a tiny tokenizer on."""
     import gymnasium as gym
@@ -132,8 +164,10 @@ def render_chat(messages: list[dict[str, str]], add_generation_prompt: bool = Fa
     return jinja2.Template(QWEN_CHAT_TEMPLATE).render(messages=messages, add_generation_prompt=add_generation_prompt)
 
 
-_SPECIAL = re.compile(r"<\|[\w./\"-]+\|>|<\|[a-z_]+>|<[a-z_]+\|>|<｜[^｜<>]+｜>|<(?:start|end)_of_[a-z]+>|\[/?[A-Z_]+\]"
-                      r"|<[A-Z_]+_TOKEN>|\[gMASK\]|<sop>")
+_SPECIAL = re.compile(
+    r"<\|[\w./\"-]+\|>|<\|[a-z_]+>|<[a-z_]+\|>|<｜[^｜<>]+｜>|<(?:start|end)_of_[a-z]+>|\[/?[A-Z_]+\]"
+    r"|<[A-Z_]+_TOKEN>|\[gMASK\]|<sop>"
+)
 
 
 def family_tokenizer(base: Any, chat_template: str) -> Any:
@@ -144,11 +178,18 @@ def family_tokenizer(base: Any, chat_template: str) -> Any:
     from agentgym_r1.adapters.families import detect_family
 
     family = detect_family(chat_template)
-    tokens = sorted(set(_SPECIAL.findall(chat_template)) | set(family.end_of_turn) | {family.eos_token}
-                    | ({family.bos} if family.bos else set()))
+    tokens = sorted(
+        set(_SPECIAL.findall(chat_template))
+        | set(family.end_of_turn)
+        | {family.eos_token}
+        | ({family.bos} if family.bos else set())
+    )
     backend = base.backend_tokenizer.__class__.from_str(base.backend_tokenizer.to_str())
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=family.eos_token,
-                                               bos_token=family.bos, pad_token="<|endoftext|>")
-    tok.add_special_tokens({"additional_special_tokens": [t for t in tokens if t not in (family.eos_token, family.bos)]})
+    tok = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token=family.eos_token, bos_token=family.bos, pad_token="<|endoftext|>"
+    )
+    tok.add_special_tokens(
+        {"additional_special_tokens": [t for t in tokens if t not in (family.eos_token, family.bos)]}
+    )
     tok.chat_template = chat_template
     return tok

@@ -40,8 +40,15 @@ INT64 = 2**63
 class RequestRefused(AgentGymError):
     """A request the server answers with an OpenAI-style error (``status`` its HTTP code)."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-                 kind: str = "invalid_request_error") -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        kind: str = "invalid_request_error",
+    ) -> None:
         super().__init__(message)
         self.status, self.param, self.code, self.kind = status, param, code, kind
 
@@ -54,9 +61,11 @@ def context_length(backend: TokenBackend, chat: ChatTokenizer) -> int:
     ``max_model_len``, else the tokenizer's ``model_max_length`` when it is a real bound."""
     config = getattr(getattr(backend, "model", None), "config", None)
     llm = getattr(backend, "llm", None)
-    for value in (getattr(config, "max_position_embeddings", None),
-                  getattr(getattr(getattr(llm, "llm_engine", None), "model_config", None), "max_model_len", None),
-                  getattr(chat.tokenizer, "model_max_length", None)):
+    for value in (
+        getattr(config, "max_position_embeddings", None),
+        getattr(getattr(getattr(llm, "llm_engine", None), "model_config", None), "max_model_len", None),
+        getattr(chat.tokenizer, "model_max_length", None),
+    ):
         if isinstance(value, int) and 0 < value < 10**7:
             return value
     raise ConfigError("the model's context length is not known from its config or tokenizer; pass max_context=")
@@ -78,8 +87,9 @@ def request_model(max_n: int) -> Any:
         @field_validator("content", mode="before")
         @classmethod
         def text_of(cls, v: Any) -> Any:
-            if isinstance(v, list) and all(isinstance(p, dict) and p.get("type") == "text"
-                                           and isinstance(p.get("text"), str) for p in v):
+            if isinstance(v, list) and all(
+                isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in v
+            ):
                 return "".join(p["text"] for p in v)
             if not isinstance(v, str):
                 raise ValueError('content must be a string or a list of {"type": "text", "text": "..."} parts')
@@ -127,32 +137,56 @@ def refusal_of(errors: list[dict[str, Any]]) -> RequestRefused:
     if param is None:
         return RequestRefused(400, f"The body must be a JSON object with 'messages' ({message})")
     if e.get("type") == "missing":
-        return RequestRefused(400, f"Missing required parameter: '{param}'", param=param, code="missing_required_parameter")
-    return RequestRefused(400, f"Invalid value for '{param}': {message} (got {reprlib.repr(e.get('input'))})",
-                          param=param, code="invalid_value")
+        return RequestRefused(
+            400, f"Missing required parameter: '{param}'", param=param, code="missing_required_parameter"
+        )
+    return RequestRefused(
+        400,
+        f"Invalid value for '{param}': {message} (got {reprlib.repr(e.get('input'))})",
+        param=param,
+        code="invalid_value",
+    )
 
 
 class ChatCompletions:
     """What the server does with a validated request: :meth:`prepare` bounds and tokenizes it into a :class:`Job`,
     :meth:`complete` queues it and answers in OpenAI's shape. ``max_context`` defaults to :func:`context_length`."""
 
-    def __init__(self, backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agentgym-r1", *,
-                 max_context: int | None = None, max_n: int = 8, max_queue: int = 64, chunk_tokens: int = 32,
-                 request_timeout_s: float = 300.0, default_max_tokens: int = 256, cached_requests: int = 4) -> None:
+    def __init__(
+        self,
+        backend: TokenBackend,
+        chat: ChatTokenizer,
+        model_name: str = "agentgym-r1",
+        *,
+        max_context: int | None = None,
+        max_n: int = 8,
+        max_queue: int = 64,
+        chunk_tokens: int = 32,
+        request_timeout_s: float = 300.0,
+        default_max_tokens: int = 256,
+        cached_requests: int = 4,
+    ) -> None:
         context = context_length(backend, chat) if max_context is None else max_context
-        for name, value in (("max_context", context), ("max_n", max_n), ("default_max_tokens", default_max_tokens),
-                            ("max_queue", max_queue), ("chunk_tokens", chunk_tokens)):
+        for name, value in (
+            ("max_context", context),
+            ("max_n", max_n),
+            ("default_max_tokens", default_max_tokens),
+            ("max_queue", max_queue),
+            ("chunk_tokens", chunk_tokens),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
-        if not (isinstance(request_timeout_s, int | float) and math.isfinite(request_timeout_s)
-                and request_timeout_s > 0):
+        if not (
+            isinstance(request_timeout_s, int | float) and math.isfinite(request_timeout_s) and request_timeout_s > 0
+        ):
             raise ConfigError(f"request_timeout_s must be a finite number > 0, got {request_timeout_s!r}")
         if not isinstance(cached_requests, int) or cached_requests < 0:
             raise ConfigError(f"cached_requests must be an int >= 0, got {cached_requests!r}")
         self.chat, self.model_name, self.context, self.max_n = chat, model_name, context, max_n
         self.request_timeout_s, self.default_max_tokens = float(request_timeout_s), default_max_tokens
-        self.queue = GenerationQueue(backend, chat, max_jobs=max_queue, chunk_tokens=chunk_tokens,
-                                     cached_jobs=cached_requests)
+        self.queue = GenerationQueue(
+            backend, chat, max_jobs=max_queue, chunk_tokens=chunk_tokens, cached_jobs=cached_requests
+        )
         # A token spans at most as many characters as the longest entry of the vocabulary, so messages longer than
         # context * that cannot fit and are refused without tokenizing them.
         self.max_prompt_chars = context * max(max((len(t) for t in chat.tokenizer.get_vocab()), default=1), 1)
@@ -163,26 +197,40 @@ class ChatCompletions:
         messages = [{"role": m.role, "content": utf8_safe(m.content)} for m in request.messages]
         chars = sum(len(m["content"]) for m in messages)
         if chars > self.max_prompt_chars or len(messages) > context:
-            raise RequestRefused(400, f"The messages ({len(messages)} of {chars:,} characters) are longer than this "
-                                      f"model's maximum context length of {context} tokens can hold; shorten them",
-                                 param="messages", code="context_length_exceeded")
+            raise RequestRefused(
+                400,
+                f"The messages ({len(messages)} of {chars:,} characters) are longer than this "
+                f"model's maximum context length of {context} tokens can hold; shorten them",
+                param="messages",
+                code="context_length_exceeded",
+            )
         try:
             prompt = self.chat.prompt_ids(messages)
         except Exception as e:  # the template refuses these messages (roles out of order, a role it does not know)
-            raise RequestRefused(400, f"The model's chat template cannot render these messages: "
-                                      f"{type(e).__name__}: {e}", param="messages") from e
+            raise RequestRefused(
+                400,
+                f"The model's chat template cannot render these messages: {type(e).__name__}: {e}",
+                param="messages",
+            ) from e
         asked = request.max_completion_tokens or request.max_tokens
         max_tokens = min(self.default_max_tokens, context - len(prompt)) if asked is None else asked
         if max_tokens < 1 or len(prompt) + max_tokens > context:
             wanted = max(max_tokens, 1)
-            raise RequestRefused(400, f"This model's maximum context length is {context} tokens. However, you "
-                                      f"requested {len(prompt) + wanted} tokens ({len(prompt)} in the messages, "
-                                      f"{wanted} in the completion). Please reduce the length of the messages or "
-                                      f"max_tokens.",
-                                 param="messages" if asked is None else "max_tokens", code="context_length_exceeded")
-        params = SamplingParams(max_new_tokens=max_tokens, stop=tuple(utf8_safe(s) for s in request.stop),
-                                temperature=1.0 if request.temperature is None else request.temperature,
-                                top_p=1.0 if request.top_p is None else request.top_p)
+            raise RequestRefused(
+                400,
+                f"This model's maximum context length is {context} tokens. However, you "
+                f"requested {len(prompt) + wanted} tokens ({len(prompt)} in the messages, "
+                f"{wanted} in the completion). Please reduce the length of the messages or "
+                f"max_tokens.",
+                param="messages" if asked is None else "max_tokens",
+                code="context_length_exceeded",
+            )
+        params = SamplingParams(
+            max_new_tokens=max_tokens,
+            stop=tuple(utf8_safe(s) for s in request.stop),
+            temperature=1.0 if request.temperature is None else request.temperature,
+            top_p=1.0 if request.top_p is None else request.top_p,
+        )
         job = Job(prompt, request.n or 1, max_tokens, params, deadline=time.monotonic() + self.request_timeout_s)
         if request.seed is not None:
             job.seed = request.seed % INT64
@@ -200,8 +248,12 @@ class ChatCompletions:
         try:  # a cancelled wait (timeout, client gone) cancels the job: the worker drops it
             rows = await asyncio.wait_for(asyncio.wrap_future(future), self.request_timeout_s + 30)
         except (JobTimeout, TimeoutError) as e:
-            raise RequestRefused(503, str(e) or f"the request did not finish within {self.request_timeout_s:g} s",
-                                 code="timeout", kind="server_error") from e
+            raise RequestRefused(
+                503,
+                str(e) or f"the request did not finish within {self.request_timeout_s:g} s",
+                code="timeout",
+                kind="server_error",
+            ) from e
         except QueueFull as e:
             raise RequestRefused(503, str(e), code="shutting_down", kind="server_error") from e
         return self.reply(request, job, rows)
@@ -209,20 +261,35 @@ class ChatCompletions:
     def reply(self, request: Any, job: Job, rows: list[Row]) -> dict[str, Any]:
         choices = [self.choice(i, row, job.params.stop, bool(request.logprobs)) for i, row in enumerate(rows)]
         completion = sum(len(r.ids) for r in rows)
-        return {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
-                "model": self.model_name, "choices": choices,
-                "usage": {"prompt_tokens": len(job.prompt), "completion_tokens": completion,
-                          "total_tokens": len(job.prompt) + completion}}
+        return {
+            "id": f"chatcmpl-{time.time_ns()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": len(job.prompt),
+                "completion_tokens": completion,
+                "total_tokens": len(job.prompt) + completion,
+            },
+        }
 
     def choice(self, index: int, row: Row, stop: tuple[str, ...], logprobs: bool) -> dict[str, Any]:
         text = self.chat.decode_action(row.ids)
         if row.reason == "stop":  # OpenAI semantics: the reply ends before the stop sequence
-            text = text[:min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=len(text))]
-        out: dict[str, Any] = {"index": index, "message": {"role": "assistant", "content": text},
-                               "finish_reason": "length" if row.reason in ("length", "context") else "stop"}
+            text = text[: min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=len(text))]
+        out: dict[str, Any] = {
+            "index": index,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "length" if row.reason in ("length", "context") else "stop",
+        }
         if logprobs:  # OpenAI writes -9999.0 for a probability that underflows
-            out["logprobs"] = {"content": [{"token": str(i), "logprob": lp if math.isfinite(lp) else -9999.0,
-                                            "top_logprobs": []} for i, lp in zip(row.ids, row.logprobs, strict=True)]}
+            out["logprobs"] = {
+                "content": [
+                    {"token": str(i), "logprob": lp if math.isfinite(lp) else -9999.0, "top_logprobs": []}
+                    for i, lp in zip(row.ids, row.logprobs, strict=True)
+                ]
+            }
         return out
 
 
@@ -266,8 +333,12 @@ def make_app(backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agen
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "agentgym-r1",
-                                            "max_model_len": service.context}]}
+        return {
+            "object": "list",
+            "data": [
+                {"id": model_name, "object": "model", "owned_by": "agentgym-r1", "max_model_len": service.context}
+            ],
+        }
 
     @app.post("/v1/chat/completions")
     async def completions(request: ChatRequest) -> Any:

@@ -100,38 +100,49 @@ def _try(render: Render, messages: list[Message], generation: bool, *needles: st
 
 def probe(render: Render, family: str) -> TemplateShape:
     """Render probe conversations through ``render(messages, add_generation_prompt)`` and say what fits."""
+
     def unsupported(what: str, why: str) -> TemplateUnsupportedError:
-        return TemplateUnsupportedError(f"the chat template of family {family} cannot serve the rollout engine: {what} "
-                                        f"({why}). Pass chat_template= with a template that can.")
+        return TemplateUnsupportedError(
+            f"the chat template of family {family} cannot serve the rollout engine: {what} "
+            f"({why}). Pass chat_template= with a template that can."
+        )
 
     user = [{"role": "user", "content": _U}]
     plain, why = _try(render, user, False, _U)
     with_prompt, why2 = _try(render, user, True, _U)
     if plain is None or with_prompt is None:
-        raise unsupported("it cannot render one user message with text content (a multimodal-only template reads "
-                          "content as a list of image/text blocks)", why or why2)
-    common = next((i for i, (a, b) in enumerate(zip(plain, with_prompt, strict=False)) if a != b),
-                  min(len(plain), len(with_prompt)))
+        raise unsupported(
+            "it cannot render one user message with text content (a multimodal-only template reads "
+            "content as a list of image/text blocks)",
+            why or why2,
+        )
+    common = next(
+        (i for i, (a, b) in enumerate(zip(plain, with_prompt, strict=False)) if a != b),
+        min(len(plain), len(with_prompt)),
+    )
     if with_prompt.rfind("<", 0, common) > with_prompt.rfind(">", 0, common):  # not inside a special token
         common = with_prompt.rfind("<", 0, common)
     answered = _try(render, [*user, {"role": "assistant", "content": _A}], False, _A)[0] or ""
     headless = with_prompt == plain and answered.startswith(plain + _A)  # Mistral: the reply follows [/INST]
     if not headless and (with_prompt == plain or _U not in with_prompt[:common]):
-        raise unsupported("add_generation_prompt=True adds no assistant header after the user message",
-                          f"rendered {with_prompt[-40:]!r}")
+        raise unsupported(
+            "add_generation_prompt=True adds no assistant header after the user message",
+            f"rendered {with_prompt[-40:]!r}",
+        )
     fold = _try(render, [{"role": "system", "content": _S}, *user], True, _S, _U)[0] is None
     if fold and _try(render, [{"role": "user", "content": f"{_S}\n\n{_U}"}], True, _S)[0] is None:
         raise unsupported("it renders neither a system message nor a long first user message", why)
     turn = [*user, {"role": "assistant", "content": _A}]
-    if (why := _try(render, turn, False, _A)[1]):
+    if why := _try(render, turn, False, _A)[1]:
         raise unsupported("it does not render an assistant message's content as given", why)
     tool_role = _tool_role(render, turn)
     if tool_role is None:
-        raise unsupported("it renders the env's reply after an assistant turn neither as a tool nor as a user message",
-                          _try(render, [*turn, {"role": "user", "content": _T}], True, _T)[1])
+        raise unsupported(
+            "it renders the env's reply after an assistant turn neither as a tool nor as a user message",
+            _try(render, [*turn, {"role": "user", "content": _T}], True, _T)[1],
+        )
     shape = TemplateShape(family, with_prompt[common:], fold, tool_role)
-    reply = [*turn, {"role": "tool", "content": _T}, {"role": "tool", "content": _T2},
-             {"role": "user", "content": _U2}]
+    reply = [*turn, {"role": "tool", "content": _T}, {"role": "tool", "content": _T2}, {"role": "user", "content": _U2}]
     if _try(render, shape.prepare(reply, _probe_structure), True, _T, _T2, _U2)[0] is not None:
         return shape
     merged = TemplateShape(family, shape.generation_prompt, fold, tool_role, merge_env=True)
@@ -149,8 +160,11 @@ def _probe_structure(content: str) -> Message:
 def _tool_role(render: Render, turn: list[Message]) -> ToolRole | None:
     if _try(render, [*turn, {"role": "tool", "content": _T}], True, _T, _A)[0] is not None:
         return "tool"
-    called = [turn[0], {"role": "assistant", "content": "", "tool_calls": _PROBE_CALL},
-              {"role": "tool", "name": "probe", "content": _T}]
+    called = [
+        turn[0],
+        {"role": "assistant", "content": "", "tool_calls": _PROBE_CALL},
+        {"role": "tool", "name": "probe", "content": _T},
+    ]
     if _try(render, called, True, _T)[0] is not None:
         return "call"
     if _try(render, [*turn, {"role": "user", "content": _T}], True, _T)[0] is not None:

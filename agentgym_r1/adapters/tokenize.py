@@ -53,8 +53,14 @@ class ChatTokenizer:
     :class:`~agentgym_r1.error.TemplateUnsupportedError` naming its family and what is missing.
     """
 
-    def __init__(self, tokenizer: Any, *, chat_template: str | None = None,
-                 stop_token_ids: Sequence[int] | None = None, tools: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        chat_template: str | None = None,
+        stop_token_ids: Sequence[int] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
         self.chat_template = chat_template
         template = chat_template if chat_template is not None else getattr(tokenizer, "chat_template", None)
@@ -63,8 +69,9 @@ class ChatTokenizer:
         template_text = template if isinstance(template, str) else str(template.get("default", template))
         self.family = detect_family(template_text)
         self.tools = tools
-        self.stop_token_ids = frozenset(default_stop_ids(tokenizer, self.family) if stop_token_ids is None
-                                        else stop_token_ids)
+        self.stop_token_ids = frozenset(
+            default_stop_ids(tokenizer, self.family) if stop_token_ids is None else stop_token_ids
+        )
         if not self.stop_token_ids:
             raise ConfigError("no stop token ids: the tokenizer has no eos token; pass stop_token_ids=")
         self._stop_text = {i: tokenizer.decode([i], skip_special_tokens=False) for i in self.stop_token_ids}
@@ -77,12 +84,19 @@ class ChatTokenizer:
             raise TemplateUnsupportedError(
                 f"the chat template of family {self.shape.family} renders a tool result only after an assistant "
                 "message with structured tool_calls, and the tokenizer has no response_template to parse them from the "
-                "model's text; set tokenizer.response_template (see transformers' response parsing docs)")
+                "model's text; set tokenizer.response_template (see transformers' response parsing docs)"
+            )
 
     def _lists_tools(self) -> bool:
         """Whether the template writes the tools given as ``tools=`` (the probe tool's name shows in the prompt)."""
-        schema = {"type": "function", "function": {"name": "agentgymprobetool", "description": "probe",
-                                                   "parameters": {"type": "object", "properties": {}}}}
+        schema = {
+            "type": "function",
+            "function": {
+                "name": "agentgymprobetool",
+                "description": "probe",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
         try:
             return "agentgymprobetool" in self._apply([{"role": "user", "content": "q"}], True, [schema])
         except Exception:  # a template that refuses tools= cannot list them
@@ -96,8 +110,9 @@ class ChatTokenizer:
             kwargs["tools"] = tools
         return self.tokenizer.apply_chat_template(messages, **kwargs)
 
-    def render(self, messages: Sequence[Message], add_generation_prompt: bool,
-               tools: list[dict[str, Any]] | None = None) -> str:
+    def render(
+        self, messages: Sequence[Message], add_generation_prompt: bool, tools: list[dict[str, Any]] | None = None
+    ) -> str:
         """``messages`` rendered through the template, rewritten first to the shape it accepts. The tools go to the
         template from ``tools``, else :attr:`tools`, else the first message's ``"tools"`` (an env whose parser leaves
         listing the tools to the template puts them there)."""
@@ -117,8 +132,7 @@ class ChatTokenizer:
         a call the template cannot read, ``ConfigError`` when the family has no response template."""
         if self.response_template is None:
             raise ConfigError(f"the tokenizer of family {self.family.name} has no response_template to parse with")
-        return parse_with_template(text, self.response_template, self.shape.generation_prompt,
-                                   self.family.end_of_turn)
+        return parse_with_template(text, self.response_template, self.shape.generation_prompt, self.family.end_of_turn)
 
     def structure(self, text: str) -> Message:
         """An assistant message rebuilt from the model's text by :meth:`parse_response` (content normalised and a
@@ -128,8 +142,11 @@ class ChatTokenizer:
         except ValueError:
             parsed = {}
         parsed["role"] = "assistant"
-        calls = [c for c in parsed.get("tool_calls") or [] if isinstance(c, dict)
-                 and isinstance((c.get("function") or c).get("name"), str)]
+        calls = [
+            c
+            for c in parsed.get("tool_calls") or []
+            if isinstance(c, dict) and isinstance((c.get("function") or c).get("name"), str)
+        ]
         if calls:
             parsed["tool_calls"] = calls
         else:
@@ -178,8 +195,13 @@ class ChatTokenizer:
             out.extend([tail] if alias is None else [tail, tail[: len(tail) - len(last)] + alias])
         return [t for t in out if t]
 
-    def suffix_text(self, history: Sequence[Message], new_messages: Sequence[Message],
-                    last_sampled: int | Sequence[int] | None, tools: list[dict[str, Any]] | None = None) -> str:
+    def suffix_text(
+        self,
+        history: Sequence[Message],
+        new_messages: Sequence[Message],
+        last_sampled: int | Sequence[int] | None,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> str:
         """The template text after the agent turn that ends ``history`` (an assistant message), up to the next
         assistant turn's generation prompt, minus the closing the model already wrote (:meth:`written_closings` of
         ``last_sampled``: the turn's sampled ids, or its last id).
@@ -193,23 +215,35 @@ class ChatTokenizer:
             before = self.render(history, add_generation_prompt=False, tools=tools)
             after = self.render([*history, *new_messages], add_generation_prompt=True, tools=tools)
             if not after.startswith(before):
-                raise ConfigError(f"the chat template of family {self.shape.family} renders a tool-call turn "
-                                  "differently once the env's reply follows; the rollout engine needs it unchanged")
-            text = after[len(before):]
+                raise ConfigError(
+                    f"the chat template of family {self.shape.family} renders a tool-call turn "
+                    "differently once the env's reply follows; the rollout engine needs it unchanged"
+                )
+            text = after[len(before) :]
             if not any(before.endswith(w) for w in written):  # the model did not write the closing: scaffolding
                 text = next((t for t in self._stop_text.values() if t and before.endswith(t)), "") + text
             return text
-        rendered = self.render([*history[:-1], {"role": "assistant", "content": _SENTINEL}, *new_messages],
-                               add_generation_prompt=True, tools=tools)
+        rendered = self.render(
+            [*history[:-1], {"role": "assistant", "content": _SENTINEL}, *new_messages],
+            add_generation_prompt=True,
+            tools=tools,
+        )
         cut = rendered.find(_SENTINEL)
         if cut < 0:
-            raise ConfigError("the chat template dropped or rewrote the assistant message; the rollout engine needs a "
-                              "template that renders assistant content as given")
-        text = rendered[cut + len(_SENTINEL):]
-        return next((text[len(w):] for w in written if text.startswith(w)), text)
+            raise ConfigError(
+                "the chat template dropped or rewrote the assistant message; the rollout engine needs a "
+                "template that renders assistant content as given"
+            )
+        text = rendered[cut + len(_SENTINEL) :]
+        return next((text[len(w) :] for w in written if text.startswith(w)), text)
 
-    def suffix_ids(self, history: Sequence[Message], new_messages: Sequence[Message],
-                   last_sampled: int | Sequence[int] | None, tools: list[dict[str, Any]] | None = None) -> list[int]:
+    def suffix_ids(
+        self,
+        history: Sequence[Message],
+        new_messages: Sequence[Message],
+        last_sampled: int | Sequence[int] | None,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> list[int]:
         """:meth:`suffix_text`, tokenized once."""
         return self.encode(self.suffix_text(history, new_messages, last_sampled, tools))
 
@@ -251,7 +285,7 @@ def parse_with_template(text: str, template: dict[str, Any], prefix: str, closin
             parser = ResponseParser(spec, prefix=prefix)
             whole = text + closing
             for start in range(0, len(whole), STREAM_CHUNK):
-                parser.feed(whole[start:start + STREAM_CHUNK])
+                parser.feed(whole[start : start + STREAM_CHUNK])
             return dict(parser.finalize()[0])
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as e:
             first = first or (e if isinstance(e, ValueError) else ValueError(f"{type(e).__name__}: {e}"))
@@ -270,8 +304,9 @@ def _closings_that_close(text: str, spec: Any, closings: Sequence[str]) -> list[
     next to a parse."""
     tail = text[-CLOSE_CONTEXT:]
     closes = [f.close_re for f in spec.fields.values() if f.open_re is not None and f.close_re is not None]
-    return [c for c in closings if c and any(m.end() > len(tail) for pattern in closes
-                                               for m in pattern.finditer(tail + c))]
+    return [
+        c for c in closings if c and any(m.end() > len(tail) for pattern in closes for m in pattern.finditer(tail + c))
+    ]
 
 
 def _crowded(text: str, template: dict[str, Any]) -> str | None:
@@ -286,8 +321,13 @@ def _crowded(text: str, template: dict[str, Any]) -> str | None:
 
 def _string_delimiters(template: dict[str, Any]) -> set[str]:
     """The opening string delimiters of the template's JSON regions (Gemma 4's ``<|"|>``)."""
-    return {pair[0] for spec in (template.get("fields") or {}).values() if isinstance(spec, dict)
-            for pair in (spec.get("content_args") or {}).get("string_delims") or () if pair and pair[0]}
+    return {
+        pair[0]
+        for spec in (template.get("fields") or {}).values()
+        if isinstance(spec, dict)
+        for pair in (spec.get("content_args") or {}).get("string_delims") or ()
+        if pair and pair[0]
+    }
 
 
 def _markers(template: dict[str, Any]) -> set[str]:
@@ -298,8 +338,13 @@ def _markers(template: dict[str, Any]) -> set[str]:
         if not isinstance(spec, dict):
             continue
         found.update(spec[key] for key in ("open", "close") if isinstance(spec.get(key), str))
-        found.update(start for key in ("open_pattern", "close_pattern") if isinstance(spec.get(key), str)
-                     for start in _literal_starts(spec[key]) if len(start) > 1)
+        found.update(
+            start
+            for key in ("open_pattern", "close_pattern")
+            if isinstance(spec.get(key), str)
+            for start in _literal_starts(spec[key])
+            if len(start) > 1
+        )
         args = spec.get("content_args") or {}
         tag = args.get("tag_pattern")
         if isinstance(tag, str):
@@ -345,7 +390,11 @@ def stock_response_template(tokenizer: Any, chat_template: str) -> dict[str, Any
     # TRL pairs parsers with exact templates; its training patches and a family's other templates parse the same
     name = template_name(chat_template) or ""
     family = detect_family(chat_template).name
-    for candidate in (chat_template, trl_template(name.removesuffix("_training")), trl_template(_PARSER_OF.get(family))):
+    for candidate in (
+        chat_template,
+        trl_template(name.removesuffix("_training")),
+        trl_template(_PARSER_OF.get(family)),
+    ):
         holder = types.SimpleNamespace(chat_template=candidate, response_template=None, response_schema=None)
         try:
             add_response_schema(holder)
@@ -387,8 +436,14 @@ def anchored(template: dict[str, Any]) -> dict[str, Any]:
     out = {**template, "fields": {}}
     for name, spec in fields.items():
         if isinstance(spec, dict):
-            spec = {**spec, **{key: "\\G" + spec[key] for key in ("open_pattern", "close_pattern")
-                               if isinstance(spec.get(key), str) and _whole_lookahead(spec[key])}}
+            spec = {
+                **spec,
+                **{
+                    key: "\\G" + spec[key]
+                    for key in ("open_pattern", "close_pattern")
+                    if isinstance(spec.get(key), str) and _whole_lookahead(spec[key])
+                },
+            }
             if isinstance(spec.get("open_pattern"), str):
                 spec["open_pattern"] = _bounded_runs(spec["open_pattern"])
             args = spec.get("content_args")
@@ -439,7 +494,7 @@ def _literal_starts(pattern: str) -> list[str]:
         i += 2 if current[i] == "\\" else 1
         if i < len(current) and current[i] == "|":
             starts.append(_unescaped_start(current[:i]))
-            current, i = current[i + 1:], 0
+            current, i = current[i + 1 :], 0
     return [*starts, _unescaped_start(current[:i])]
 
 

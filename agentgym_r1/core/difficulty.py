@@ -32,18 +32,22 @@ def resolve(source: str, presets: Mapping[str, K], difficulty: Any) -> tuple[str
         knobs = difficulty
     elif isinstance(difficulty, str):
         if difficulty not in presets:
-            raise ConfigError(f"unknown difficulty {difficulty!r} for {source}; choose one of {list(presets)}, or a "
-                              f"dict of its knobs {names}")
+            raise ConfigError(
+                f"unknown difficulty {difficulty!r} for {source}; choose one of {list(presets)}, or a "
+                f"dict of its knobs {names}"
+            )
         return difficulty, presets[difficulty]
     elif isinstance(difficulty, Mapping):
         unknown = sorted(str(k) for k in difficulty if k not in names)
         if unknown:
-            raise ConfigError(f"unknown difficulty knob(s) {unknown} for {source}; its knobs are {names} "
-                              f"(levels: {list(presets)})")
+            raise ConfigError(
+                f"unknown difficulty knob(s) {unknown} for {source}; its knobs are {names} (levels: {list(presets)})"
+            )
         knobs = dataclasses.replace(presets["easy"], **difficulty)  # type: ignore[type-var]
     else:
-        raise ConfigError(f"difficulty for {source} must be one of {list(presets)} or a dict of the knobs {names}, "
-                          f"got {difficulty!r}")
+        raise ConfigError(
+            f"difficulty for {source} must be one of {list(presets)} or a dict of the knobs {names}, got {difficulty!r}"
+        )
     label = next((name for name, preset in presets.items() if preset == knobs), "custom")
     return label, knobs
 

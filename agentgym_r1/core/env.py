@@ -88,8 +88,11 @@ def _finite_parts(turn: Turn) -> None:
     for part in ("outcome", "process", "format"):
         value = getattr(turn, part)
         if not math.isfinite(value):
-            warnings.warn(f"the {part} reward of a step was {value}; it counts as 0. Check the env's reward function "
-                          "and tools.", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"the {part} reward of a step was {value}; it counts as 0. Check the env's reward function and tools.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             setattr(turn, part, 0.0)
 
 
@@ -103,10 +106,17 @@ class Env(gym.Env[str, str]):
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012  (Gymnasium's API)
     reset_options: frozenset[str] = frozenset({"task_id", "index"})
 
-    def __init__(self, *, render_mode: str | None = None, max_action_chars: int = DEFAULT_MAX_ACTION,
-                 max_observation_chars: int = DEFAULT_MAX_OBSERVATION) -> None:
+    def __init__(
+        self,
+        *,
+        render_mode: str | None = None,
+        max_action_chars: int = DEFAULT_MAX_ACTION,
+        max_observation_chars: int = DEFAULT_MAX_OBSERVATION,
+    ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ConfigError(f"render_mode {render_mode!r} is not supported; use one of {self.metadata['render_modes']}")
+            raise ConfigError(
+                f"render_mode {render_mode!r} is not supported; use one of {self.metadata['render_modes']}"
+            )
         self.render_mode = render_mode
         self.action_space = UnicodeText(max_action_chars)
         self.observation_space = UnicodeText(max_observation_chars)
@@ -137,8 +147,11 @@ class Env(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         options = dict(options or {})
-        reject_unknown(f"{type(self).__name__}.reset", {k: v for k, v in options.items()
-                                                         if k not in self.reset_options}, self.reset_options)
+        reject_unknown(
+            f"{type(self).__name__}.reset",
+            {k: v for k, v in options.items() if k not in self.reset_options},
+            self.reset_options,
+        )
         self.transcript = Transcript()
         self.turn = 0
         self.grade = self.no_grade()
@@ -157,9 +170,12 @@ class Env(gym.Env[str, str]):
         # whatever the model wrote, and its span covers exactly the text kept
         spans = [self.transcript.append("agent", action[:limit], role="assistant")]
         if len(action) > limit:
-            turn = Turn({"kind": "invalid", "error": "too long"}, valid=False,
-                        error=f"Invalid action: {len(action)} characters, more than the limit of {limit}; the "
-                              f"transcript keeps its first {limit}.")
+            turn = Turn(
+                {"kind": "invalid", "error": "too long"},
+                valid=False,
+                error=f"Invalid action: {len(action)} characters, more than the limit of {limit}; the "
+                f"transcript keeps its first {limit}.",
+            )
             turn.format = getattr(self, "format_penalty", 0.0)
             turn.messages = [EnvMessage("user", turn.error)]
         else:

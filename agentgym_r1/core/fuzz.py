@@ -12,8 +12,22 @@ from __future__ import annotations
 
 import numpy as np
 
-_OPENERS = ("<tool_call>", "<answer>", "<think>", "\\boxed{", "<search>", "search[", "click[", "####", "{", "[",
-            "</answer>", "</tool_call>", "<tool_call>{\"name\": ", "\"")
+_OPENERS = (
+    "<tool_call>",
+    "<answer>",
+    "<think>",
+    "\\boxed{",
+    "<search>",
+    "search[",
+    "click[",
+    "####",
+    "{",
+    "[",
+    "</answer>",
+    "</tool_call>",
+    '<tool_call>{"name": ',
+    '"',
+)
 _FILLERS = (" ", "\n", "a", "1", "[", "]", "{", "}", ", then ", " and then ", ". a", ";", "\ud800", "\x00", "é")
 
 
@@ -55,12 +69,40 @@ def worst_shapes(max_chars: int = 100_000) -> list[str]:
 
 # The call markers of every family's format (the documented ones, :mod:`agentgym_r1.core.native`, and those of the
 # response templates TRL pairs with the chat templates: Qwen 3.5/3.6, GLM 4, LFM2, Gemma 4, gpt-oss, DeepSeek).
-NATIVE_MARKERS = ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]", "<|python_tag|>", '{"name": ',
-                  "to=functions.", "<|channel|>", "<|message|>", "<|constrain|>", "<|call|>", "<|start|>assistant",
-                  "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
-                  "<|tool_call>call:", "<tool_call|>", '<|"|>', "<|tool_call_start|>[", "<|tool_call_end|>",
-                  "<function=", "<parameter=", "</parameter>", "</function>", "<arg_key>", "<arg_value>",
-                  "</think>", "<|channel>thought\n", "<channel|>", "<|tool_response>", "<turn|>")
+NATIVE_MARKERS = (
+    "<tool_call>",
+    "</tool_call>",
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "<|python_tag|>",
+    '{"name": ',
+    "to=functions.",
+    "<|channel|>",
+    "<|message|>",
+    "<|constrain|>",
+    "<|call|>",
+    "<|start|>assistant",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁sep｜>",
+    "<｜tool▁call▁end｜>",
+    "<|tool_call>call:",
+    "<tool_call|>",
+    '<|"|>',
+    "<|tool_call_start|>[",
+    "<|tool_call_end|>",
+    "<function=",
+    "<parameter=",
+    "</parameter>",
+    "</function>",
+    "<arg_key>",
+    "<arg_value>",
+    "</think>",
+    "<|channel>thought\n",
+    "<channel|>",
+    "<|tool_response>",
+    "<turn|>",
+)
 
 # (tool, argument) of the registered envs' tools, so that a call reaches the tool in each env
 _TOOLS = (("act", "command"), ("search", "query"), ("click", "button"), ("calculator", "expression"), ("_echo", "text"))
@@ -89,10 +131,27 @@ def _family_calls(name: str, arg: str, value: str) -> list[str]:
 def native_shapes(max_chars: int = 100_000) -> list[str]:
     """Every family's markers as hostile text: calls that are no JSON object or name no function, hostile values in
     each format's call to each env's tool, and each marker unclosed with a tail to ``max_chars`` or repeated."""
-    shapes = ["to=functions.<|channel|>commentary json<|message|>{}<|call|>", "to=functions. <|message|>{}",
-              "[TOOL_CALLS][ARGS]{}", "[TOOL_CALLS][1, \"a\", null]", "<|tool_call>call:<tool_call|>"]
-    shapes += [f"<tool_call>{v}</tool_call>" for v in ('"str"', "true", "1e999", "null", "[]", "0", '{"name": 1}',
-                                                      '{"function": "x"}', '{"name": "act", "arguments": 1e999}')]
+    shapes = [
+        "to=functions.<|channel|>commentary json<|message|>{}<|call|>",
+        "to=functions. <|message|>{}",
+        "[TOOL_CALLS][ARGS]{}",
+        '[TOOL_CALLS][1, "a", null]',
+        "<|tool_call>call:<tool_call|>",
+    ]
+    shapes += [
+        f"<tool_call>{v}</tool_call>"
+        for v in (
+            '"str"',
+            "true",
+            "1e999",
+            "null",
+            "[]",
+            "0",
+            '{"name": 1}',
+            '{"function": "x"}',
+            '{"name": "act", "arguments": 1e999}',
+        )
+    ]
     shapes += [call for name, arg in _TOOLS for value in _VALUES for call in _family_calls(name, arg, value)]
     for marker in NATIVE_MARKERS:
         shapes.append(marker + '{"name": "act", "arguments": ' + "a" * max(0, max_chars - len(marker) - 30))

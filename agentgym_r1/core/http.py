@@ -16,8 +16,7 @@ def limit_body(app: Any, max_bytes: int, answer: bytes) -> Any:
     ``answer`` is the JSON body of the 413."""
 
     async def too_large(send: Any) -> None:
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": answer})
 
     async def limited(scope: Any, receive: Any, send: Any) -> None:

@@ -46,8 +46,10 @@ def check_server(server: Any) -> Server:
             return server
     elif isinstance(server, Sequence) and server and all(isinstance(part, str) for part in server):
         return list(server)
-    raise ConfigError(f"mcp_servers: each server is a stdio command as a list of strings (['python', 'server.py']) "
-                      f"or a streamable-HTTP URL ('http://127.0.0.1:8000/mcp'); got {server!r}")
+    raise ConfigError(
+        f"mcp_servers: each server is a stdio command as a list of strings (['python', 'server.py']) "
+        f"or a streamable-HTTP URL ('http://127.0.0.1:8000/mcp'); got {server!r}"
+    )
 
 
 def describe(server: Server) -> str:
@@ -106,21 +108,29 @@ class _Link:
             finally:
                 self.session = None
                 if not self.ready.done():
-                    self.ready.set_exception(McpServerError(f"MCP server {describe(self.server)!r} was closed "
-                                                            "before it listed its tools"))
+                    self.ready.set_exception(
+                        McpServerError(f"MCP server {describe(self.server)!r} was closed before it listed its tools")
+                    )
 
     def start_failure(self, error: BaseException, errlog: Any) -> str:
         errlog.flush()
         errlog.seek(0)
         stderr = errlog.read()[-STDERR_CHARS:].strip()
         error = leaf(error)
-        what = f"did not answer within {self.timeout:g} s" if isinstance(error, TimeoutError) else (
-            f"failed: {type(error).__name__}: {truncate(str(error), 300)}")
+        what = (
+            f"did not answer within {self.timeout:g} s"
+            if isinstance(error, TimeoutError)
+            else (f"failed: {type(error).__name__}: {truncate(str(error), 300)}")
+        )
         if isinstance(self.server, str):
-            return (f"MCP server {self.server!r} could not be reached: it {what}. Check the server runs and the URL "
-                    "is its streamable-HTTP endpoint (often .../mcp).")
-        return (f"MCP server {describe(self.server)!r} could not start: it {what}. Its stderr:\n{stderr or '(empty)'}"
-                "\nCheck the command runs an MCP server over stdio on its own.")
+            return (
+                f"MCP server {self.server!r} could not be reached: it {what}. Check the server runs and the URL "
+                "is its streamable-HTTP endpoint (often .../mcp)."
+            )
+        return (
+            f"MCP server {describe(self.server)!r} could not start: it {what}. Its stderr:\n{stderr or '(empty)'}"
+            "\nCheck the command runs an MCP server over stdio on its own."
+        )
 
     async def stop(self) -> None:
         """Close the connection (a stdio server is stopped by stdio_client's shielded shutdown) and wait for it."""
@@ -159,8 +169,10 @@ async def list_all_tools(session: Any) -> list[Any]:
 
 def result_text(result: Any) -> str:
     """A ``CallToolResult``'s content as text: text parts as they are, other parts (images, resources) as JSON."""
-    parts = [part.text if getattr(part, "type", None) == "text" else part.model_dump_json(exclude_none=True)
-             for part in result.content]
+    parts = [
+        part.text if getattr(part, "type", None) == "text" else part.model_dump_json(exclude_none=True)
+        for part in result.content
+    ]
     if not parts and result.structured_content is not None:
         import json
 
@@ -174,8 +186,9 @@ class McpTool(BaseTool):
 
     timeout = None
 
-    def __init__(self, clients: McpClients, link: int, name: str, description: str, parameters: dict[str, Any],
-                 server: str) -> None:
+    def __init__(
+        self, clients: McpClients, link: int, name: str, description: str, parameters: dict[str, Any], server: str
+    ) -> None:
         self.clients, self.link, self.name, self.description = clients, link, name, description
         self.parameters, self.server = parameters, server
 
@@ -189,8 +202,10 @@ class McpClients:
 
     def __init__(self, servers: Sequence[Any], timeout: float = 30.0) -> None:
         if isinstance(servers, str) or not isinstance(servers, Sequence):
-            raise ConfigError(f"mcp_servers must be a list of servers, got {servers!r}; e.g. "
-                              "[['python', 'server.py'], 'http://127.0.0.1:8000/mcp']")
+            raise ConfigError(
+                f"mcp_servers must be a list of servers, got {servers!r}; e.g. "
+                "[['python', 'server.py'], 'http://127.0.0.1:8000/mcp']"
+            )
         checked = [check_server(s) for s in servers]
         require("mcp", "mcp", "ToolEnv(mcp_servers=...)")
         self.timeout, self.startup = timeout, max(timeout, STARTUP_TIMEOUT)
@@ -205,11 +220,14 @@ class McpClients:
                 try:
                     listed = self.submit(link.open(), self.startup + CLOSE_TIMEOUT)
                 except TimeoutError:
-                    raise McpServerError(f"MCP server {describe(link.server)!r} did not list its tools within "
-                                         f"{self.startup + CLOSE_TIMEOUT:g} s") from None
+                    raise McpServerError(
+                        f"MCP server {describe(link.server)!r} did not list its tools within "
+                        f"{self.startup + CLOSE_TIMEOUT:g} s"
+                    ) from None
                 for t in listed:
-                    self.tools.append(McpTool(self, i, t.name, t.description or t.name, dict(t.input_schema),
-                                              describe(link.server)))
+                    self.tools.append(
+                        McpTool(self, i, t.name, t.description or t.name, dict(t.input_schema), describe(link.server))
+                    )
         except BaseException:
             self.close()
             raise
@@ -229,21 +247,30 @@ class McpClients:
             self.submit(self.reconnect(link), self.startup + CLOSE_TIMEOUT)
         except TimeoutError:
             self.drop(link)
-            return ToolResult(False, f"Error: {name} is unavailable: its MCP server {describe(link.server)!r} did "
-                                     f"not restart within {self.startup + CLOSE_TIMEOUT:g} s.")
+            return ToolResult(
+                False,
+                f"Error: {name} is unavailable: its MCP server {describe(link.server)!r} did "
+                f"not restart within {self.startup + CLOSE_TIMEOUT:g} s.",
+            )
         except McpServerError as e:
             return ToolResult(False, f"Error: {name} is unavailable: {truncate(str(e), 500)}")
         try:
             return self.submit(self.call_async(link, name, arguments), self.timeout)
         except TimeoutError:
             self.drop(link)  # a hung server: the next call reconnects (restarts it)
-            return ToolResult(False, f"Error: {name} did not answer within {self.timeout:g} s; its MCP server was "
-                                     "stopped and is restarted on the next call.")
+            return ToolResult(
+                False,
+                f"Error: {name} did not answer within {self.timeout:g} s; its MCP server was "
+                "stopped and is restarted on the next call.",
+            )
         except Exception as e:  # the connection broke (the server crashed): reconnect on the next call
             self.drop(link)
-            return ToolResult(False, f"Error: {name} failed: its MCP server {describe(link.server)!r} stopped "
-                                     f"answering ({type(e).__name__}: {truncate(str(e), 300)}); it is restarted on "
-                                     "the next call.")
+            return ToolResult(
+                False,
+                f"Error: {name} failed: its MCP server {describe(link.server)!r} stopped "
+                f"answering ({type(e).__name__}: {truncate(str(e), 300)}); it is restarted on "
+                "the next call.",
+            )
 
     def drop(self, link: _Link) -> None:
         """Close ``link`` (bounded: :meth:`_Link.stop` gives up after CLOSE_TIMEOUT); the next call reconnects."""
@@ -282,6 +309,7 @@ def close_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread, links:
     if loop.is_closed():
         return
     if thread.is_alive():
+
         async def stop_all() -> None:
             await asyncio.gather(*(link.stop() for link in links))
 

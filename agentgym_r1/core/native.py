@@ -57,9 +57,9 @@ def read_mistral(text: str) -> tuple[list[ToolCall], str | None]:
     if i < 0:
         return [], None
     rest = text[i:].removesuffix("</s>")
-    if rest[len("[TOOL_CALLS]"):].lstrip().startswith("["):  # v3: one JSON list
+    if rest[len("[TOOL_CALLS]") :].lstrip().startswith("["):  # v3: one JSON list
         try:
-            items = json.loads(rest[len("[TOOL_CALLS]"):])
+            items = json.loads(rest[len("[TOOL_CALLS]") :])
         except (ValueError, RecursionError):
             return [], "the [TOOL_CALLS] list is not valid JSON"
         if not isinstance(items, list):
@@ -84,7 +84,7 @@ def read_gpt_oss(text: str) -> tuple[list[ToolCall], str | None]:
         name = words[0] if words else ""
         end = text.find("<|call|>", j)
         end = len(text) if end < 0 else end
-        found.append(_named(name, text[j + len("<|message|>"):end].strip()))
+        found.append(_named(name, text[j + len("<|message|>") : end].strip()))
         pos = end
     return _calls(found)
 
@@ -154,15 +154,24 @@ class NativeParser(ActionParser):
 
     name = "native"
 
-    def __init__(self, family: str = "any", reader: Reader = read_any, *, example: str = "",
-                 lists_tools: bool = False, answer_formats: Sequence[AnswerFormat] = ("tag",)) -> None:
+    def __init__(
+        self,
+        family: str = "any",
+        reader: Reader = read_any,
+        *,
+        example: str = "",
+        lists_tools: bool = False,
+        answer_formats: Sequence[AnswerFormat] = ("tag",),
+    ) -> None:
         super().__init__(answer_formats)
         self.family, self.reader, self.example, self.lists_tools = family, reader, example, lists_tools
 
     def __repr__(self) -> str:  # stable: the engine's env pools key envs by their kwargs' repr
         reader = getattr(self.reader, "__name__", None) or repr(self.reader)
-        return (f"NativeParser({self.family!r}, {reader}, lists_tools={self.lists_tools}, "
-                f"answer_formats={self.answer_formats})")
+        return (
+            f"NativeParser({self.family!r}, {reader}, lists_tools={self.lists_tools}, "
+            f"answer_formats={self.answer_formats})"
+        )
 
     def claims(self, text: str, tools: Mapping[str, Any]) -> bool:
         """Whether ``text`` holds a call in this format, well formed or not (envs that also take plain commands,
@@ -191,8 +200,9 @@ class NativeParser(ActionParser):
     def call_example(self, name: str, arguments: Mapping[str, Any]) -> str | None:
         if not self.example:
             return None
-        return (self.example.replace("<function-name>", name)
-                .replace("{<arguments>}", json.dumps(dict(arguments), ensure_ascii=False)))
+        return self.example.replace("<function-name>", name).replace(
+            "{<arguments>}", json.dumps(dict(arguments), ensure_ascii=False)
+        )
 
     def hint(self, tools: Mapping[str, Any]) -> str:
         how = f" as {self.example}" if self.example else f" in your own ({self.family}) tool-call format"
@@ -217,6 +227,7 @@ def make_parser(parser: str | ActionParser, answer_formats: Sequence[AnswerForma
     if parser == "auto":
         return NativeParser(answer_formats=answer_formats)
     if parser not in PARSERS:
-        raise ConfigError(f"unknown action format {parser!r}; choose one of {[*sorted(PARSERS), 'auto']} or pass "
-                          "an ActionParser")
+        raise ConfigError(
+            f"unknown action format {parser!r}; choose one of {[*sorted(PARSERS), 'auto']} or pass an ActionParser"
+        )
     return PARSERS[parser](answer_formats=answer_formats)

@@ -188,8 +188,9 @@ class ActionParser:
 
 
 NOTE_CALL_AFTER_ANSWER = "The answer ends the episode; the tool call written after it was not run."
-NOTE_ANSWER_WITH_CALL = ("Note: the answer written with this tool call was ignored. Read the results, then answer in a "
-                         "separate action.")
+NOTE_ANSWER_WITH_CALL = (
+    "Note: the answer written with this tool call was ignored. Read the results, then answer in a separate action."
+)
 
 
 def _with_answer(answer: tuple[int, str] | None, first_call: int) -> ParsedAction | None:
@@ -224,7 +225,9 @@ class HermesParser(ActionParser):
             if isinstance(call, str):
                 return self.invalid(call, tools)
             calls.append(call)
-        return ParsedAction("tool_call", calls=calls, note=NOTE_ANSWER_WITH_CALL if self.answer_formats and "<answer>" in text else None)
+        return ParsedAction(
+            "tool_call", calls=calls, note=NOTE_ANSWER_WITH_CALL if self.answer_formats and "<answer>" in text else None
+        )
 
     def render_result(self, name: str, text: str) -> str:
         return f"<tool_response>\n{text}\n</tool_response>"
@@ -233,8 +236,10 @@ class HermesParser(ActionParser):
         return f"<tool_call>{json.dumps({'name': name, 'arguments': dict(arguments)}, ensure_ascii=False)}</tool_call>"
 
     def hint(self, tools: Mapping[str, Any]) -> str:
-        return (f"Call a tool as <tool_call>{{\"name\": \"...\", \"arguments\": {{...}}}}</tool_call> or give the "
-                f"final answer as {self.answer_hint()}.")
+        return (
+            f'Call a tool as <tool_call>{{"name": "...", "arguments": {{...}}}}</tool_call> or give the '
+            f"final answer as {self.answer_hint()}."
+        )
 
     def instructions(self, tools: Mapping[str, Any]) -> str:
         schemas = "\n".join(json.dumps(t.schema(), ensure_ascii=False) for t in tools.values())
@@ -254,8 +259,13 @@ def json_call(body: str) -> ToolCall | str:
         obj = json.loads(body)
     except (ValueError, RecursionError) as e:
         # JSONDecodeError is a ValueError; so is int()'s "Exceeds the limit (4300 digits)" for a huge integer
-        msg = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply" if isinstance(
-            e, RecursionError) else "a number is too long"
+        msg = (
+            e.msg
+            if isinstance(e, json.JSONDecodeError)
+            else "nested too deeply"
+            if isinstance(e, RecursionError)
+            else "a number is too long"
+        )
         return f"the tool call is not valid JSON ({msg})"
     return call_of(obj)
 
@@ -306,8 +316,11 @@ class TagParser(ActionParser):
         if not calls:
             problem = "an <answer> tag is not closed" if "<answer>" in text else "no tool tag or answer found"
             return self.invalid(problem, tools)
-        return ParsedAction("tool_call", calls=[c for _, c in calls],
-                            note=NOTE_ANSWER_WITH_CALL if self.answer_formats and "<answer>" in text else None)
+        return ParsedAction(
+            "tool_call",
+            calls=[c for _, c in calls],
+            note=NOTE_ANSWER_WITH_CALL if self.answer_formats and "<answer>" in text else None,
+        )
 
     def render_result(self, name: str, text: str) -> str:
         return f"\n\n<information>{text}</information>\n\n"
@@ -318,8 +331,10 @@ class TagParser(ActionParser):
 
     def instructions(self, tools: Mapping[str, Any]) -> str:
         lines = [f"- <{n}>{primary_argument(t) or ''}</{n}>: {t.description}" for n, t in tools.items()]
-        return ("You can use these tools by writing the tag with its argument; the result comes back in the next "
-                "message:\n" + "\n".join(lines) + f"\nWhen you know the final answer, give it as {self.answer_hint()}.")
+        return (
+            "You can use these tools by writing the tag with its argument; the result comes back in the next "
+            "message:\n" + "\n".join(lines) + f"\nWhen you know the final answer, give it as {self.answer_hint()}."
+        )
 
 
 _VERB = re.compile(r"[A-Za-z_][\w\- ]*")
@@ -381,8 +396,11 @@ class CommandParser(ActionParser):
 
     def instructions(self, tools: Mapping[str, Any]) -> str:
         lines = [f"- {n}[{primary_argument(t) or ''}]: {t.description}" for n, t in tools.items()]
-        return ("Act with one command per message, written as verb[argument]:\n" + "\n".join(lines)
-                + f"\nWhen you know the final answer, give it as {self.answer_hint()}.")
+        return (
+            "Act with one command per message, written as verb[argument]:\n"
+            + "\n".join(lines)
+            + f"\nWhen you know the final answer, give it as {self.answer_hint()}."
+        )
 
 
 class CompositeParser(ActionParser):

@@ -20,8 +20,15 @@ __all__ = ["retry_call"]
 T = TypeVar("T")
 
 
-def retry_call(fn: Callable[[], T], *, retry_if: Callable[[BaseException], bool], attempts: int | None = None,
-               within: float | None = None, first_wait: float = 0.1, max_wait: float = 2.0) -> T:
+def retry_call(
+    fn: Callable[[], T],
+    *,
+    retry_if: Callable[[BaseException], bool],
+    attempts: int | None = None,
+    within: float | None = None,
+    first_wait: float = 0.1,
+    max_wait: float = 2.0,
+) -> T:
     """``fn()``, called again while it raises an exception that ``retry_if`` accepts, waiting ``first_wait`` seconds
     and twice as long each time after (at most ``max_wait``, plus up to ``first_wait`` of random jitter, so processes
     that wait for one another do not wake together).
@@ -38,8 +45,10 @@ def retry_call(fn: Callable[[], T], *, retry_if: Callable[[BaseException], bool]
         raise ValueError(f"retry_call attempts must be at least 1, got {attempts}")
     if within is not None and not (math.isfinite(within) and within >= 0):
         raise ValueError(f"retry_call within must be a finite number of seconds >= 0, got {within}")
-    stops = [*([tenacity.stop_after_attempt(attempts)] if attempts is not None else []),
-             *([tenacity.stop_before_delay(within)] if within is not None else [])]
+    stops = [
+        *([tenacity.stop_after_attempt(attempts)] if attempts is not None else []),
+        *([tenacity.stop_before_delay(within)] if within is not None else []),
+    ]
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception(retry_if),
         stop=tenacity.stop_any(*stops),

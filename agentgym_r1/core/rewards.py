@@ -84,8 +84,11 @@ def _char_f1(p: str, g: str) -> float:
 
 def qa_scores(prediction: str, gold: str | Iterable[str]) -> dict[str, float]:
     """``em``, ``f1`` and ``subem`` in one dict."""
-    return {"em": exact_match(prediction, gold), "f1": f1_score(prediction, gold),
-            "subem": substring_exact_match(prediction, gold)}
+    return {
+        "em": exact_match(prediction, gold),
+        "f1": f1_score(prediction, gold),
+        "subem": substring_exact_match(prediction, gold),
+    }
 
 
 # -- numbers ------------------------------------------------------------------------------------------------------------

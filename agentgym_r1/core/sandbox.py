@@ -85,8 +85,14 @@ class Limits:
                 raise ConfigError(f"Limits.{field.name} must be a positive finite number, got {value!r}")
 
     def rlimits(self) -> dict[str, int]:
-        return {"RLIMIT_CPU": int(self.cpu_s), "RLIMIT_AS": int(self.memory_bytes), "RLIMIT_NPROC": int(self.processes),
-                "RLIMIT_NOFILE": int(self.open_files), "RLIMIT_FSIZE": int(self.output_bytes), "RLIMIT_CORE": 0}
+        return {
+            "RLIMIT_CPU": int(self.cpu_s),
+            "RLIMIT_AS": int(self.memory_bytes),
+            "RLIMIT_NPROC": int(self.processes),
+            "RLIMIT_NOFILE": int(self.open_files),
+            "RLIMIT_FSIZE": int(self.output_bytes),
+            "RLIMIT_CORE": 0,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,8 +114,19 @@ def interpreter() -> tuple[str, str]:
 def bwrap_command(bwrap: str, limits: Limits) -> list[str]:
     """The bubblewrap command line up to the interpreter: namespaces, the read-only root and the work tmpfs."""
     exe, prefix = interpreter()
-    cmd = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-           "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
+    cmd = [
+        bwrap,
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         if os.path.islink(top):
             cmd += ["--symlink", os.readlink(top), top]
@@ -119,9 +136,30 @@ def bwrap_command(bwrap: str, limits: Limits) -> list[str]:
         if not path.startswith("/usr/"):  # its parents traversable by the dropped uid (/root is 0700 outside)
             parents = [p for p in _ancestors(path) if not os.path.islink(p)]
             cmd += [*(arg for p in parents for arg in ("--perms", "0755", "--dir", p)), "--ro-bind", path, path]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(int(limits.work_bytes)), "--tmpfs", "/work",
-            "--chdir", "/work", "--clearenv", "--setenv", "HOME", "/work", "--setenv", "TMPDIR", "/work",
-            "--setenv", "PATH", "/usr/bin:/bin", "--remount-ro", "/"]
+    cmd += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(int(limits.work_bytes)),
+        "--tmpfs",
+        "/work",
+        "--chdir",
+        "/work",
+        "--clearenv",
+        "--setenv",
+        "HOME",
+        "/work",
+        "--setenv",
+        "TMPDIR",
+        "/work",
+        "--setenv",
+        "PATH",
+        "/usr/bin:/bin",
+        "--remount-ro",
+        "/",
+    ]
     return cmd
 
 
@@ -131,8 +169,9 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def run_python(code: str, limits: Limits = Limits(), sandbox: Sandbox = "bwrap", bwrap: str = "bwrap",
-               uid: int = UNPRIVILEGED_UID) -> RunResult:
+def run_python(
+    code: str, limits: Limits = Limits(), sandbox: Sandbox = "bwrap", bwrap: str = "bwrap", uid: int = UNPRIVILEGED_UID
+) -> RunResult:
     """Run ``code`` once, bounded by ``limits``, under ``sandbox``; under bwrap, return only once every process of
     the call is gone."""
     exe, _ = interpreter()
@@ -145,9 +184,16 @@ def run_python(code: str, limits: Limits = Limits(), sandbox: Sandbox = "bwrap",
         else:
             os.chmod(work, 0o777)  # the dropped uid works here
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, cwd=work,
-                                    env={"PATH": "/usr/bin:/bin", "HOME": work, "TMPDIR": work},
-                                    start_new_session=True, pass_fds=(info_w,))
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=work,
+                env={"PATH": "/usr/bin:/bin", "HOME": work, "TMPDIR": work},
+                start_new_session=True,
+                pass_fds=(info_w,),
+            )
         finally:
             os.close(info_w)
         timed_out = False
@@ -202,7 +248,9 @@ def bwrap_problem(bwrap: str = "bwrap") -> str | None:
         return f"{bwrap!r} is not on PATH (install Debian's bubblewrap: apt-get install -y bubblewrap)"
     result = run_python("print(6 * 7)", Limits(wall_s=30.0), "bwrap", path)
     if result.returncode != 0 or result.output.strip() != "42":
-        return f"{path} could not run Python in a sandbox here (exit {result.returncode}): {result.output.strip()[:500]}"
+        return (
+            f"{path} could not run Python in a sandbox here (exit {result.returncode}): {result.output.strip()[:500]}"
+        )
     return None
 
 
@@ -231,8 +279,10 @@ class PythonTool(BaseTool):
     is a plain subprocess with the same limits and is not isolation (a warning says so)."""
 
     name = "python"
-    description = ("Run a Python 3 program (standard library only) and see what it prints; print the values you need. "
-                   "Each call starts fresh: nothing is kept between calls. No network, no files outside the work dir.")
+    description = (
+        "Run a Python 3 program (standard library only) and see what it prints; print the values you need. "
+        "Each call starts fresh: nothing is kept between calls. No network, no files outside the work dir."
+    )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"code": {"type": "string", "description": "a complete program, for example print(12 * 7 / 3)"}},
@@ -242,8 +292,14 @@ class PythonTool(BaseTool):
     timeout = None  # each call is bounded by its own wall-clock limit, and its processes are killed past it
     max_code_chars = 20_000
 
-    def __init__(self, sandbox: Sandbox = "bwrap", limits: Limits | None = None, *, bwrap: str = "bwrap",
-                 uid: int = UNPRIVILEGED_UID) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox = "bwrap",
+        limits: Limits | None = None,
+        *,
+        bwrap: str = "bwrap",
+        uid: int = UNPRIVILEGED_UID,
+    ) -> None:
         if sandbox not in SANDBOXES:
             raise ConfigError(f"PythonTool: sandbox must be one of {list(SANDBOXES)}, got {sandbox!r}")
         if limits is not None and not isinstance(limits, Limits):
@@ -255,10 +311,15 @@ class PythonTool(BaseTool):
                 raise SandboxUnavailableError(
                     f"the python tool needs a sandbox and none can be made here: {problem}. Install bubblewrap where "
                     "it can create namespaces, or opt into sandbox='rlimits' (a plain subprocess with rlimits; it is "
-                    "NOT isolation: the code can read files, open sockets and write where its uid may)")
+                    "NOT isolation: the code can read files, open sockets and write where its uid may)"
+                )
         else:
-            warnings.warn("PythonTool(sandbox='rlimits') runs model code in a plain subprocess with rlimits: this is "
-                          "not isolation", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                "PythonTool(sandbox='rlimits') runs model code in a plain subprocess with rlimits: this is "
+                "not isolation",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def __call__(self, code: str) -> ToolResult:  # type: ignore[override]
         if len(code) > self.max_code_chars:

@@ -116,7 +116,9 @@ class BaseTool:
 def compile_schema(name: str, schema: Any) -> Callable[[Any], Any]:
     """Check ``schema`` is a valid JSON schema of an object and compile a fast validator for it."""
     if not isinstance(schema, Mapping):
-        raise InvalidToolSchemaError(f"tool {name!r}: parameters must be a JSON schema dict, got {type(schema).__name__}")
+        raise InvalidToolSchemaError(
+            f"tool {name!r}: parameters must be a JSON schema dict, got {type(schema).__name__}"
+        )
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as e:
@@ -128,12 +130,12 @@ def compile_schema(name: str, schema: Any) -> Callable[[Any], Any]:
     remote = _remote_ref(schema)
     if remote is not None:
         raise InvalidToolSchemaError(
-            f"tool {name!r}: parameters refer to {remote!r}; only local references (\"$ref\": \"#/$defs/...\") are "
+            f'tool {name!r}: parameters refer to {remote!r}; only local references ("$ref": "#/$defs/...") are '
             "allowed, since a remote one would be fetched over the network when the env is built. Inline the schema."
         )
     if schema.get("type") != "object":
         raise InvalidToolSchemaError(
-            f"tool {name!r}: parameters must describe an object (\"type\": \"object\"), got type {schema.get('type')!r}"
+            f'tool {name!r}: parameters must describe an object ("type": "object"), got type {schema.get("type")!r}'
         )
     try:
         return fastjsonschema.compile(dict(schema))
@@ -165,7 +167,9 @@ def check_tools(tools: Any, isolation: Isolation | None = None) -> dict[str, Bas
         if tool_ is None:
             raise InvalidToolSchemaError(f"expected a BaseTool or a typed function, got {t!r}")
         if not isinstance(getattr(tool_, "name", None), str) or not re.fullmatch(r"[A-Za-z_][\w.-]*", tool_.name):
-            raise InvalidToolSchemaError(f"tool name must be an identifier-like string, got {getattr(tool_, 'name', None)!r}")
+            raise InvalidToolSchemaError(
+                f"tool name must be an identifier-like string, got {getattr(tool_, 'name', None)!r}"
+            )
         if tool_.name in out:
             raise InvalidToolSchemaError(f"two tools are named {tool_.name!r}; tool names must be unique")
         tool_.__dict__["_validator"] = compile_schema(tool_.name, tool_.parameters)
@@ -188,7 +192,8 @@ def check_isolation(tool_: BaseTool) -> None:
                 f"tool {tool_.name!r} has isolation='process', so it is sent to a worker process, and it cannot be "
                 f"pickled ({type(e).__name__}: {e}); define its function or class at module level and keep "
                 "unpicklable state (connections, locks) out of __init__ (open it on the first call), or use "
-                "isolation='thread'") from e
+                "isolation='thread'"
+            ) from e
 
 
 # -- calling ----------------------------------------------------------------------------------------------------------
@@ -278,11 +283,15 @@ def run_tool(tool_: BaseTool, arguments: dict[str, Any]) -> ToolResult:
     """Call a tool on validated arguments with its timeout and isolation; coerce the result and truncate it."""
     if tool_.isolation == "process":
         return _in_process(tool_, arguments)
-    if tool_.timeout is not None and (abandoned_calls(tool_) >= tool_.max_abandoned_calls
-                                      or abandoned_threads() >= MAX_ABANDONED_THREADS):
-        return ToolResult(False, f"Error: {tool_.name} is unavailable: {abandoned_calls(tool_)} earlier calls of it "
-                                 f"({abandoned_threads()} of all tools) did not answer within their timeout and are "
-                                 "still running.")
+    if tool_.timeout is not None and (
+        abandoned_calls(tool_) >= tool_.max_abandoned_calls or abandoned_threads() >= MAX_ABANDONED_THREADS
+    ):
+        return ToolResult(
+            False,
+            f"Error: {tool_.name} is unavailable: {abandoned_calls(tool_)} earlier calls of it "
+            f"({abandoned_threads()} of all tools) did not answer within their timeout and are "
+            "still running.",
+        )
     try:
         result = tool_(**arguments) if tool_.timeout is None else _in_thread(tool_, arguments, tool_.timeout)
     except TimeoutError:
@@ -366,7 +375,10 @@ def _coerce(tool_: BaseTool, result: Any) -> ToolResult:
     if isinstance(result, ToolResult):
         ok, text, reward = bool(result.ok), result.text, result.reward
         if not isinstance(text, str):
-            ok, text = False, f"Error: {tool_.name} returned a result whose text is {type(text).__name__}, not a string."
+            ok, text = (
+                False,
+                f"Error: {tool_.name} returned a result whose text is {type(text).__name__}, not a string.",
+            )
     else:
         ok, text, reward = True, result, 0.0
     if not isinstance(text, str):
@@ -431,9 +443,16 @@ def _doc_parts(doc: str) -> tuple[str, dict[str, str]]:
 class FunctionTool(BaseTool):
     """A tool made from a typed Python function: the schema from the signature, the description from the docstring."""
 
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
-                 timeout: float | None = 30.0, max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-                 isolation: Isolation = "thread") -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float | None = 30.0,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        isolation: Isolation = "thread",
+    ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
         summary, param_docs = _doc_parts(fn.__doc__ or "")

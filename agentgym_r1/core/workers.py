@@ -95,8 +95,13 @@ class ProcessWorker:
     exits raises :class:`WorkerDied`. The process starts on the first request, and again after a kill.
     """
 
-    def __init__(self, setup: Callable[..., Any] | None = None, *args: Any, name: str = "agentgym-worker",
-                 startup_timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        setup: Callable[..., Any] | None = None,
+        *args: Any,
+        name: str = "agentgym-worker",
+        startup_timeout: float = 120.0,
+    ) -> None:
         self.setup, self.args, self.name, self.startup_timeout = setup, args, name, startup_timeout
         self.process: Any = None
         self.conn: Any = None
@@ -115,8 +120,9 @@ class ProcessWorker:
         parent, child = ctx.Pipe()
         # not daemonic: a daemonic process may not start children (an env worker whose tools run in processes)
         self.clock = ctx.RawValue("d", time.monotonic())
-        self.process = ctx.Process(target=_serve, args=(child, os.getpid(), self.clock, self.setup, self.args),
-                                   name=self.name, daemon=False)
+        self.process = ctx.Process(
+            target=_serve, args=(child, os.getpid(), self.clock, self.setup, self.args), name=self.name, daemon=False
+        )
         self.process.start()
         child.close()
         self.conn, self.ready = parent, False

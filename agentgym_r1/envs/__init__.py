@@ -31,8 +31,13 @@ def register_envs() -> None:
     """Register every ``AgentR1/*`` id. The turn limit is Gymnasium's ``max_episode_steps``."""
     for env_id, entry_point, turns in ENV_SPECS:
         if env_id not in registry:
-            register(id=env_id, entry_point=entry_point, max_episode_steps=turns, additional_wrappers=(_EPISODE_END,),
-                     kwargs=dict(VERSION_KWARGS.get(env_id, {})))
+            register(
+                id=env_id,
+                entry_point=entry_point,
+                max_episode_steps=turns,
+                additional_wrappers=(_EPISODE_END,),
+                kwargs=dict(VERSION_KWARGS.get(env_id, {})),
+            )
     if REMOTE_ENV_ID not in registry:  # the server applies the turn limit and EpisodeEnd
         register(id=REMOTE_ENV_ID, entry_point="agentgym_r1.envs.remote:RemoteEnv")
 

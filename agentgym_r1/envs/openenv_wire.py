@@ -45,7 +45,8 @@ class AgentObservation(Observation):
     truncated: bool = Field(default=False, description="The turn limit ended the episode (Gymnasium's truncated)")
     info: dict[str, Any] = Field(default_factory=dict, description="The step's info, JSON-safe")
     transcript: list[dict[str, Any]] = Field(
-        default_factory=list, description="Pieces appended to the transcript: {source, text, role, content}")
+        default_factory=list, description="Pieces appended to the transcript: {source, text, role, content}"
+    )
 
 
 class AgentState(State):
@@ -105,14 +106,18 @@ def transcript_pieces(transcript: Transcript, first_span: int, first_message: in
             m, k = messages[k], k + 1
         piece_text = text[s.start : s.end]
         content = None if m is None or m.content == piece_text else m.content
-        pieces.append({"source": s.source, "text": piece_text, "role": None if m is None else m.role,
-                       "content": content})
+        pieces.append(
+            {"source": s.source, "text": piece_text, "role": None if m is None else m.role, "content": content}
+        )
     return pieces
 
 
 def task_to_wire(task: Task | None) -> dict[str, Any] | None:
-    return None if task is None else jsonable({"id": task.id, "prompt": task.prompt, "answer": task.answer,
-                                               "meta": dict(task.meta)})
+    return (
+        None
+        if task is None
+        else jsonable({"id": task.id, "prompt": task.prompt, "answer": task.answer, "meta": dict(task.meta)})
+    )
 
 
 def task_from_wire(data: Mapping[str, Any] | None) -> Task | None:

@@ -11,8 +11,10 @@ from agentgym_r1.core.tasks import Task
 from agentgym_r1.core.tools import BaseTool
 from agentgym_r1.envs.gsm8k.env import GSM8KEnv
 
-SYSTEM_PROMPT = ("You are a careful math solver. Work out the answer step by step, write short Python programs with "
-                 "the python tool for the arithmetic (print what you need), and give the final answer as a number.")
+SYSTEM_PROMPT = (
+    "You are a careful math solver. Work out the answer step by step, write short Python programs with "
+    "the python tool for the arithmetic (print what you need), and give the final answer as a number."
+)
 
 
 def expert_program(task: Task) -> str:
@@ -52,16 +54,27 @@ class PythonMathEnv(GSM8KEnv):
     **Version history.** v0: first release.
     """
 
-    def __init__(self, source: str = "synthetic", split: str = "test", *, sandbox: Sandbox = "bwrap",
-                 limits: Limits | dict[str, Any] | None = None, system_prompt: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        source: str = "synthetic",
+        split: str = "test",
+        *,
+        sandbox: Sandbox = "bwrap",
+        limits: Limits | dict[str, Any] | None = None,
+        system_prompt: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         known = init_options(GSM8KEnv)
-        reject_unknown(type(self).__name__, {k: v for k, v in kwargs.items() if k not in known},
-                       {*known, *init_options(PythonMathEnv)})
+        reject_unknown(
+            type(self).__name__,
+            {k: v for k, v in kwargs.items() if k not in known},
+            {*known, *init_options(PythonMathEnv)},
+        )
         limits = Limits(**limits) if isinstance(limits, dict) else limits
         self.python = PythonTool(sandbox, limits)
-        super().__init__(source, split, system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
-                         **kwargs)
+        super().__init__(
+            source, split, system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt, **kwargs
+        )
 
     def make_tools(self) -> list[BaseTool]:
         return [self.python]

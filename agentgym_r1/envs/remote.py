@@ -43,7 +43,9 @@ __all__ = ["AgentEnvClient", "RemoteEnv"]
 
 # Errors the server names in its message ("ResetNeeded: ...") that the client raises as the local env would.
 _LOCAL_ERRORS: dict[str, type[error.AgentGymError]] = {
-    "ResetNeeded": error.ResetNeeded, "UnknownOptionError": error.UnknownOptionError, "ConfigError": error.ConfigError,
+    "ResetNeeded": error.ResetNeeded,
+    "UnknownOptionError": error.UnknownOptionError,
+    "ConfigError": error.ConfigError,
 }
 
 
@@ -54,8 +56,9 @@ class AgentEnvClient(EnvClient[AgentAction, AgentObservation, AgentState]):
         return {"text": action.text if isinstance(action, AgentAction) else action}
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[AgentObservation]:
-        obs = AgentObservation(**payload.get("observation", {}), reward=payload.get("reward"),
-                               done=payload.get("done", False))
+        obs = AgentObservation(
+            **payload.get("observation", {}), reward=payload.get("reward"), done=payload.get("done", False)
+        )
         return StepResult(observation=obs, reward=payload.get("reward"), done=payload.get("done", False))
 
     def _parse_state(self, payload: dict[str, Any]) -> AgentState:
@@ -79,11 +82,18 @@ class RemoteEnv(gym.Env[str, str]):
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012  (Gymnasium's API)
 
-    def __init__(self, url: str, *, connect_timeout_s: float = 10.0, message_timeout_s: float = 60.0,
-                 render_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout_s: float = 10.0,
+        message_timeout_s: float = 60.0,
+        render_mode: str | None = None,
+    ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise error.ConfigError(f"render_mode {render_mode!r} is not supported; use one of "
-                                    f"{self.metadata['render_modes']}")
+            raise error.ConfigError(
+                f"render_mode {render_mode!r} is not supported; use one of {self.metadata['render_modes']}"
+            )
         if not isinstance(url, str) or not url.startswith(("http://", "https://", "ws://", "wss://")):
             raise error.ConfigError(f"url must be the env server's address, e.g. 'http://127.0.0.1:8000'; got {url!r}")
         self.url, self.render_mode = url, render_mode
@@ -103,8 +113,9 @@ class RemoteEnv(gym.Env[str, str]):
         """Open a session (one ``/ws`` connection); a server at its cap raises :class:`SessionLimitError`."""
         self.disconnect()
         self.lost = False
-        self.client = AgentEnvClient(self.url, connect_timeout_s=self.timeouts[0],
-                                     message_timeout_s=self.timeouts[1]).sync()
+        self.client = AgentEnvClient(
+            self.url, connect_timeout_s=self.timeouts[0], message_timeout_s=self.timeouts[1]
+        ).sync()
         try:
             return self.call(self.client.state)
         except BaseException:
@@ -126,14 +137,16 @@ class RemoteEnv(gym.Env[str, str]):
             self.lost = True
             reason = e.rcvd.reason if e.rcvd is not None and e.rcvd.reason else "the connection was closed"
             if e.rcvd is not None and e.rcvd.code == 1013:  # the server's SessionGuard: at its session cap
-                raise error.SessionLimitError(f"{self.url}: {reason}. Close other sessions or start the server "
-                                              f"with a larger --max-sessions") from e
+                raise error.SessionLimitError(
+                    f"{self.url}: {reason}. Close other sessions or start the server with a larger --max-sessions"
+                ) from e
             raise error.RemoteEnvError(f"{self.url} closed the session: {reason}") from e
         except ConnectionError as e:
             raise error.RemoteEnvError(f"cannot reach the env server at {self.url}: {e}") from e
         except TimeoutError as e:
-            raise error.RemoteEnvError(f"the env server at {self.url} did not answer within "
-                                       f"{self.timeouts[1]:g} s (message_timeout_s)") from e
+            raise error.RemoteEnvError(
+                f"the env server at {self.url} did not answer within {self.timeouts[1]:g} s (message_timeout_s)"
+            ) from e
         except RuntimeError as e:  # openenv's client: "Server error: {message} (code: {code})"
             raise server_error(self.url, str(e)) from e
 
@@ -192,14 +205,14 @@ class RemoteEnv(gym.Env[str, str]):
             self.transcript.append(piece["source"], piece["text"], role=piece["role"], content=piece["content"])
 
 
-
 def server_error(url: str, text: str) -> error.AgentGymError:
     """The named error for openenv's ``RuntimeError("Server error: {message} (code: {code})")``."""
     body, _, code = text.removeprefix("Server error: ").rpartition(" (code: ")
     code = code.removesuffix(")")
     if code == "CAPACITY_REACHED":
-        return error.SessionLimitError(f"{url}: {body.rstrip('.')}. Close other sessions or start the server with a larger "
-                                       f"--max-sessions")
+        return error.SessionLimitError(
+            f"{url}: {body.rstrip('.')}. Close other sessions or start the server with a larger --max-sessions"
+        )
     name, sep, rest = body.partition(": ")
     if sep and name in _LOCAL_ERRORS:
         return _LOCAL_ERRORS[name](rest)

@@ -48,15 +48,18 @@ def check_reward_fn(fn: Any) -> RewardFn:
     """``fn`` if it can be a reward function; :class:`RewardFunctionError` now (not at the first answer) when it is
     not callable or its return annotation says it returns something other than a number or a :class:`Grade`."""
     if not callable(fn):
-        raise RewardFunctionError(f"reward_fn must be a function (prediction, task) -> float | Grade, got a "
-                                  f"{type(fn).__name__}: {fn!r:.80}")
+        raise RewardFunctionError(
+            f"reward_fn must be a function (prediction, task) -> float | Grade, got a {type(fn).__name__}: {fn!r:.80}"
+        )
     try:
         returns = typing.get_type_hints(fn).get("return")
     except (NameError, TypeError, AttributeError):  # annotations that do not resolve: checked at the first answer
         returns = None
     if returns in (str, bytes, type(None), list, dict, tuple):
-        raise RewardFunctionError(f"reward_fn {_fn_name(fn)} is annotated to return {returns.__name__}; it must return "
-                                  "a float (the outcome reward, solved at >= 1) or a Grade")
+        raise RewardFunctionError(
+            f"reward_fn {_fn_name(fn)} is annotated to return {returns.__name__}; it must return "
+            "a float (the outcome reward, solved at >= 1) or a Grade"
+        )
     return fn
 
 
@@ -64,11 +67,19 @@ def grade_of(fn: RewardFn, value: Any) -> Grade:
     """What ``fn`` returned, as a :class:`Grade`: a number is the score, solved at >= 1. A non-finite score is never a
     success (the base class then counts it as 0, with a RuntimeWarning); anything that is not a number or a Grade
     is :class:`RewardFunctionError`, naming the function and the type it returned."""
-    score, solved, metrics = (value.score, value.success, value.metrics) if isinstance(value, Grade) else (value, None, {})
+    score, solved, metrics = (
+        (value.score, value.success, value.metrics) if isinstance(value, Grade) else (value, None, {})
+    )
     if not isinstance(score, numbers.Real):
-        what = f"a Grade whose score is a {type(score).__name__}" if isinstance(value, Grade) else f"a {type(value).__name__}"
-        raise RewardFunctionError(f"reward_fn {_fn_name(fn)} returned {what} ({value!r:.80}); it must return a float "
-                                  "(the outcome reward, solved at >= 1) or a Grade(score, success, metrics)")
+        what = (
+            f"a Grade whose score is a {type(score).__name__}"
+            if isinstance(value, Grade)
+            else f"a {type(value).__name__}"
+        )
+        raise RewardFunctionError(
+            f"reward_fn {_fn_name(fn)} returned {what} ({value!r:.80}); it must return a float "
+            "(the outcome reward, solved at >= 1) or a Grade(score, success, metrics)"
+        )
     try:
         score = float(score)
     except OverflowError:  # an int past float range
@@ -77,7 +88,9 @@ def grade_of(fn: RewardFn, value: Any) -> Grade:
     return Grade(score, solved and math.isfinite(score), metrics)
 
 
-def add_mcp_tools(tools: dict[str, BaseTool], servers: Sequence[Any], timeout: float) -> tuple[Any, dict[str, BaseTool]]:
+def add_mcp_tools(
+    tools: dict[str, BaseTool], servers: Sequence[Any], timeout: float
+) -> tuple[Any, dict[str, BaseTool]]:
     """Connect to ``servers`` (:class:`~agentgym_r1.core.mcp_tools.McpClients`) and add their tools to ``tools``;
     a name two tools share is refused (:class:`ToolNameClashError`, naming both), after closing the servers."""
     if timeout <= 0:
@@ -91,10 +104,15 @@ def add_mcp_tools(tools: dict[str, BaseTool], servers: Sequence[Any], timeout: f
             check_tools([t])  # its name and schema, checked as a Python tool's
             if t.name in out:
                 other = out[t.name]
-                theirs = (f"one of MCP server {other.server!r}" if isinstance(other, McpTool) else
-                          f"the Python tool {_fn_name(getattr(other, 'fn', type(other)))}")
-                raise ToolNameClashError(f"two tools are named {t.name!r}: one of MCP server {t.server!r} and "
-                                         f"{theirs}; tool names must be unique. Rename one, or leave one out.")
+                theirs = (
+                    f"one of MCP server {other.server!r}"
+                    if isinstance(other, McpTool)
+                    else f"the Python tool {_fn_name(getattr(other, 'fn', type(other)))}"
+                )
+                raise ToolNameClashError(
+                    f"two tools are named {t.name!r}: one of MCP server {t.server!r} and "
+                    f"{theirs}; tool names must be unique. Rename one, or leave one out."
+                )
             out[t.name] = t
     except BaseException:
         clients.close()
@@ -180,16 +198,24 @@ class ToolEnv(Env):
 
     def _begin(self, options: dict[str, Any]) -> list[EnvMessage]:
         self.task = self.pick(self.tasks, options)
-        return [EnvMessage("system", self.system_prompt), EnvMessage(None, "\n\n"),
-                EnvMessage("user", self.task.prompt)]
+        return [
+            EnvMessage("system", self.system_prompt),
+            EnvMessage(None, "\n\n"),
+            EnvMessage("user", self.task.prompt),
+        ]
 
     def _act(self, action: str) -> Turn:
         parsed = self.parser.parse(action, self.tools)
         if parsed.kind == "command":
             parsed = self._command_to_call(parsed)
         if parsed.kind == "invalid":
-            return Turn(parsed.to_info(), [EnvMessage("user", parsed.error or "")], format=self.format_penalty,
-                        valid=False, error=parsed.error)
+            return Turn(
+                parsed.to_info(),
+                [EnvMessage("user", parsed.error or "")],
+                format=self.format_penalty,
+                valid=False,
+                error=parsed.error,
+            )
         turn = self._answer(parsed.answer or "") if parsed.kind == "answer" else self._call_tools(parsed)
         if parsed.note:  # the parser saw a call after the answer, or an answer beside the calls
             turn.messages.extend([EnvMessage(None, "\n"), EnvMessage("user", parsed.note)])
@@ -208,7 +234,10 @@ class ToolEnv(Env):
         for i, call in enumerate(calls):
             tool_ = self.tools.get(call.name)
             if i >= self.max_calls_per_turn:
-                ok, text = False, f"Error: more than {self.max_calls_per_turn} tool calls in one turn; this one was skipped."
+                ok, text = (
+                    False,
+                    f"Error: more than {self.max_calls_per_turn} tool calls in one turn; this one was skipped.",
+                )
                 errors.append(text)
             elif tool_ is None:
                 ok, text = False, f"Error: unknown tool {call.name!r}; the tools are {sorted(self.tools)}."
@@ -236,8 +265,11 @@ class ToolEnv(Env):
     def _command_to_call(self, parsed: ParsedAction) -> ParsedAction:
         tool_ = self.tools.get(parsed.verb or "")
         if tool_ is None:
-            return ParsedAction("invalid", error=f"Invalid action: unknown command {parsed.verb!r}; the commands are "
-                                                 f"{sorted(self.tools)} and answer[...].")
+            return ParsedAction(
+                "invalid",
+                error=f"Invalid action: unknown command {parsed.verb!r}; the commands are "
+                f"{sorted(self.tools)} and answer[...].",
+            )
         key = primary_argument(tool_)
         return ParsedAction("tool_call", calls=[ToolCall(tool_.name, {key: parsed.arg} if key else {})])
 

@@ -44,12 +44,12 @@ def parse_engine_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     options = dict(parse_qsl(query))
     allowed = {"max_new_tokens", "device"} if kind == "hf" else {"max_new_tokens"}
     if set(options) - allowed:
-        raise ConfigError(f"{spec!r}: unknown option(s) {sorted(set(options) - allowed)}; the options are "
-                          f"{sorted(allowed)}")
+        raise ConfigError(
+            f"{spec!r}: unknown option(s) {sorted(set(options) - allowed)}; the options are {sorted(allowed)}"
+        )
     if not options.get("max_new_tokens", "256").isdigit() or int(options.get("max_new_tokens", "256")) < 1:
         raise ConfigError(f"{spec!r}: max_new_tokens must be a positive integer")
-    require("vllm" if kind == "vllm" else "transformers", "vllm" if kind == "vllm" else "train",
-            f"the {kind}: policy")
+    require("vllm" if kind == "vllm" else "transformers", "vllm" if kind == "vllm" else "train", f"the {kind}: policy")
     return kind, path, options
 
 
@@ -57,8 +57,10 @@ def model_dir(spec: str) -> tuple[str, str, dict[str, str]]:
     """:func:`parse_engine_spec`, and a :class:`PolicyError` when the model directory does not exist."""
     kind, path, options = parse_engine_spec(spec)
     if not os.path.isdir(path):
-        raise PolicyError(f"{spec}: no such model directory; give a local directory with config.json, the weights "
-                          f"and a tokenizer (nothing is downloaded at evaluation time)")
+        raise PolicyError(
+            f"{spec}: no such model directory; give a local directory with config.json, the weights "
+            f"and a tokenizer (nothing is downloaded at evaluation time)"
+        )
     return kind, path, options
 
 
@@ -76,8 +78,9 @@ def check_spec(spec: str, env_id: str) -> None:
         make_policy(spec, env_id).close()
 
 
-def play_concurrent(make_env: Callable[[], gym.Env], make_policy: Callable[[], Policy], items: Sequence[Item],
-                    concurrency: int) -> Iterator[EpisodeRecord]:
+def play_concurrent(
+    make_env: Callable[[], gym.Env], make_policy: Callable[[], Policy], items: Sequence[Item], concurrency: int
+) -> Iterator[EpisodeRecord]:
     """Play ``items`` with up to ``concurrency`` episodes in flight; yields each record as it finishes. Closing the
     generator early cancels what has not started."""
     if concurrency < 1:
@@ -126,13 +129,28 @@ class EnginePlayer:
     model that cannot be loaded, :class:`ConfigError` for a bad spec and ``DependencyNotInstalled`` (naming the
     extra) when vLLM or transformers is missing, before any episode."""
 
-    def __init__(self, spec: str, timeout: float = 60.0, max_context_tokens: int = 4096, env_backend: str = "thread",
-                 env_workers: int = 0, ray_address: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: str,
+        timeout: float = 60.0,
+        max_context_tokens: int = 4096,
+        env_backend: str = "thread",
+        env_workers: int = 0,
+        ray_address: str | None = None,
+    ) -> None:
         kind, path, options = model_dir(spec)
-        backend, chat = (_hf_backend(path, options.get("device", "cpu")) if kind == "hf" else _vllm_backend(path))
-        self._start(spec, backend, chat, int(options.get("max_new_tokens", 256)),
-                    {"max_time": timeout} if kind == "hf" else {}, max_context_tokens=max_context_tokens,
-                    env_backend=env_backend, env_workers=env_workers, ray_address=ray_address)
+        backend, chat = _hf_backend(path, options.get("device", "cpu")) if kind == "hf" else _vllm_backend(path)
+        self._start(
+            spec,
+            backend,
+            chat,
+            int(options.get("max_new_tokens", 256)),
+            {"max_time": timeout} if kind == "hf" else {},
+            max_context_tokens=max_context_tokens,
+            env_backend=env_backend,
+            env_workers=env_workers,
+            ray_address=ray_address,
+        )
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, max_new_tokens: int = 256, timeout: float = 60.0) -> EnginePlayer:
@@ -143,27 +161,42 @@ class EnginePlayer:
 
         player = cls.__new__(cls)
         chat = ChatTokenizer(tokenizer)
-        player._start(f"hf:<in memory>?max_new_tokens={max_new_tokens}", HFBackend(model, chat), chat,
-                      max_new_tokens, {"max_time": timeout})
+        player._start(
+            f"hf:<in memory>?max_new_tokens={max_new_tokens}",
+            HFBackend(model, chat),
+            chat,
+            max_new_tokens,
+            {"max_time": timeout},
+        )
         return player
 
-    def _start(self, name: str, backend: Any, chat: Any, max_new_tokens: int, extra: dict[str, Any],
-               max_context_tokens: int = 4096, **config: Any) -> None:
+    def _start(
+        self,
+        name: str,
+        backend: Any,
+        chat: Any,
+        max_new_tokens: int,
+        extra: dict[str, Any],
+        max_context_tokens: int = 4096,
+        **config: Any,
+    ) -> None:
         from agentgym_r1.adapters.backends.base import SamplingParams
         from agentgym_r1.adapters.rollout import RolloutConfig, RolloutEngine
 
         self.name = name
         sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, extra=extra)
-        self.engine = RolloutEngine(backend, chat, RolloutConfig(max_context_tokens=max_context_tokens,
-                                                                 sampling=sampling, seed=None, **config))
+        self.engine = RolloutEngine(
+            backend, chat, RolloutConfig(max_context_tokens=max_context_tokens, sampling=sampling, seed=None, **config)
+        )
 
-    def play(self, env_id: str, env_kwargs: dict[str, Any], items: Sequence[Item],
-             batch: int) -> Iterator[EpisodeRecord]:
+    def play(
+        self, env_id: str, env_kwargs: dict[str, Any], items: Sequence[Item], batch: int
+    ) -> Iterator[EpisodeRecord]:
         """Play ``items`` ``batch`` at a time; yields each batch's records when the batch ends."""
         from agentgym_r1.adapters.rollout import Prompt
 
         for start in range(0, len(items), batch):
-            chunk = items[start:start + batch]
+            chunk = items[start : start + batch]
             t0 = time.perf_counter()
             played = self.engine.rollout([Prompt(env_id, env_kwargs, seed) for _, seed in chunk], 1)
             seconds = (time.perf_counter() - t0) / len(chunk)
@@ -176,9 +209,19 @@ class EnginePlayer:
 
 def _record(idx: int, seed: int, ep: Any, seconds: float) -> EpisodeRecord:
     turns = [] if ep.placeholder else ep.turns
-    return EpisodeRecord(idx, seed, ep.task_id, bool(ep.success), float(sum(t.reward for t in turns)), len(turns),
-                         sum(not t.valid for t in turns), ep.truncated, dict(ep.metrics),
-                         ep.error if ep.failed else None, seconds)
+    return EpisodeRecord(
+        idx,
+        seed,
+        ep.task_id,
+        bool(ep.success),
+        float(sum(t.reward for t in turns)),
+        len(turns),
+        sum(not t.valid for t in turns),
+        ep.truncated,
+        dict(ep.metrics),
+        ep.error if ep.failed else None,
+        seconds,
+    )
 
 
 def _hf_backend(path: str, device: str) -> tuple[Any, Any]:

@@ -32,17 +32,36 @@ METRICS: dict[str, tuple[tuple[str, str], ...]] = {
 # https://github.com/AgentR1/Agent-R1 (technical report arXiv:2511.14460). Percentages. Reported, not run here.
 REFERENCE_SOURCE = "Agent-R1 (arXiv:2511.14460; github.com/AgentR1/Agent-R1 README), Qwen3-4B"
 REFERENCE: dict[str, dict[str, dict[str, float]]] = {
-    "GSM8K": {"ReAct": {"accuracy": 53.1}, "GRPO": {"accuracy": 83.3}, "PPO": {"accuracy": 78.1},
-              "REINFORCE": {"accuracy": 78.9}, "RLOO": {"accuracy": 81.6}},
+    "GSM8K": {
+        "ReAct": {"accuracy": 53.1},
+        "GRPO": {"accuracy": 83.3},
+        "PPO": {"accuracy": 78.1},
+        "REINFORCE": {"accuracy": 78.9},
+        "RLOO": {"accuracy": 81.6},
+    },
     # The paper reports one HotpotQA "Acc." column; it is shown under EM here.
-    "HotpotQA": {"ReAct": {"em": 25.8}, "GRPO": {"em": 59.4}, "PPO": {"em": 56.7}, "REINFORCE": {"em": 52.8},
-                 "RLOO": {"em": 55.2}},
+    "HotpotQA": {
+        "ReAct": {"em": 25.8},
+        "GRPO": {"em": 59.4},
+        "PPO": {"em": 56.7},
+        "REINFORCE": {"em": 52.8},
+        "RLOO": {"em": 55.2},
+    },
     # Success rate on the seen split; the unseen split is in REFERENCE_NOTES.
-    "ALFWorld": {"ReAct": {"success": 7.14}, "GRPO": {"success": 81.29}, "PPO": {"success": 76.42},
-                 "REINFORCE": {"success": 73.84}, "RLOO": {"success": 79.08}},
-    "WebShop": {"ReAct": {"score": 51.58, "success": 23.8}, "GRPO": {"score": 65.83, "success": 44.2},
-                "PPO": {"score": 70.18, "success": 46.0}, "REINFORCE": {"score": 63.41, "success": 41.8},
-                "RLOO": {"score": 68.02, "success": 45.1}},
+    "ALFWorld": {
+        "ReAct": {"success": 7.14},
+        "GRPO": {"success": 81.29},
+        "PPO": {"success": 76.42},
+        "REINFORCE": {"success": 73.84},
+        "RLOO": {"success": 79.08},
+    },
+    "WebShop": {
+        "ReAct": {"score": 51.58, "success": 23.8},
+        "GRPO": {"score": 65.83, "success": 44.2},
+        "PPO": {"score": 70.18, "success": 46.0},
+        "REINFORCE": {"score": 63.41, "success": 41.8},
+        "RLOO": {"score": 68.02, "success": 45.1},
+    },
 }
 REFERENCE_NOTES: dict[str, str] = {
     "HotpotQA": "the paper's single 'HotpotQA Acc.' column, shown under EM",
@@ -106,9 +125,13 @@ def paired_rows(store: ResultsStore) -> dict[int, Paired]:
         for run in runs:
             if run["policy"] in (rec.before_policy, rec.after_policy):
                 ends.setdefault(tuple(run[k] for k in IDENTITY), {})[run["policy"]] = run["id"]
-        out |= {ids[rec.after_policy]: pair_episodes(store.episodes(ids[rec.before_policy]),
-                                                     store.episodes(ids[rec.after_policy]))
-                for ids in ends.values() if len(ids) == 2}
+        out |= {
+            ids[rec.after_policy]: pair_episodes(
+                store.episodes(ids[rec.before_policy]), store.episodes(ids[rec.after_policy])
+            )
+            for ids in ends.values()
+            if len(ids) == 2
+        }
     return out
 
 
@@ -218,11 +241,20 @@ def build_rows(store: ResultsStore) -> list[Row]:
     for run in store.runs():
         episodes = store.episodes(run["id"])
         label, rec = names.get(run["policy"], (run["policy"], None))
-        row = Row(run["env_id"], run["source"] or "", label, "trained" if rec else run["policy_kind"] or "",
-                  len(episodes), run["episodes"] or 0, status=run["status"] or "", message=run["message"],
-                  seed=run["seed"], options=options_label(run["env_kwargs"] or ""),
-                  meta={k: str(run[k]) for k in ("env_version", "package_version", "git_commit", "updated_at")},
-                  paired=pairs.get(run["id"]))
+        row = Row(
+            run["env_id"],
+            run["source"] or "",
+            label,
+            "trained" if rec else run["policy_kind"] or "",
+            len(episodes),
+            run["episodes"] or 0,
+            status=run["status"] or "",
+            message=run["message"],
+            seed=run["seed"],
+            options=options_label(run["env_kwargs"] or ""),
+            meta={k: str(run[k]) for k in ("env_version", "package_version", "git_commit", "updated_at")},
+            paired=pairs.get(run["id"]),
+        )
         if rec is not None and rec.status != "done" and row.status != "done":
             row.status, row.message = "missing", training_state(rec)
         fill(row, episodes)
@@ -230,17 +262,29 @@ def build_rows(store: ResultsStore) -> list[Row]:
     stored = {run["policy"] for run in store.runs()}
     for rec in trainings:
         status = "skipped" if rec.status == "skipped" else "missing"
-        rows += [Row(rec.env_id, rec.source, label, "trained", status=status, message=training_state(rec),
-                     options=options_label(rec.env_kwargs)) for spec, label in trained_labels(rec).items()
-                 if spec not in stored]
+        rows += [
+            Row(
+                rec.env_id,
+                rec.source,
+                label,
+                "trained",
+                status=status,
+                message=training_state(rec),
+                options=options_label(rec.env_kwargs),
+            )
+            for spec, label in trained_labels(rec).items()
+            if spec not in stored
+        ]
     return rows
 
 
 def trained_labels(rec: TrainingRecord) -> dict[str, str]:
     """The board's names of a trained agent's two rows, by their policy spec (``hf:CHECKPOINT?...``)."""
     b = rec.budget
-    return {rec.before_policy: f"tiny agent, before training (SFT {b.get('sft_steps')} steps)",
-            rec.after_policy: f"tiny agent, after training (SFT + GRPO {b.get('grpo_steps')} steps)"}
+    return {
+        rec.before_policy: f"tiny agent, before training (SFT {b.get('sft_steps')} steps)",
+        rec.after_policy: f"tiny agent, after training (SFT + GRPO {b.get('grpo_steps')} steps)",
+    }
 
 
 def training_state(rec: TrainingRecord) -> str:
@@ -249,8 +293,7 @@ def training_state(rec: TrainingRecord) -> str:
     if rec.status == "running":
         if rec.pid and _alive(rec.pid):
             return f"still training (pid {rec.pid}, {rec.message})"
-        return (f"the training process (pid {rec.pid}) ended before it finished, during {rec.message} (killed?); "
-                f"{again}")
+        return f"the training process (pid {rec.pid}) ended before it finished, during {rec.message} (killed?); {again}"
     if rec.status in ("done", "skipped"):
         return rec.message or "trained"
     return f"{rec.message}; {again}"
@@ -287,8 +330,17 @@ def reference_rows(env_ids: list[str]) -> list[Row]:
     for env_id in env_ids:
         for i, (method, values) in enumerate(REFERENCE.get(env_family(env_id), {}).items()):
             metrics = {k: Stat(v / 100, math.nan, math.nan) for k, v in values.items()}
-            out.append(Row(env_id, "paper", f"Qwen3-4B {method}", "reported", metrics=metrics,
-                           status="reported, not run", message=None if i else REFERENCE_NOTES.get(env_family(env_id))))
+            out.append(
+                Row(
+                    env_id,
+                    "paper",
+                    f"Qwen3-4B {method}",
+                    "reported",
+                    metrics=metrics,
+                    status="reported, not run",
+                    message=None if i else REFERENCE_NOTES.get(env_family(env_id)),
+                )
+            )
     return out
 
 
@@ -305,8 +357,14 @@ def board(store: ResultsStore, references: bool = True) -> dict[str, list[Row]]:
         grouped.setdefault(row.env_id, []).append(row)
     for env_id, rows in grouped.items():
         key = metric_columns(env_id)[0][0]
-        rows.sort(key=lambda r: (_level(r.options), r.options, r.kind == "oracle",
-                                 -(r.metrics[key].value if key in r.metrics else -1.0)))
+        rows.sort(
+            key=lambda r: (
+                _level(r.options),
+                r.options,
+                r.kind == "oracle",
+                -(r.metrics[key].value if key in r.metrics else -1.0),
+            )
+        )
         if references:
             rows.extend(reference_rows([env_id]))
     return dict(sorted(grouped.items()))

@@ -51,24 +51,43 @@ def add_leaderboard_parser(sub: Any) -> None:
     lsub = lb.add_subparsers(dest="leaderboard_command", required=True)
     run = lsub.add_parser("run", help="evaluate the suite's baselines (and --policy models) on every env")
     run.add_argument("--suite", default="quick", help="quick (minutes) or full")
-    run.add_argument("--policy", action="append", default=[],
-                     help="a policy to add on every env (hf:PATH, vllm:PATH, openai:URL#MODEL or a baseline name); "
-                          "repeatable")
+    run.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        help="a policy to add on every env (hf:PATH, vllm:PATH, openai:URL#MODEL or a baseline name); repeatable",
+    )
     run.add_argument("--only", action="store_true", help="run only the --policy policies, not the suite's baselines")
     run.add_argument("--env", action="append", default=[], help="run only these env ids (repeatable)")
-    run.add_argument("--episodes", type=int_arg(1, MAX_EPISODES), default=None,
-                     help="episodes per env (default: the suite's)")
+    run.add_argument(
+        "--episodes", type=int_arg(1, MAX_EPISODES), default=None, help="episodes per env (default: the suite's)"
+    )
     run.add_argument("--seed", type=int_arg(0, SEED_MAX), default=0)
-    run.add_argument("--workers", type=int_arg(1, 1024), default=None,
-                     help="envs run in parallel (default: CPU cores)")
+    run.add_argument("--workers", type=int_arg(1, 1024), default=None, help="envs run in parallel (default: CPU cores)")
     add_play_options(run)
     run.add_argument("--html", default=None, help="where to write the HTML board (default: beside the results)")
-    run.add_argument("--no-train", action="store_true",
-                     help="skip the tiny agent the quick suite trains in the run (SFT, then GRPO on GSM8K)")
-    run.add_argument("--sft-steps", type=int_arg(1, 10**6), default=None, help="the trained agent's SFT steps (default: TrainBudget.sft_steps)")
-    run.add_argument("--train-steps", type=int_arg(1, 10**6), default=None, help="the trained agent's GRPO steps (default: TrainBudget.grpo_steps)")
-    run.add_argument("--train-dir", default=None,
-                     help="where the trained agent's checkpoints go (default: beside the results, <results>-train/)")
+    run.add_argument(
+        "--no-train",
+        action="store_true",
+        help="skip the tiny agent the quick suite trains in the run (SFT, then GRPO on GSM8K)",
+    )
+    run.add_argument(
+        "--sft-steps",
+        type=int_arg(1, 10**6),
+        default=None,
+        help="the trained agent's SFT steps (default: TrainBudget.sft_steps)",
+    )
+    run.add_argument(
+        "--train-steps",
+        type=int_arg(1, 10**6),
+        default=None,
+        help="the trained agent's GRPO steps (default: TrainBudget.grpo_steps)",
+    )
+    run.add_argument(
+        "--train-dir",
+        default=None,
+        help="where the trained agent's checkpoints go (default: beside the results, <results>-train/)",
+    )
     run.set_defaults(func=_run)
     show = lsub.add_parser("show", help="print the board in the terminal")
     show.set_defaults(func=_show)
@@ -83,23 +102,38 @@ def add_leaderboard_parser(sub: Any) -> None:
 
 def add_play_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``eval`` and ``leaderboard run``."""
-    p.add_argument("--timeout", type=seconds_arg, default=60.0,
-                   help="seconds a model may take for one turn (one request)")
-    p.add_argument("--samples", type=int_arg(1, 1000), default=1,
-                   help="plays of each task; K > 1 adds pass@1 and pass@K")
-    p.add_argument("--concurrency", type=int_arg(1, 4096), default=16,
-                   help="model episodes at once: openai: requests in flight, hf:/vllm: episodes per engine batch")
+    p.add_argument(
+        "--timeout", type=seconds_arg, default=60.0, help="seconds a model may take for one turn (one request)"
+    )
+    p.add_argument(
+        "--samples", type=int_arg(1, 1000), default=1, help="plays of each task; K > 1 adds pass@1 and pass@K"
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int_arg(1, 4096),
+        default=16,
+        help="model episodes at once: openai: requests in flight, hf:/vllm: episodes per engine batch",
+    )
     from agentgym_r1.adapters.env_backends import ENV_BACKENDS
 
-    p.add_argument("--env-backend", default="thread", choices=ENV_BACKENDS,
-                   help="where hf:/vllm: episodes' envs run: threads here, worker processes, or Ray actors")
-    p.add_argument("--env-workers", type=int_arg(0, 1024), default=0, help="threads, processes or Ray actors for the envs")
-    p.add_argument("--ray-address", default=None,
-                   help="Ray cluster for --env-backend ray (default: a local instance)")
-    p.add_argument("--env-kwargs", default=None, metavar="JSON",
-                   help="the env's options as a JSON object, e.g. '{\"difficulty\": \"hard\"}'; recorded with the "
-                        "results and shown on the board (leaderboard run: given to every env of the suite, over the "
-                        "suite's own; an env that does not take an option is skipped, saying so)")
+    p.add_argument(
+        "--env-backend",
+        default="thread",
+        choices=ENV_BACKENDS,
+        help="where hf:/vllm: episodes' envs run: threads here, worker processes, or Ray actors",
+    )
+    p.add_argument(
+        "--env-workers", type=int_arg(0, 1024), default=0, help="threads, processes or Ray actors for the envs"
+    )
+    p.add_argument("--ray-address", default=None, help="Ray cluster for --env-backend ray (default: a local instance)")
+    p.add_argument(
+        "--env-kwargs",
+        default=None,
+        metavar="JSON",
+        help='the env\'s options as a JSON object, e.g. \'{"difficulty": "hard"}\'; recorded with the '
+        "results and shown on the board (leaderboard run: given to every env of the suite, over the "
+        "suite's own; an env that does not take an option is skipped, saying so)",
+    )
 
 
 def check_play_options(args: argparse.Namespace, env_ids: list[str]) -> None:
@@ -112,8 +146,10 @@ def check_play_options(args: argparse.Namespace, env_ids: list[str]) -> None:
         if value is not None and value < 1:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
     if getattr(args, "episodes", None) and args.episodes * args.samples > MAX_EPISODES:
-        raise ConfigError(f"--episodes x --samples must be at most {MAX_EPISODES} plays, got {args.episodes} x "
-                          f"{args.samples}; run fewer episodes, or split the run by --seed")
+        raise ConfigError(
+            f"--episodes x --samples must be at most {MAX_EPISODES} plays, got {args.episodes} x "
+            f"{args.samples}; run fewer episodes, or split the run by --seed"
+        )
     if not (0 <= args.seed <= SEED_MAX):
         raise ConfigError(f"--seed must be from 0 to {SEED_MAX}, got {args.seed}")
     if not (math.isfinite(args.timeout) and args.timeout > 0):
@@ -148,8 +184,10 @@ def _plan(args: argparse.Namespace, budget: Any = None) -> tuple[list, list]:
     entries = suite(args.suite)
     missing = sorted(set(args.env) - {e.env_id for e in entries})
     if missing:
-        raise ConfigError(f"{missing} not in suite {args.suite!r}; its envs are {[e.env_id for e in entries]} "
-                          f"(evaluate any other env id with `agentgym-r1 eval`)")
+        raise ConfigError(
+            f"{missing} not in suite {args.suite!r}; its envs are {[e.env_id for e in entries]} "
+            f"(evaluate any other env id with `agentgym-r1 eval`)"
+        )
     check_play_options(args, [e.env_id for e in entries])
     extra = parse_env_kwargs(args.env_kwargs)
     train = not (args.no_train or args.only or extra or args.samples != 1)
@@ -162,9 +200,23 @@ def _plan(args: argparse.Namespace, budget: Any = None) -> tuple[list, list]:
         options = canonical({**dict(entry.env_kwargs), **extra})
         policies = [*([] if args.only else entry.policies), *args.policy]
         for policy in dict.fromkeys(policies):
-            jobs.append(Job(entry.env_id, entry.source, policy, args.seed, args.episodes or entry.episodes,
-                            args.suite, args.timeout, args.samples, args.concurrency, env_backend=args.env_backend,
-                            env_workers=args.env_workers, ray_address=args.ray_address, env_kwargs=options))
+            jobs.append(
+                Job(
+                    entry.env_id,
+                    entry.source,
+                    policy,
+                    args.seed,
+                    args.episodes or entry.episodes,
+                    args.suite,
+                    args.timeout,
+                    args.samples,
+                    args.concurrency,
+                    env_backend=args.env_backend,
+                    env_workers=args.env_workers,
+                    ray_address=args.ray_address,
+                    env_kwargs=options,
+                )
+            )
     return list(dict.fromkeys(jobs)), plans  # --env-kwargs over a suite's levels can make two entries one
 
 
@@ -177,8 +229,16 @@ def _train_plan(args: argparse.Namespace, entry: Any, budget: Any) -> Any:
     steps = {k: v for k, v in (("sft_steps", args.sft_steps), ("grpo_steps", args.train_steps)) if v is not None}
     budget = dataclasses.replace(budget, **steps)  # a step count under 1 is refused here, before any work
     out = Path(args.train_dir) if args.train_dir else Path(args.results).with_name(Path(args.results).stem + "-train")
-    return TrainPlan(args.results, out, args.episodes or entry.episodes, args.seed, args.suite, args.concurrency,
-                     args.timeout, budget)
+    return TrainPlan(
+        args.results,
+        out,
+        args.episodes or entry.episodes,
+        args.seed,
+        args.suite,
+        args.concurrency,
+        args.timeout,
+        budget,
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -205,8 +265,10 @@ def run_board(args: argparse.Namespace, train_budget: Any = None, train_callback
         store.close()
     skipped = [o for o in outcomes if o.status == "skipped"]
     failed = [o for o in outcomes if o.status == "failed"]
-    print(f"\n{len(outcomes) - len(skipped) - len(failed)} job(s) done, {len(skipped)} skipped, {len(failed)} failed; "
-          f"results in {args.results}; HTML board in {html_path}")
+    print(
+        f"\n{len(outcomes) - len(skipped) - len(failed)} job(s) done, {len(skipped)} skipped, {len(failed)} failed; "
+        f"results in {args.results}; HTML board in {html_path}"
+    )
     for o in failed:
         print(f"agentgym-r1: failed: {o.job.env_id} {o.job.policy}: {o.message}", file=sys.stderr)
     missing = [r for r in trained if r.status not in ("done", "skipped")]
@@ -231,11 +293,13 @@ def _train(plans: list, callbacks: Any) -> tuple[list, bool]:
     done = []
     for plan in plans:
         try:
-            done.append(train_on_board(plan, callbacks, say=lambda line: print(line, file=sys.stderr, flush=True),
-                                       progress=Progress()))
+            done.append(
+                train_on_board(
+                    plan, callbacks, say=lambda line: print(line, file=sys.stderr, flush=True), progress=Progress()
+                )
+            )
         except KeyboardInterrupt:
-            print("agentgym-r1: training interrupted (Ctrl-C); the board shows the rows that finished",
-                  file=sys.stderr)
+            print("agentgym-r1: training interrupted (Ctrl-C); the board shows the rows that finished", file=sys.stderr)
             return done, True
     return done, False
 
@@ -245,8 +309,9 @@ def _render(store, fmt: str, references: bool) -> str:
     from agentgym_r1.leaderboard.board import board
 
     boards = board(store, references)
-    return {"md": render.markdown, "csv": render.to_csv, "html": render.to_html,
-            "text": render.terminal}[fmt](boards, store.trainings())
+    return {"md": render.markdown, "csv": render.to_csv, "html": render.to_html, "text": render.terminal}[fmt](
+        boards, store.trainings()
+    )
 
 
 def _print_board(store, references: bool) -> None:
@@ -301,9 +366,21 @@ def run_eval(args: argparse.Namespace) -> int:
     check_play_options(args, [args.env])
     results = args.results or str(Path(tempfile.mkdtemp(prefix="agentgym-r1-eval-")) / "eval.sqlite")
     _open_store(results).close()
-    job = Job(args.env, args.source, args.policy, args.seed, args.episodes, "eval", args.timeout, args.samples,
-              args.concurrency, env_backend=args.env_backend, env_workers=args.env_workers,
-              ray_address=args.ray_address, env_kwargs=canonical(extra))
+    job = Job(
+        args.env,
+        args.source,
+        args.policy,
+        args.seed,
+        args.episodes,
+        "eval",
+        args.timeout,
+        args.samples,
+        args.concurrency,
+        env_backend=args.env_backend,
+        env_workers=args.env_workers,
+        ray_address=args.ray_address,
+        env_kwargs=canonical(extra),
+    )
     (outcome,) = run_jobs([job], results, workers=1, progress=Progress())
     store = _open_store(results)
     try:
@@ -313,8 +390,19 @@ def run_eval(args: argparse.Namespace) -> int:
         store.close()
     from agentgym_r1.leaderboard.policies import policy_kind
 
-    row = fill(Row(args.env, run["source"], args.policy, policy_kind(args.policy, args.env), status=outcome.status,
-                   message=outcome.message, planned=run["episodes"], options=options_label(job.env_kwargs)), episodes)
+    row = fill(
+        Row(
+            args.env,
+            run["source"],
+            args.policy,
+            policy_kind(args.policy, args.env),
+            status=outcome.status,
+            message=outcome.message,
+            planned=run["episodes"],
+            options=options_label(job.env_kwargs),
+        ),
+        episodes,
+    )
     _print_eval(args, row, episodes)
     print(f"results in {results} (run the same command with --results {results} to resume)")
     if args.json:
@@ -334,11 +422,16 @@ def _print_eval(args: argparse.Namespace, row, episodes: list) -> None:
 
     if args.verbose:
         for e in episodes:
-            print(f"episode {e.idx:4d} task={e.task_id} success={e.success} reward={e.reward:.2f} turns={e.turns}"
-                  + (f" error={e.error}" if e.error else ""))
+            print(
+                f"episode {e.idx:4d} task={e.task_id} success={e.success} reward={e.reward:.2f} turns={e.turns}"
+                + (f" error={e.error}" if e.error else "")
+            )
     rate = wilson(sum(e.success for e in episodes), len(episodes))
-    print(f"{args.env} policy={args.policy} source={args.source or 'default'}"
-          + (f" {row.options}" if row.options else "") + f" episodes={row.episodes} "
-          f"success {rate.value:.3f} (95% CI {rate.low:.3f}-{rate.high:.3f}) status={row.status}"
-          + (f": {row.message}" if row.message else ""))
+    print(
+        f"{args.env} policy={args.policy} source={args.source or 'default'}"
+        + (f" {row.options}" if row.options else "")
+        + f" episodes={row.episodes} "
+        f"success {rate.value:.3f} (95% CI {rate.low:.3f}-{rate.high:.3f}) status={row.status}"
+        + (f": {row.message}" if row.message else "")
+    )
     print(render.terminal({args.env: [row]}))

@@ -101,14 +101,21 @@ class Progress:
         bar = self.bars.get(key)
         label = " ".join(filter(None, (job.env_id, options_label(job.env_kwargs), job.policy)))
         if bar is None:
-            bar = self.bars[key] = tqdm(total=total, initial=max(0, done - 1), desc=label,
-                                        file=stream, disable=None, dynamic_ncols=True, unit="ep", leave=True)
+            bar = self.bars[key] = tqdm(
+                total=total,
+                initial=max(0, done - 1),
+                desc=label,
+                file=stream,
+                disable=None,
+                dynamic_ncols=True,
+                unit="ep",
+                leave=True,
+            )
         bar.update(done - bar.n)
         bar.set_postfix(success=f"{successes / done:.2f}" if done else "-", refresh=False)
         if note and note.split(":")[0] in ("FAILED", "SKIPPED"):
             bar.close()
-            tqdm.write(f"[{label}] {done}/{total} success "
-                       f"{successes / done if done else 0.0:.2f}  {note}", file=stream)
+            tqdm.write(f"[{label}] {done}/{total} success {successes / done if done else 0.0:.2f}  {note}", file=stream)
         elif done >= total:
             bar.close()
 
@@ -117,8 +124,14 @@ class Progress:
 def git_commit() -> str | None:
     """The commit of the checkout this package runs from, or None outside a git checkout."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
-                             text=True, timeout=10, check=False)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
@@ -128,9 +141,19 @@ def job_meta(job: Job) -> RunMeta:
     """The store's record of ``job`` (its key says which stored run it resumes)."""
     from agentgym_r1 import __version__
 
-    return RunMeta(job.env_id, job.source or "default", job.policy, job.seed, job.episodes * job.samples, job.suite,
-                   policy_kind(job.policy, job.env_id), package_version=__version__, git_commit=git_commit(),
-                   samples=job.samples, env_kwargs=job.env_kwargs)
+    return RunMeta(
+        job.env_id,
+        job.source or "default",
+        job.policy,
+        job.seed,
+        job.episodes * job.samples,
+        job.suite,
+        policy_kind(job.policy, job.env_id),
+        package_version=__version__,
+        git_commit=git_commit(),
+        samples=job.samples,
+        env_kwargs=job.env_kwargs,
+    )
 
 
 def run_job(job: Job, store: ResultsStore, progress: Callable[..., None] | None = None) -> JobOutcome:
@@ -148,8 +171,9 @@ def run_job(job: Job, store: ResultsStore, progress: Callable[..., None] | None 
         if not job.env_kwargs:
             raise
         # --env-kwargs for a whole suite: an env that does not take an option is left out, saying which
-        return _finish(store, meta, job, "skipped", f"{job.env_id} does not take --env-kwargs {job.env_kwargs}: {e}",
-                       progress)
+        return _finish(
+            store, meta, job, "skipped", f"{job.env_id} does not take --env-kwargs {job.env_kwargs}: {e}", progress
+        )
     except Exception as e:  # an env that cannot be built is this job's failure, not the suite's
         return _finish(store, meta, job, "failed", f"cannot make {job.env_id} on source {job.source!r}: {e}", progress)
     try:
@@ -190,32 +214,51 @@ def _play_concurrent(job: Job, meta: RunMeta, env, store: ResultsStore, progress
 
     client = make_client(parse_openai_spec(job.policy)[0], job.timeout)
     try:
-        return _episodes(job, meta, store, progress, lambda todo: play_concurrent(
-            lambda: make_env(job.env_id, job.source, job.options),
-            lambda: make_policy(job.policy, job.env_id, seed=job.seed, timeout=job.timeout, client=client),
-            todo, job.concurrency))
+        return _episodes(
+            job,
+            meta,
+            store,
+            progress,
+            lambda todo: play_concurrent(
+                lambda: make_env(job.env_id, job.source, job.options),
+                lambda: make_policy(job.policy, job.env_id, seed=job.seed, timeout=job.timeout, client=client),
+                todo,
+                job.concurrency,
+            ),
+        )
     finally:
         client.close()
 
 
 def _play_engine(job: Job, meta: RunMeta, store: ResultsStore, progress) -> JobOutcome:
     try:
-        player = EnginePlayer(job.policy, timeout=job.timeout, env_backend=job.env_backend,
-                              env_workers=job.env_workers, ray_address=job.ray_address)
+        player = EnginePlayer(
+            job.policy,
+            timeout=job.timeout,
+            env_backend=job.env_backend,
+            env_workers=job.env_workers,
+            ray_address=job.ray_address,
+        )
     except DependencyNotInstalled as e:
         return _finish(store, meta, job, "failed", f"{job.policy} needs an extra: {e}", progress)
     except AgentGymError as e:
         return _finish(store, meta, job, "failed", str(e), progress)
     try:
         kwargs = env_kwargs(job.env_id, job.source, job.options)
-        return _episodes(job, meta, store, progress,
-                         lambda todo: player.play(job.env_id, kwargs, todo, job.concurrency))
+        return _episodes(
+            job, meta, store, progress, lambda todo: player.play(job.env_id, kwargs, todo, job.concurrency)
+        )
     finally:
         player.close()
 
 
-def _episodes(job: Job, meta: RunMeta, store: ResultsStore, progress,
-              play: Callable[[list[tuple[int, int]]], Iterator[EpisodeRecord]]) -> JobOutcome:
+def _episodes(
+    job: Job,
+    meta: RunMeta,
+    store: ResultsStore,
+    progress,
+    play: Callable[[list[tuple[int, int]]], Iterator[EpisodeRecord]],
+) -> JobOutcome:
     """Store each episode ``play`` yields as it comes; a job whose episodes fail ``MAX_FAILURES_IN_A_ROW`` times in a
     row (an endpoint that is down) stops as failed, with every failed episode recorded with its reason."""
     run_id = store.begin_run(meta)
@@ -231,8 +274,16 @@ def _episodes(job: Job, meta: RunMeta, store: ResultsStore, progress,
             if progress:
                 progress(job, done, successes, rec.error)
             if failures >= MAX_FAILURES_IN_A_ROW:
-                return _finish(store, meta, job, "failed", f"{failures} episodes in a row failed; last: {rec.error}",
-                               progress, done, successes)
+                return _finish(
+                    store,
+                    meta,
+                    job,
+                    "failed",
+                    f"{failures} episodes in a row failed; last: {rec.error}",
+                    progress,
+                    done,
+                    successes,
+                )
     finally:
         close = getattr(episodes, "close", None)
         if close:
@@ -240,8 +291,16 @@ def _episodes(job: Job, meta: RunMeta, store: ResultsStore, progress,
     return _finish(store, meta, job, "done", None, progress, done, successes)
 
 
-def _finish(store: ResultsStore, meta: RunMeta, job: Job, status: str, message: str | None,
-            progress: Callable[..., None] | None, done: int = 0, successes: int = 0) -> JobOutcome:
+def _finish(
+    store: ResultsStore,
+    meta: RunMeta,
+    job: Job,
+    status: str,
+    message: str | None,
+    progress: Callable[..., None] | None,
+    done: int = 0,
+    successes: int = 0,
+) -> JobOutcome:
     store.finish_run(meta, status, message)
     if progress and status != "done":
         progress(job, done, successes, f"{status.upper()}: {message}")
@@ -263,8 +322,9 @@ def exit_with_parent(parent_pid: int, every: float = 0.5) -> threading.Thread:
     return thread
 
 
-def _run_group(jobs: Sequence[Job], store_path: str, progress: Callable[..., None] | None,
-               parent_pid: int | None = None) -> list[JobOutcome]:
+def _run_group(
+    jobs: Sequence[Job], store_path: str, progress: Callable[..., None] | None, parent_pid: int | None = None
+) -> list[JobOutcome]:
     if parent_pid is not None:
         exit_with_parent(parent_pid)
     store = ResultsStore(store_path)
@@ -274,8 +334,12 @@ def _run_group(jobs: Sequence[Job], store_path: str, progress: Callable[..., Non
         store.close()
 
 
-def run_jobs(jobs: Sequence[Job], store_path: str | os.PathLike[str], workers: int | None = None,
-             progress: Callable[..., None] | None = None) -> list[JobOutcome]:
+def run_jobs(
+    jobs: Sequence[Job],
+    store_path: str | os.PathLike[str],
+    workers: int | None = None,
+    progress: Callable[..., None] | None = None,
+) -> list[JobOutcome]:
     """Run ``jobs`` into the store at ``store_path``: one process per env, ``workers`` at a time (default: cores)."""
     groups: dict[str, list[Job]] = {}
     for job in jobs:
@@ -295,6 +359,8 @@ def _outcomes(group: list[Job], future) -> list[JobOutcome]:
         return future.result()
     except BrokenProcessPool as e:  # the worker process died (killed, out of memory): what it stored is kept
         message = f"worker process died: {type(e).__name__}: {e}"
-    except Exception as e:  # an error the worker let out (a results file locked past its retries): what it stored is kept
+    except (
+        Exception
+    ) as e:  # an error the worker let out (a results file locked past its retries): what it stored is kept
         message = f"{type(e).__name__}: {e}"
     return [JobOutcome(job, "failed", message, 0, 0) for job in group]

@@ -56,8 +56,14 @@ def _curve(v: Any) -> bool:
 # Every annotation the journaled records use (a test runs over all their fields, so a new field with a new type
 # cannot slip through unchecked).
 CHECKS: dict[str, Callable[[Any], bool]] = {
-    "str": _str, "str | None": _optional(_str), "int": _int, "float": _finite, "bool": lambda v: type(v) is bool,
-    "dict[str, float]": _metrics, "list[list[float]]": _curve, "dict[str, Any]": lambda v: type(v) is dict,
+    "str": _str,
+    "str | None": _optional(_str),
+    "int": _int,
+    "float": _finite,
+    "bool": lambda v: type(v) is bool,
+    "dict[str, float]": _metrics,
+    "list[list[float]]": _curve,
+    "dict[str, Any]": lambda v: type(v) is dict,
 }
 
 

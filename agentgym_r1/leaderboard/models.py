@@ -46,8 +46,17 @@ class OpenAIPolicy(Policy):
     ``_should_retry`` and ``_calculate_retry_timeout``). One client (a thread-safe httpx pool) can be shared by the
     policies of concurrent episodes (``client=``)."""
 
-    def __init__(self, url: str, model: str, timeout: float = 60.0, max_tokens: int = 512,
-                 temperature: float = 0.0, api_key: str | None = None, retries: int = 2, client: Any = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        timeout: float = 60.0,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        api_key: str | None = None,
+        retries: int = 2,
+        client: Any = None,
+    ) -> None:
         from agentgym_r1.adapters.backends.base import DEFAULT_STOP_STRINGS
 
         self.name, self.url, self.model, self.timeout = f"openai:{url}#{model}", url.rstrip("/"), model, timeout
@@ -58,8 +67,9 @@ class OpenAIPolicy(Policy):
     @classmethod
     def from_spec(cls, spec: str, timeout: float = 60.0, client: Any = None) -> OpenAIPolicy:
         url, model, max_tokens = parse_openai_spec(spec)
-        return cls(url, model, timeout=timeout, max_tokens=max_tokens, api_key=os.environ.get("OPENAI_API_KEY"),
-                   client=client)
+        return cls(
+            url, model, timeout=timeout, max_tokens=max_tokens, api_key=os.environ.get("OPENAI_API_KEY"), client=client
+        )
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         from agentgym_r1.adapters.backends.openai import restore_stop
@@ -67,23 +77,30 @@ class OpenAIPolicy(Policy):
         openai, where = require("openai", "board", "the openai: policy"), f"{self.url}/chat/completions"
         try:
             response = self.client.chat.completions.create(
-                model=self.model, messages=chat_messages(self.env), max_tokens=self.max_tokens,
-                temperature=self.temperature, stop=self.stop)
+                model=self.model,
+                messages=chat_messages(self.env),
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+                stop=self.stop,
+            )
         except openai.APITimeoutError as e:
             raise PolicyTimeout(f"{self.name} did not answer within {self.timeout:g} s ({type(e).__name__})") from e
         except openai.APIStatusError as e:
             raise PolicyError(f"{where} answered HTTP {e.status_code}: {str(e)[:300]}") from e
         except openai.APIConnectionError as e:
-            raise PolicyError(f"cannot reach {where} ({type(e).__name__}: {e}); is the server running? Start one "
-                              f"with e.g. `vllm serve {self.model}`") from e
+            raise PolicyError(
+                f"cannot reach {where} ({type(e).__name__}: {e}); is the server running? Start one "
+                f"with e.g. `vllm serve {self.model}`"
+            ) from e
         except (openai.OpenAIError, ValueError) as e:  # a body that is not a chat completion (invalid JSON...)
             raise PolicyError(f"{where} gave an unreadable answer ({type(e).__name__}: {str(e)[:300]})") from e
         try:
             choice = response.choices[0]
             text = choice.message.content or ""
         except (AttributeError, IndexError, TypeError) as e:
-            raise PolicyError(f"{where} gave no choices[0].message.content ({type(e).__name__}: {e}): "
-                              f"{str(response)[:200]}") from e
+            raise PolicyError(
+                f"{where} gave no choices[0].message.content ({type(e).__name__}: {e}): {str(response)[:200]}"
+            ) from e
         if not isinstance(text, str):
             raise PolicyError(f"{where} gave a non-text message content: {str(text)[:200]}")
         return restore_stop(text, self.stop) if choice.finish_reason != "length" else text
@@ -111,8 +128,12 @@ def parse_openai_spec(spec: str) -> tuple[str, str, int]:
 def make_client(url: str, timeout: float, api_key: str | None = None, retries: int = 2) -> Any:
     """The ``openai`` SDK's client for ``url``, with its own timeout and retry-with-backoff policy."""
     openai = require("openai", "board", "the openai: policy")
-    return openai.OpenAI(base_url=url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
-                         timeout=timeout, max_retries=retries)
+    return openai.OpenAI(
+        base_url=url,
+        api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+        timeout=timeout,
+        max_retries=retries,
+    )
 
 
 class HFPolicy(Policy):
@@ -120,8 +141,10 @@ class HFPolicy(Policy):
 
     def __init__(self, path: str, timeout: float = 60.0, max_new_tokens: int = 256, device: str = "cpu") -> None:
         if not os.path.isdir(path):
-            raise PolicyError(f"hf:{path}: no such model directory; give a local directory with config.json, the "
-                              f"weights and a tokenizer (nothing is downloaded at evaluation time)")
+            raise PolicyError(
+                f"hf:{path}: no such model directory; give a local directory with config.json, the "
+                f"weights and a tokenizer (nothing is downloaded at evaluation time)"
+            )
         require("transformers", "train", "the hf: policy")
         require("torch", "train", "the hf: policy")
         from agentgym_r1.adapters.backends.base import SamplingParams
@@ -164,8 +187,9 @@ class HFPolicy(Policy):
         return self.chat.decode_action(generation.ids)
 
 
-def make_policy(spec: str, env_id: str | None = None, seed: int = 0, timeout: float = 60.0,
-                client: Any = None) -> Policy:
+def make_policy(
+    spec: str, env_id: str | None = None, seed: int = 0, timeout: float = 60.0, client: Any = None
+) -> Policy:
     """The policy named ``spec`` for ``env_id`` (GSM8K when no env is named).
 
     ``spec`` is a registered name (see :data:`POLICY_SPECS`), ``hf:PATH[?max_new_tokens=N&device=D]`` (a local
@@ -178,16 +202,20 @@ def make_policy(spec: str, env_id: str | None = None, seed: int = 0, timeout: fl
     if spec.startswith("hf:"):
         return HFPolicy.from_spec(spec, timeout=timeout)
     if spec.startswith("vllm:"):
-        raise ConfigError(f"{spec!r} plays episodes in batches on the rollout engine, not one at a time: run it with "
-                          f"`agentgym-r1 eval` / `leaderboard run` (agentgym_r1.leaderboard.batched.EnginePlayer)")
+        raise ConfigError(
+            f"{spec!r} plays episodes in batches on the rollout engine, not one at a time: run it with "
+            f"`agentgym-r1 eval` / `leaderboard run` (agentgym_r1.leaderboard.batched.EnginePlayer)"
+        )
     if spec.startswith("openai:"):
         return OpenAIPolicy.from_spec(spec, timeout=timeout, client=client)
     found = find_policy(spec, env_id)
     if found is None:
         family = env_family(env_id) if env_id else "GSM8K"
         names = sorted(p.name for p in POLICY_SPECS if p.family == family)
-        raise ConfigError(f"unknown policy {spec!r} for {env_id or 'GSM8K'}; choose one of {names}, "
-                          f"'hf:PATH' (a local transformers model) or 'openai:URL#MODEL' (an OpenAI-compatible endpoint)")
+        raise ConfigError(
+            f"unknown policy {spec!r} for {env_id or 'GSM8K'}; choose one of {names}, "
+            f"'hf:PATH' (a local transformers model) or 'openai:URL#MODEL' (an OpenAI-compatible endpoint)"
+        )
     module, _, attr = found.entry_point.partition(":")
     cls = getattr(importlib.import_module(module), attr)
     return cls(seed=seed) if found.kind == "random" else cls()

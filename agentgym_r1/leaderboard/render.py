@@ -19,8 +19,15 @@ from agentgym_r1.leaderboard.board import REFERENCE_SOURCE, Row, Stat, metric_co
 from agentgym_r1.leaderboard.store import TrainingRecord
 from agentgym_r1.leaderboard.suites import options_label
 
-KIND_LABEL = {"random": "random", "baseline": "baseline", "oracle": "ORACLE (reads the answer)", "model": "model",
-              "trained": "trained in this run", "reported": "reported, not run", "unknown": "?"}
+KIND_LABEL = {
+    "random": "random",
+    "baseline": "baseline",
+    "oracle": "ORACLE (reads the answer)",
+    "model": "model",
+    "trained": "trained in this run",
+    "reported": "reported, not run",
+    "unknown": "?",
+}
 ALL_METRICS = ("accuracy", "em", "f1", "success", "score")
 
 
@@ -57,12 +64,31 @@ def table(env_id: str, rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     ks = sorted({r.passk[0] for r in rows if r.passk})
     passk = ["pass@1 %", f"pass@{'/'.join(map(str, ks))} %"] if ks else []
     options = ["env options"] if any(r.options for r in rows) else []  # e.g. difficulty=hard
-    header = ["policy", *options, "kind", "n", *[f"{label} %" for _, label in cols], *passk, "turns", "invalid %",
-              "status"]
-    cells = [[r.policy, *([r.options or "-"] if options else []), KIND_LABEL.get(r.kind, r.kind),
-              str(r.episodes) if not r.reported else "-",
-              *[pct(r.metrics.get(k)) for k, _ in cols], *(_passk(r) if ks else []), num(r.turns), pct(r.invalid),
-              _status(r)] for r in rows]
+    header = [
+        "policy",
+        *options,
+        "kind",
+        "n",
+        *[f"{label} %" for _, label in cols],
+        *passk,
+        "turns",
+        "invalid %",
+        "status",
+    ]
+    cells = [
+        [
+            r.policy,
+            *([r.options or "-"] if options else []),
+            KIND_LABEL.get(r.kind, r.kind),
+            str(r.episodes) if not r.reported else "-",
+            *[pct(r.metrics.get(k)) for k, _ in cols],
+            *(_passk(r) if ks else []),
+            num(r.turns),
+            pct(r.invalid),
+            _status(r),
+        ]
+        for r in rows
+    ]
     return header, cells
 
 
@@ -78,20 +104,27 @@ def training_summary(rec: TrainingRecord) -> str:
     curve's points, the checkpoint; or why its row is missing."""
     b = rec.budget
     where = ", ".join(filter(None, (rec.source, options_label(rec.env_kwargs))))  # no dangling comma without options
-    what = (f"Trained in this run on {rec.env_id} ({where}): a tiny Qwen2 "
-            f"({b.get('layers')} layers, hidden {b.get('hidden')}) and its tokenizer built on the spot, SFT "
-            f"{b.get('sft_steps')} steps on expert episodes, then GRPO {b.get('grpo_steps')} steps "
-            f"({b.get('grpo_prompts')} tasks x {b.get('generations')} samples a step), seed {b.get('seed')}.")
+    what = (
+        f"Trained in this run on {rec.env_id} ({where}): a tiny Qwen2 "
+        f"({b.get('layers')} layers, hidden {b.get('hidden')}) and its tokenizer built on the spot, SFT "
+        f"{b.get('sft_steps')} steps on expert episodes, then GRPO {b.get('grpo_steps')} steps "
+        f"({b.get('grpo_prompts')} tasks x {b.get('generations')} samples a step), seed {b.get('seed')}."
+    )
     curve = ", ".join(f"{int(p[0])}: {100 * p[1]:.1f}" for p in rec.curve)
-    points = (f" Held-out success by GRPO step (greedy, on the first {int(rec.curve[0][2])} of the rows' episodes): "
-              f"{curve}." if rec.curve else "")
+    points = (
+        f" Held-out success by GRPO step (greedy, on the first {int(rec.curve[0][2])} of the rows' episodes): {curve}."
+        if rec.curve
+        else ""
+    )
     if rec.status == "skipped":
         return f"{what} Not trained here: {training_state(rec)}"
     if rec.status != "done":
         return f"{what} TRAINING ROW MISSING: {training_state(rec)}.{points}"
     (_, first, n), (steps, last, _) = rec.curve[0], rec.curve[-1]
-    return (f"{what} On the curve's {int(n)} held-out episodes: {100 * first:.1f}% -> {100 * last:.1f}% "
-            f"({100 * (last - first):+.1f} points after {int(steps)} GRPO steps).{points} Checkpoint: {rec.checkpoint}.")
+    return (
+        f"{what} On the curve's {int(n)} held-out episodes: {100 * first:.1f}% -> {100 * last:.1f}% "
+        f"({100 * (last - first):+.1f} points after {int(steps)} GRPO steps).{points} Checkpoint: {rec.checkpoint}."
+    )
 
 
 def paired_lines(rows: Sequence[Row]) -> list[str]:
@@ -100,8 +133,12 @@ def paired_lines(rows: Sequence[Row]) -> list[str]:
     (:data:`~agentgym_r1.leaderboard.training.DEPENDS`)."""
     from agentgym_r1.leaderboard.training import DEPENDS
 
-    lines = [f"Paired test, '{r.policy}' against its start on the same {p.pairs} episodes: {p.gained} newly solved, "
-             f"{p.lost} lost; McNemar's exact p = {p.p:.2g}." for r in rows if (p := r.paired) is not None]
+    lines = [
+        f"Paired test, '{r.policy}' against its start on the same {p.pairs} episodes: {p.gained} newly solved, "
+        f"{p.lost} lost; McNemar's exact p = {p.p:.2g}."
+        for r in rows
+        if (p := r.paired) is not None
+    ]
     return lines + ([DEPENDS] if any(r.kind == "trained" and r.episodes for r in rows) else [])
 
 
@@ -116,10 +153,16 @@ def terminal(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] =
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
         out.append(f"== {env_id} ({', '.join(sorted({r.source for r in rows if not r.reported}))})")
-        out += [tabulate(cells, header, tablefmt="simple", disable_numparse=True), *paired_lines(rows),
-                *_summaries(env_id, trainings), ""]
-    out.append(f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Reported rows: "
-               f"{REFERENCE_SOURCE}.")
+        out += [
+            tabulate(cells, header, tablefmt="simple", disable_numparse=True),
+            *paired_lines(rows),
+            *_summaries(env_id, trainings),
+            "",
+        ]
+    out.append(
+        f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Reported rows: "
+        f"{REFERENCE_SOURCE}."
+    )
     return "\n".join(out)
 
 
@@ -132,26 +175,63 @@ def markdown(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] =
         out += [f"## {env_id}", "", tabulate(cells, header, tablefmt="github", disable_numparse=True), ""]
         out += [line for text in paired_lines(rows) for line in (text, "")]
         out += [line for text in _summaries(env_id, trainings) for line in (text, "")]
-    out.append(f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Rows marked *reported, not run* are copied from "
-               f"{REFERENCE_SOURCE}; oracle rows read the gold answer and are upper bounds, not results.")
+    out.append(
+        f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Rows marked *reported, not run* are copied from "
+        f"{REFERENCE_SOURCE}; oracle rows read the gold answer and are upper bounds, not results."
+    )
     return "\n".join(out) + "\n"
 
 
 def to_csv(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] = ()) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["env_id", "source", "policy", "kind", "seed", "episodes", "planned",
-                *[f"{m}{s}" for m in ALL_METRICS for s in ("", "_low", "_high")],
-                "turns", "turns_low", "turns_high", "invalid", "invalid_low", "invalid_high", "errors", "status",
-                "message", "env_version", "package_version", "git_commit", "updated_at", "env_options"])
+    w.writerow(
+        [
+            "env_id",
+            "source",
+            "policy",
+            "kind",
+            "seed",
+            "episodes",
+            "planned",
+            *[f"{m}{s}" for m in ALL_METRICS for s in ("", "_low", "_high")],
+            "turns",
+            "turns_low",
+            "turns_high",
+            "invalid",
+            "invalid_low",
+            "invalid_high",
+            "errors",
+            "status",
+            "message",
+            "env_version",
+            "package_version",
+            "git_commit",
+            "updated_at",
+            "env_options",
+        ]
+    )
     for rows in boards.values():
         for r in rows:
             stats = [*[r.metrics.get(m) for m in ALL_METRICS], r.turns, r.invalid]
             values = [_f(v) for s in stats for v in ((s.value, s.low, s.high) if s else (None, None, None))]
-            w.writerow([r.env_id, r.source, r.policy, r.kind, r.seed, r.episodes, r.planned, *values, r.errors,
-                        r.status, r.message or "", *(r.meta.get(k, "") for k in
-                                                    ("env_version", "package_version", "git_commit", "updated_at")),
-                        r.options])
+            w.writerow(
+                [
+                    r.env_id,
+                    r.source,
+                    r.policy,
+                    r.kind,
+                    r.seed,
+                    r.episodes,
+                    r.planned,
+                    *values,
+                    r.errors,
+                    r.status,
+                    r.message or "",
+                    *(r.meta.get(k, "") for k in ("env_version", "package_version", "git_commit", "updated_at")),
+                    r.options,
+                ]
+            )
     return buf.getvalue()
 
 
@@ -160,8 +240,14 @@ def _f(v: float | None) -> str:
 
 
 # -- HTML ------------------------------------------------------------------------------------------------------------
-COLOURS = {"random": "#9aa5b1", "baseline": "#2f6fdf", "oracle": "#e08a1e", "model": "#1c9c6b", "trained": "#8e44ad",
-           "reported": "#b9b9b9"}
+COLOURS = {
+    "random": "#9aa5b1",
+    "baseline": "#2f6fdf",
+    "oracle": "#e08a1e",
+    "model": "#1c9c6b",
+    "trained": "#8e44ad",
+    "reported": "#b9b9b9",
+}
 
 
 LABEL_WIDTH = 48  # characters of a bar's label on one line; a longer name wraps (whole, never cut at the edge)
@@ -212,13 +298,25 @@ def bar_chart(env_id: str, rows: list[Row], options: str = "") -> str:
     ax = fig.add_subplot()
     for i, r in enumerate(shown):
         s, y = r.metrics[key], len(shown) - 1 - i
-        bar = ax.barh(y, 100 * max(0.0, s.value), height=0.7, color="white" if r.reported else COLOURS.get(r.kind),
-                      edgecolor=COLOURS["reported"] if r.reported else "none", hatch="///" if r.reported else None,
-                      antialiased=False)
+        bar = ax.barh(
+            y,
+            100 * max(0.0, s.value),
+            height=0.7,
+            color="white" if r.reported else COLOURS.get(r.kind),
+            edgecolor=COLOURS["reported"] if r.reported else "none",
+            hatch="///" if r.reported else None,
+            antialiased=False,
+        )
         bar.patches[0].set_gid(f"bar-{r.kind}-{i}")
         if not math.isnan(s.low):
-            ax.errorbar(100 * s.value, y, xerr=[[100 * (s.value - s.low)], [100 * (s.high - s.value)]], color="#111",
-                        capsize=3, linewidth=1)
+            ax.errorbar(
+                100 * s.value,
+                y,
+                xerr=[[100 * (s.value - s.low)], [100 * (s.high - s.value)]],
+                color="#111",
+                capsize=3,
+                linewidth=1,
+            )
         ax.text(101, y, f"{100 * s.value:.1f}", va="center", fontsize=8)
     ax.set_yticks(range(len(shown)), list(reversed(labels)), fontsize=8)
     ax.set_xlim(0, 100)
@@ -236,7 +334,7 @@ def _svg(fig, salt: str, label: str) -> str:
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
         fig.savefig(buf, format="svg")
     svg = buf.getvalue()
-    svg = svg[svg.index("<svg"):]
+    svg = svg[svg.index("<svg") :]
     return svg.replace("<svg", f'<svg class="plot" role="img" aria-label="{html.escape(label)}"', 1)
 
 
@@ -250,12 +348,24 @@ def curve_chart(rec: TrainingRecord) -> str:
     stats = [wilson(round(p[1] * p[2]), int(p[2])) for p in rec.curve]
     fig = Figure(figsize=(7.5, 2.6))
     ax = fig.add_axes((0.09, 0.2, 0.88, 0.7))
-    ax.fill_between(steps, [100 * s.low for s in stats], [100 * s.high for s in stats], color=COLOURS["trained"],
-                    alpha=0.15, linewidth=0)
+    ax.fill_between(
+        steps,
+        [100 * s.low for s in stats],
+        [100 * s.high for s in stats],
+        color=COLOURS["trained"],
+        alpha=0.15,
+        linewidth=0,
+    )
     ax.plot(steps, [100 * s.value for s in stats], marker="o", color=COLOURS["trained"], linewidth=1.5, markersize=4)
     for x, s in zip(steps, stats, strict=True):
-        ax.annotate(f"{100 * s.value:.1f}", (x, 100 * s.value), textcoords="offset points", xytext=(0, 6),
-                    ha="center", fontsize=7)
+        ax.annotate(
+            f"{100 * s.value:.1f}",
+            (x, 100 * s.value),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=7,
+        )
     ax.set_xlim(-0.5, max(rec.steps, max(steps, default=0)) + 0.5)
     ax.set_ylim(0, min(100, max((100 * s.high for s in stats), default=10) + 10))
     ax.set_xlabel("GRPO step (0: the SFT checkpoint)", fontsize=8)
@@ -267,8 +377,9 @@ def curve_chart(rec: TrainingRecord) -> str:
     return svg.replace('class="plot"', 'class="plot curve"', 1)
 
 
-def to_html(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] = (),
-            title: str = "agentgym-r1 leaderboard") -> str:
+def to_html(
+    boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] = (), title: str = "agentgym-r1 leaderboard"
+) -> str:
     """The page from the ``templates/board.html.j2`` template (autoescaped; the plots are inserted as markup)."""
     import jinja2
 
@@ -277,14 +388,33 @@ def to_html(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] = 
     envs = []
     for env_id, rows in boards.items():
         header, cells = table(env_id, rows)
-        plots = [{"caption": chart_caption(env_id, options), "svg": bar_chart(env_id, group, options)}
-                 for options, group in option_groups(env_id, rows)]
-        envs.append({"id": env_id, "plots": plots, "header": header,
-                     "rows": [{"kind": r.kind, "cells": c} for r, c in zip(rows, cells, strict=True)],
-                     "paired": paired_lines(rows),
-                     "trainings": [{"summary": training_summary(t), "missing": t.status != "done",
-                                    "curve": curve_chart(t) if t.curve else ""}
-                                   for t in trainings if t.env_id == env_id]})
+        plots = [
+            {"caption": chart_caption(env_id, options), "svg": bar_chart(env_id, group, options)}
+            for options, group in option_groups(env_id, rows)
+        ]
+        envs.append(
+            {
+                "id": env_id,
+                "plots": plots,
+                "header": header,
+                "rows": [{"kind": r.kind, "cells": c} for r, c in zip(rows, cells, strict=True)],
+                "paired": paired_lines(rows),
+                "trainings": [
+                    {
+                        "summary": training_summary(t),
+                        "missing": t.status != "done",
+                        "curve": curve_chart(t) if t.curve else "",
+                    }
+                    for t in trainings
+                    if t.env_id == env_id
+                ],
+            }
+        )
     failed = sum(r.errors for rows in boards.values() for r in rows)
-    return template.render(title=title, generated=time.strftime("%Y-%m-%d %H:%M:%S"), envs=envs, failed=failed,
-                           reference_source=REFERENCE_SOURCE)
+    return template.render(
+        title=title,
+        generated=time.strftime("%Y-%m-%d %H:%M:%S"),
+        envs=envs,
+        failed=failed,
+        reference_source=REFERENCE_SOURCE,
+    )

@@ -33,8 +33,18 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, idx: int = 0) -> Episod
     task = getattr(env.unwrapped, "task", None)
     grade = getattr(env.unwrapped, "grade", None)
     metrics = info.get("metrics", getattr(grade, "metrics", {}))
-    return EpisodeRecord(idx, seed, getattr(task, "id", None), bool(info.get("success", False)), total, turns, invalid,
-                         truncated, dict(metrics), error)
+    return EpisodeRecord(
+        idx,
+        seed,
+        getattr(task, "id", None),
+        bool(info.get("success", False)),
+        total,
+        turns,
+        invalid,
+        truncated,
+        dict(metrics),
+        error,
+    )
 
 
 def summarise(results: list[EpisodeRecord]) -> dict[str, Any]:
@@ -47,9 +57,15 @@ def summarise(results: list[EpisodeRecord]) -> dict[str, Any]:
     reward, turns = mean_ci([r.reward for r in results]), mean_ci([float(r.turns) for r in results])
     invalid = wilson(sum(r.invalid for r in results), sum(r.turns for r in results))
     keys = dict.fromkeys(k for r in results for k in r.metrics)
-    return {"episodes": n, "success": success.value if n else 0.0, "success_ci95": success.half if n else 0.0,
-            "success_low": success.low, "success_high": success.high,
-            "mean_reward": reward.value if n else 0.0, "mean_turns": turns.value if n else 0.0,
-            "invalid_rate": invalid.value if invalid.value == invalid.value else 0.0,
-            "errors": sum(r.error is not None for r in results),
-            "metrics": {k: sum(r.metrics.get(k, 0.0) for r in results) / n for k in keys} if n else {}}
+    return {
+        "episodes": n,
+        "success": success.value if n else 0.0,
+        "success_ci95": success.half if n else 0.0,
+        "success_low": success.low,
+        "success_high": success.high,
+        "mean_reward": reward.value if n else 0.0,
+        "mean_turns": turns.value if n else 0.0,
+        "invalid_rate": invalid.value if invalid.value == invalid.value else 0.0,
+        "errors": sum(r.error is not None for r in results),
+        "metrics": {k: sum(r.metrics.get(k, 0.0) for r in results) / n for k in keys} if n else {},
+    }

@@ -46,8 +46,24 @@ CREATE TABLE IF NOT EXISTS trainings (
 );
 """
 T = TypeVar("T")
-RUN_FIELDS = ("key", "suite", "env_id", "env_version", "source", "policy", "policy_kind", "seed", "episodes",
-              "package_version", "git_commit", "started_at", "updated_at", "status", "message", "env_kwargs")
+RUN_FIELDS = (
+    "key",
+    "suite",
+    "env_id",
+    "env_version",
+    "source",
+    "policy",
+    "policy_kind",
+    "seed",
+    "episodes",
+    "package_version",
+    "git_commit",
+    "started_at",
+    "updated_at",
+    "status",
+    "message",
+    "env_kwargs",
+)
 
 
 @dataclass
@@ -75,8 +91,10 @@ class RunMeta:
     def __post_init__(self) -> None:
         if not self.key:
             parts: list[Any] = [self.env_id, self.source, self.policy, self.seed]
-            extra = {**({"samples": self.samples} if self.samples != 1 else {}),
-                     **({"env_kwargs": json.loads(self.env_kwargs)} if self.env_kwargs else {})}
+            extra = {
+                **({"samples": self.samples} if self.samples != 1 else {}),
+                **({"env_kwargs": json.loads(self.env_kwargs)} if self.env_kwargs else {}),
+            }
             self.key = json.dumps(parts + ([extra] if extra else []), separators=(",", ":"), sort_keys=True)
         if not self.env_version:
             self.env_version = self.env_id.rpartition("-")[2] if "-v" in self.env_id else ""
@@ -141,8 +159,12 @@ def _clean_episode(ep: EpisodeRecord) -> None:
     if not math.isfinite(ep.seconds):
         ep.seconds = 0.0
     if dropped:
-        warnings.warn(f"episode {ep.idx} (task {ep.task_id}) had non-finite {dropped}; the metrics are left out and a "
-                      "reward counts as 0. Check the env's metrics and reward function.", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"episode {ep.idx} (task {ep.task_id}) had non-finite {dropped}; the metrics are left out and a "
+            "reward counts as 0. Check the env's metrics and reward function.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def now() -> str:
@@ -225,8 +247,14 @@ class ResultsStore:
         try:
             return retry_call(fn, retry_if=_locked, within=self.retry_for, first_wait=0.2, max_wait=5.0)
         except sqlite3.OperationalError as e:
-            hint = (f" (still locked after {self.retry_for:g} s of retries: another process holds it; stop it or "
-                    "wait, then run again: stored episodes are kept)") if _locked(e) else ""
+            hint = (
+                (
+                    f" (still locked after {self.retry_for:g} s of retries: another process holds it; stop it or "
+                    "wait, then run again: stored episodes are kept)"
+                )
+                if _locked(e)
+                else ""
+            )
             raise ResultsFileError(f"cannot write to {self.path}: {e}{hint}") from e
 
     def _recover(self, error: Exception) -> sqlite3.Connection:
@@ -241,8 +269,10 @@ class ResultsStore:
         except sqlite3.DatabaseError as e:  # pragma: no cover - a directory we cannot write a database in
             raise ResultsFileError(f"cannot create a results database at {self.path}: {e}") from e
         runs, episodes, bad = self._replay(db)
-        self.recovery = (f"results file {self.path} could not be read ({error}); kept it as {backup} and rebuilt "
-                         f"{episodes} episode(s) of {runs} run(s) from the journal {self.journal}{bad}")
+        self.recovery = (
+            f"results file {self.path} could not be read ({error}); kept it as {backup} and rebuilt "
+            f"{episodes} episode(s) of {runs} run(s) from the journal {self.journal}{bad}"
+        )
         return db
 
     def _rebuild_if_emptied(self) -> None:
@@ -255,8 +285,10 @@ class ResultsStore:
         if self.db.execute("SELECT count(*) FROM runs").fetchone()[0]:
             return
         runs, episodes, bad = self._write(lambda: self._replay(self.db))
-        self.recovery = (f"results file {self.path} was empty or missing; rebuilt {episodes} episode(s) of {runs} "
-                         f"run(s) from the journal {self.journal}{bad}")
+        self.recovery = (
+            f"results file {self.path} was empty or missing; rebuilt {episodes} episode(s) of {runs} "
+            f"run(s) from the journal {self.journal}{bad}"
+        )
 
     def _replay(self, db: sqlite3.Connection) -> tuple[int, int, BadLines]:
         """Store every journal line that passes its checks (:mod:`agentgym_r1.leaderboard.journal`); the others are
@@ -300,21 +332,42 @@ class ResultsStore:
     def _upsert_run(db: sqlite3.Connection, run: RunMeta) -> int:
         values = [getattr(run, k) for k in RUN_FIELDS]
         updates = ", ".join(f"{k}=excluded.{k}" for k in RUN_FIELDS if k not in ("key", "started_at"))
-        db.execute(f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))}) "
-                   f"ON CONFLICT(key) DO UPDATE SET {updates}", values)
+        db.execute(
+            f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))}) "
+            f"ON CONFLICT(key) DO UPDATE SET {updates}",
+            values,
+        )
         return int(db.execute("SELECT id FROM runs WHERE key = ?", (run.key,)).fetchone()[0])
 
     @staticmethod
     def _insert_episode(db: sqlite3.Connection, run_id: int, ep: EpisodeRecord) -> None:
-        db.execute("INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   (run_id, ep.idx, ep.seed, ep.task_id, int(ep.success), float(ep.reward), ep.turns, ep.invalid,
-                    int(ep.truncated), json.dumps(ep.metrics), ep.error, ep.seconds, ep.finished_at))
+        db.execute(
+            "INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                ep.idx,
+                ep.seed,
+                ep.task_id,
+                int(ep.success),
+                float(ep.reward),
+                ep.turns,
+                ep.invalid,
+                int(ep.truncated),
+                json.dumps(ep.metrics),
+                ep.error,
+                ep.seconds,
+                ep.finished_at,
+            ),
+        )
 
     @staticmethod
     def _upsert_training(db: sqlite3.Connection, rec: TrainingRecord) -> None:
         values = [json.dumps(v) if k in ("curve", "budget") else v for k, v in asdict(rec).items()]
-        db.execute(f"INSERT OR REPLACE INTO trainings ({', '.join(TRAINING_FIELDS)}) "
-                   f"VALUES ({', '.join('?' * len(TRAINING_FIELDS))})", values)
+        db.execute(
+            f"INSERT OR REPLACE INTO trainings ({', '.join(TRAINING_FIELDS)}) "
+            f"VALUES ({', '.join('?' * len(TRAINING_FIELDS))})",
+            values,
+        )
 
     def save_training(self, rec: TrainingRecord) -> None:
         """Store (or update) a training record: committed and journaled before returning, like an episode."""
@@ -325,8 +378,15 @@ class ResultsStore:
 
     def trainings(self) -> list[TrainingRecord]:
         rows = self.db.execute(f"SELECT {', '.join(TRAINING_FIELDS)} FROM trainings ORDER BY env_id, key").fetchall()
-        return [TrainingRecord(**{k: json.loads(r[k] or ("[]" if k == "curve" else "{}")) if k in ("curve", "budget")
-                                  else r[k] for k in TRAINING_FIELDS}) for r in rows]
+        return [
+            TrainingRecord(
+                **{
+                    k: json.loads(r[k] or ("[]" if k == "curve" else "{}")) if k in ("curve", "budget") else r[k]
+                    for k in TRAINING_FIELDS
+                }
+            )
+            for r in rows
+        ]
 
     def begin_run(self, run: RunMeta) -> int:
         """Create or update the run (its status, episode count and metadata) and return its id."""
@@ -357,9 +417,23 @@ class ResultsStore:
         rows = self.db.execute("SELECT * FROM episodes WHERE run_id = ? ORDER BY idx", (run_id,)).fetchall()
         # A file written before non-finite metrics were refused may hold NaN (JSON's NaN) or a NULL reward (SQLite's
         # NaN): read as absent and 0, so the board is drawn.
-        return [EpisodeRecord(r["idx"], r["seed"], r["task_id"], bool(r["success"]), r["reward"] or 0.0, r["turns"],
-                              r["invalid"], bool(r["truncated"]), finite_metrics(json.loads(r["metrics"] or "{}"))[0],
-                              r["error"], r["seconds"] or 0.0, r["finished_at"] or "") for r in rows]
+        return [
+            EpisodeRecord(
+                r["idx"],
+                r["seed"],
+                r["task_id"],
+                bool(r["success"]),
+                r["reward"] or 0.0,
+                r["turns"],
+                r["invalid"],
+                bool(r["truncated"]),
+                finite_metrics(json.loads(r["metrics"] or "{}"))[0],
+                r["error"],
+                r["seconds"] or 0.0,
+                r["finished_at"] or "",
+            )
+            for r in rows
+        ]
 
     def close(self) -> None:
         self.db.close()

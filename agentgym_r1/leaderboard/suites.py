@@ -32,37 +32,61 @@ class SuiteEntry:
 # generator seeded 0; the board's episodes come from the generator seeded 1, which training never sees.
 TRAINED_TASK_OPTIONS: dict[str, Any] = {"min_steps": 1, "max_steps": 1, "system_prompt": "Solve it."}
 TRAINED_HELD_OUT_OPTIONS: dict[str, Any] = {**TRAINED_TASK_OPTIONS, "seed": 1}
-TRAINED_ENTRY = SuiteEntry("AgentR1/GSM8K-v0", "synthetic", 1024, ("random", "scripted", "oracle"),
-                           tuple(TRAINED_HELD_OUT_OPTIONS.items()), train=True)
+TRAINED_ENTRY = SuiteEntry(
+    "AgentR1/GSM8K-v0",
+    "synthetic",
+    1024,
+    ("random", "scripted", "oracle"),
+    tuple(TRAINED_HELD_OUT_OPTIONS.items()),
+    train=True,
+)
 
 
 def _entries(scale: int, levels: tuple[str, ...]) -> tuple[SuiteEntry, ...]:
     """The suite at ``scale`` times the quick episode counts; the generated sources at each of ``levels``
     (``easy`` is their default, so it is given as no option: its runs are the same as before levels existed)."""
+
     def at(level: str) -> tuple[tuple[str, Any], ...]:
         return () if level == "easy" else (("difficulty", level),)
 
     return (
-        *(SuiteEntry("AgentR1/GSM8K-v0", "synthetic", 50 * scale, ("random", "scripted", "oracle"), at(lv))
-          for lv in levels),
+        *(
+            SuiteEntry("AgentR1/GSM8K-v0", "synthetic", 50 * scale, ("random", "scripted", "oracle"), at(lv))
+            for lv in levels
+        ),
         SuiteEntry("AgentR1/ToolEnv-v0", "lookup", 20 * scale, ("random", "scripted", "oracle")),
-        *(SuiteEntry("AgentR1/HotpotQA-v0", "synthetic", 30 * scale, ("random", "rag", "react", "oracle"), at(lv))
-          for lv in levels),
-        *(SuiteEntry("AgentR1/ALFWorld-v1", "generated", 6 * scale, ("random", "react", "oracle"), at(lv))
-          for lv in levels),
-        *(SuiteEntry("AgentR1/WebShop-v0", "generated", 30 * scale, ("random", "rule", "oracle"), at(lv))
-          for lv in levels),
+        *(
+            SuiteEntry("AgentR1/HotpotQA-v0", "synthetic", 30 * scale, ("random", "rag", "react", "oracle"), at(lv))
+            for lv in levels
+        ),
+        *(
+            SuiteEntry("AgentR1/ALFWorld-v1", "generated", 6 * scale, ("random", "react", "oracle"), at(lv))
+            for lv in levels
+        ),
+        *(
+            SuiteEntry("AgentR1/WebShop-v0", "generated", 30 * scale, ("random", "rule", "oracle"), at(lv))
+            for lv in levels
+        ),
     )
 
 
 # GSM8K with the sandboxed python tool (``full`` only: each call starts a sandboxed interpreter, ~0.1 s).
-PYTHON_MATH = tuple(SuiteEntry("AgentR1/PythonMath-v0", "synthetic", 200, ("random", "scripted", "oracle"),
-                               () if level == "easy" else (("difficulty", level),))
-                    for level in ("easy", "medium", "hard"))
+PYTHON_MATH = tuple(
+    SuiteEntry(
+        "AgentR1/PythonMath-v0",
+        "synthetic",
+        200,
+        ("random", "scripted", "oracle"),
+        () if level == "easy" else (("difficulty", level),),
+    )
+    for level in ("easy", "medium", "hard")
+)
 
 
-SUITES: dict[str, tuple[SuiteEntry, ...]] = {"quick": (*_entries(1, ("easy",)), TRAINED_ENTRY),
-                                             "full": (*_entries(10, ("easy", "medium", "hard")), *PYTHON_MATH)}
+SUITES: dict[str, tuple[SuiteEntry, ...]] = {
+    "quick": (*_entries(1, ("easy",)), TRAINED_ENTRY),
+    "full": (*_entries(10, ("easy", "medium", "hard")), *PYTHON_MATH),
+}
 
 
 def suite(name: str) -> tuple[SuiteEntry, ...]:
@@ -80,8 +104,7 @@ def is_registered(env_id: str) -> bool:
 def not_registered_message(env_id: str) -> str:
     import agentgym_r1
 
-    return (f"{env_id} is not registered in this checkout (registered: {', '.join(agentgym_r1.env_ids())}); "
-            f"skipped")
+    return f"{env_id} is not registered in this checkout (registered: {', '.join(agentgym_r1.env_ids())}); skipped"
 
 
 def env_kwargs(env_id: str, source: str | None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -110,10 +133,11 @@ def parse_env_kwargs(text: str | None) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ConfigError(f"--env-kwargs must be a JSON object such as '{{\"difficulty\": \"hard\"}}'; "
-                          f"{text!r} is not JSON ({e.msg})") from e
+        raise ConfigError(
+            f'--env-kwargs must be a JSON object such as \'{{"difficulty": "hard"}}\'; {text!r} is not JSON ({e.msg})'
+        ) from e
     if not isinstance(value, dict):
-        raise ConfigError(f"--env-kwargs must be a JSON object such as '{{\"difficulty\": \"hard\"}}', got {text!r}")
+        raise ConfigError(f'--env-kwargs must be a JSON object such as \'{{"difficulty": "hard"}}\', got {text!r}')
     if "source" in value:
         raise ConfigError("give the source with --source (eval) or by the suite, not in --env-kwargs")
     return value
@@ -125,5 +149,7 @@ def options_label(env_kwargs: str) -> str:
         return ""
     import json
 
-    return " ".join(f"{k}={v if isinstance(v, str) else json.dumps(v, separators=(',', ':'))}"
-                    for k, v in json.loads(env_kwargs).items())
+    return " ".join(
+        f"{k}={v if isinstance(v, str) else json.dumps(v, separators=(',', ':'))}"
+        for k, v in json.loads(env_kwargs).items()
+    )

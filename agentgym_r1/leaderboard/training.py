@@ -44,10 +44,12 @@ ENV_ID, SOURCE = TRAINED_ENTRY.env_id, TRAINED_ENTRY.source
 TASK_OPTIONS: dict[str, Any] = TRAINED_TASK_OPTIONS
 HELD_OUT_OPTIONS: dict[str, Any] = TRAINED_HELD_OUT_OPTIONS  # the generator seeded 1: never trained on
 # What the trained rows' figures depend on, printed under them (benchmarks/reports/main_job.md has the runs).
-DEPENDS = ("Both trained rows depend on the training seed and on the CPU's floating-point kernels (the SFT parts "
-           "between kernel settings after about 40 of its 850 steps): over 10 runs (seeds 0-4, two kernel settings) the "
-           "before row ranged 7.4-48.6% and the gain +2.0 to +12.6 points (p < 0.01 paired in 9 of 10); the paired "
-           "test above is this run's (benchmarks/reports/main_job.md).")
+DEPENDS = (
+    "Both trained rows depend on the training seed and on the CPU's floating-point kernels (the SFT parts "
+    "between kernel settings after about 40 of its 850 steps): over 10 runs (seeds 0-4, two kernel settings) the "
+    "before row ranged 7.4-48.6% and the gain +2.0 to +12.6 points (p < 0.01 paired in 9 of 10); the paired "
+    "test above is this run's (benchmarks/reports/main_job.md)."
+)
 COMPLETE = ".complete"  # written in a checkpoint folder once it is saved whole
 
 
@@ -80,8 +82,10 @@ class TrainBudget:
             if getattr(self, name) < 1:
                 raise ConfigError(f"the training budget's {name} must be at least 1, got {getattr(self, name)}")
         if self.generations < 2:
-            raise ConfigError(f"the training budget's generations must be at least 2 (GRPO compares samples of one "
-                              f"task), got {self.generations}")
+            raise ConfigError(
+                f"the training budget's generations must be at least 2 (GRPO compares samples of one "
+                f"task), got {self.generations}"
+            )
 
 
 @dataclass(frozen=True)
@@ -107,23 +111,40 @@ class TrainPlan:
 
     @property
     def key(self) -> str:
-        return json.dumps([ENV_ID, SOURCE, HELD_OUT_OPTIONS, self.episodes, self.seed, asdict(self.budget)],
-                          sort_keys=True, separators=(",", ":"))
+        return json.dumps(
+            [ENV_ID, SOURCE, HELD_OUT_OPTIONS, self.episodes, self.seed, asdict(self.budget)],
+            sort_keys=True,
+            separators=(",", ":"),
+        )
 
     def spec(self, stage: str) -> str:
         return f"hf:{self.out_dir / stage}?max_new_tokens={self.budget.max_new_tokens}"
 
     def job(self, stage: str) -> Job:
-        return Job(ENV_ID, SOURCE, self.spec(stage), self.seed, self.episodes, self.suite, self.timeout, 1,
-                   self.concurrency, env_kwargs=canonical(HELD_OUT_OPTIONS))
+        return Job(
+            ENV_ID,
+            SOURCE,
+            self.spec(stage),
+            self.seed,
+            self.episodes,
+            self.suite,
+            self.timeout,
+            1,
+            self.concurrency,
+            env_kwargs=canonical(HELD_OUT_OPTIONS),
+        )
 
     def curve_items(self) -> list[tuple[int, int]]:
         """The episodes the learning curve reads: the first ``curve_episodes`` of the rows' (the same tasks)."""
-        return self.job("grpo").items()[:self.curve_episodes]
+        return self.job("grpo").items()[: self.curve_episodes]
 
 
-def train_on_board(plan: TrainPlan, callbacks: Sequence[Any] = (), say: Callable[[str], None] = lambda _: None,
-                   progress: Callable[..., None] | None = None) -> TrainingRecord:
+def train_on_board(
+    plan: TrainPlan,
+    callbacks: Sequence[Any] = (),
+    say: Callable[[str], None] = lambda _: None,
+    progress: Callable[..., None] | None = None,
+) -> TrainingRecord:
     """Train the tiny agent and evaluate its two rows into ``plan.results``; returns the record. An exception in
     training is recorded (``failed``) and returned, not raised; Ctrl-C is recorded (``interrupted``) and re-raised."""
     store = ResultsStore(plan.results)
@@ -132,8 +153,19 @@ def train_on_board(plan: TrainPlan, callbacks: Sequence[Any] = (), say: Callable
             for module in ("torch", "transformers", "trl"):
                 require(module, "train", "the quick suite's trained agent")
         except DependencyNotInstalled as e:
-            rec = TrainingRecord(plan.key, ENV_ID, SOURCE, canonical(HELD_OUT_OPTIONS), "skipped", str(e),
-                                 plan.spec("sft"), plan.spec("grpo"), plan.budget.grpo_steps, [], asdict(plan.budget))
+            rec = TrainingRecord(
+                plan.key,
+                ENV_ID,
+                SOURCE,
+                canonical(HELD_OUT_OPTIONS),
+                "skipped",
+                str(e),
+                plan.spec("sft"),
+                plan.spec("grpo"),
+                plan.budget.grpo_steps,
+                [],
+                asdict(plan.budget),
+            )
             store.save_training(rec)
             return rec
         old = next((r for r in store.trainings() if r.key == plan.key), None)
@@ -142,9 +174,21 @@ def train_on_board(plan: TrainPlan, callbacks: Sequence[Any] = (), say: Callable
             for stage in ("sft", "grpo"):
                 run_jobs([plan.job(stage)], plan.results, workers=1, progress=progress)
             return old
-        rec = TrainingRecord(plan.key, ENV_ID, SOURCE, canonical(HELD_OUT_OPTIONS), "running", "setup",
-                             plan.spec("sft"), plan.spec("grpo"), plan.budget.grpo_steps, [], asdict(plan.budget),
-                             str(plan.out_dir / "grpo"), os.getpid())
+        rec = TrainingRecord(
+            plan.key,
+            ENV_ID,
+            SOURCE,
+            canonical(HELD_OUT_OPTIONS),
+            "running",
+            "setup",
+            plan.spec("sft"),
+            plan.spec("grpo"),
+            plan.budget.grpo_steps,
+            [],
+            asdict(plan.budget),
+            str(plan.out_dir / "grpo"),
+            os.getpid(),
+        )
         store.save_training(rec)
         try:
             _train(plan, rec, store, callbacks, say, progress)
@@ -174,8 +218,14 @@ def _save(model: Any, tokenizer: Any, path: Path) -> None:
     (path / COMPLETE).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n", encoding="utf-8")
 
 
-def _train(plan: TrainPlan, rec: TrainingRecord, store: ResultsStore, callbacks: Sequence[Any],
-           say: Callable[[str], None], progress: Callable[..., None] | None) -> None:
+def _train(
+    plan: TrainPlan,
+    rec: TrainingRecord,
+    store: ResultsStore,
+    callbacks: Sequence[Any],
+    say: Callable[[str], None],
+    progress: Callable[..., None] | None,
+) -> None:
     budget, out = plan.budget, plan.out_dir
 
     def mark(stage: str) -> None:  # where training is, stored: a killed process leaves it for the board
@@ -236,8 +286,7 @@ def sft_start(budget: TrainBudget) -> tuple[Any, Any, list[Any]]:
             play_expert(env, seed, expert_actions)
             texts.append(render_chat(env.unwrapped.transcript.messages()))
         tokenizer = train_tokenizer(texts, vocab_size=budget.vocab, split_digits=True, cross_spaces=True)
-        model = make_model(tokenizer, hidden=budget.hidden, layers=budget.layers, mlp_ratio=4,
-                           seed=budget.seed).train()
+        model = make_model(tokenizer, hidden=budget.hidden, layers=budget.layers, mlp_ratio=4, seed=budget.seed).train()
         episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(budget.sft_episodes)]
     finally:
         env.close()
@@ -253,13 +302,27 @@ def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
         if (step + 1) % 50 == 0:
             mark(f"SFT ({step + 1}/{budget.sft_steps} steps)")
 
-    sft(model, episodes, tokenizer.pad_token_id, steps=budget.sft_steps, batch_size=budget.sft_batch,
-        lr=budget.sft_lr, seed=budget.seed, on_step=on_step)
+    sft(
+        model,
+        episodes,
+        tokenizer.pad_token_id,
+        steps=budget.sft_steps,
+        batch_size=budget.sft_batch,
+        lr=budget.sft_lr,
+        seed=budget.seed,
+        on_step=on_step,
+    )
     _save(model, tokenizer, path)
 
 
-def _grpo(plan: TrainPlan, rec: TrainingRecord, store: ResultsStore, mark: Callable[[str], None],
-          callbacks: Sequence[Any], say: Callable[[str], None]) -> tuple[Any, Any]:
+def _grpo(
+    plan: TrainPlan,
+    rec: TrainingRecord,
+    store: ResultsStore,
+    mark: Callable[[str], None],
+    callbacks: Sequence[Any],
+    say: Callable[[str], None],
+) -> tuple[Any, Any]:
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -273,14 +336,30 @@ def _grpo(plan: TrainPlan, rec: TrainingRecord, store: ResultsStore, mark: Calla
     tokenizer = load_tokenizer(str(sft_dir), "the SFT checkpoint")
     model = load_model(str(sft_dir), "the SFT checkpoint", device="cpu").train()  # from_pretrained, as before
     args = AgentGRPOConfig(
-        output_dir=str(plan.out_dir / "grpo-trainer"), env_id=ENV_ID, env_kwargs={"source": SOURCE, **TASK_OPTIONS},
-        max_turns=budget.max_turns, max_new_tokens=budget.max_new_tokens, num_generations=budget.generations,
+        output_dir=str(plan.out_dir / "grpo-trainer"),
+        env_id=ENV_ID,
+        env_kwargs={"source": SOURCE, **TASK_OPTIONS},
+        max_turns=budget.max_turns,
+        max_new_tokens=budget.max_new_tokens,
+        num_generations=budget.generations,
         per_device_train_batch_size=budget.grpo_prompts * budget.generations,
-        max_completion_length=budget.max_completion_length, learning_rate=budget.grpo_lr,
-        lr_scheduler_type="constant", beta=0.0, temperature=1.0, max_steps=budget.grpo_steps,
-        logging_steps=budget.eval_every, report_to="none", gradient_checkpointing=False, save_strategy="no",
-        use_cpu=True, bf16=False, num_tasks=max(1024, budget.grpo_steps * budget.grpo_prompts), seed=budget.seed,
-        data_seed=budget.seed, disable_tqdm=True)
+        max_completion_length=budget.max_completion_length,
+        learning_rate=budget.grpo_lr,
+        lr_scheduler_type="constant",
+        beta=0.0,
+        temperature=1.0,
+        max_steps=budget.grpo_steps,
+        logging_steps=budget.eval_every,
+        report_to="none",
+        gradient_checkpointing=False,
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        num_tasks=max(1024, budget.grpo_steps * budget.grpo_prompts),
+        seed=budget.seed,
+        data_seed=budget.seed,
+        disable_tqdm=True,
+    )
     job = plan.job("grpo")
     held_out = full_env_kwargs(ENV_ID, SOURCE, HELD_OUT_OPTIONS)
 

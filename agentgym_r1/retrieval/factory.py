@@ -46,8 +46,15 @@ def _key(backend: str, index_dir: Path | None, fingerprint: str | None, opts: di
     return backend, str(index_dir) if index_dir else None, fingerprint, repr(sorted(opts.items()))
 
 
-def build_retriever(backend: str = "bm25", corpus: Corpus | None = None, index_dir: str | Path | None = None, *,
-                    overwrite: bool = False, cache: bool = True, **opts: Any) -> Retriever:
+def build_retriever(
+    backend: str = "bm25",
+    corpus: Corpus | None = None,
+    index_dir: str | Path | None = None,
+    *,
+    overwrite: bool = False,
+    cache: bool = True,
+    **opts: Any,
+) -> Retriever:
     """A retriever over ``corpus`` (a JSONL path or documents), built once into ``index_dir`` and reused.
 
     ``index_dir=None`` keeps the index in memory (not for ``lucene``). An existing index in ``index_dir`` is loaded
@@ -84,8 +91,7 @@ def build_retriever(backend: str = "bm25", corpus: Corpus | None = None, index_d
         return retriever
 
 
-def load_retriever(index_dir: str | Path, *, backend: str | None = None, cache: bool = True,
-                   **opts: Any) -> Retriever:
+def load_retriever(index_dir: str | Path, *, backend: str | None = None, cache: bool = True, **opts: Any) -> Retriever:
     """Open a saved index with the backend named in its manifest (``backend=`` asserts which one it must be)."""
     path = Path(index_dir).resolve()
     manifest = read_manifest(path)

@@ -36,8 +36,9 @@ class _Failed(Exception):
 def _seconds(name: str, value: Any, positive: bool = True) -> float:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < 0 or (positive and value == 0):
-        raise ConfigError(f"HttpRetriever {name} must be a finite number of seconds {'> 0' if positive else '>= 0'}, "
-                          f"got {value!r}")
+        raise ConfigError(
+            f"HttpRetriever {name} must be a finite number of seconds {'> 0' if positive else '>= 0'}, got {value!r}"
+        )
     return float(value)
 
 
@@ -47,8 +48,15 @@ class HttpRetriever(Retriever):
 
     backend = "http"
 
-    def __init__(self, url: str, timeout: float = 10.0, retries: int = 2, backoff: float = 0.1,
-                 max_connections: int = 32, cooldown: float | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 10.0,
+        retries: int = 2,
+        backoff: float = 0.1,
+        max_connections: int = 32,
+        cooldown: float | None = None,
+    ) -> None:
         httpx = require("httpx", "serve", "The HTTP retriever")
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise ConfigError(f"HttpRetriever retries must be an int >= 0, got {retries!r}")
@@ -60,16 +68,20 @@ class HttpRetriever(Retriever):
         self.cooldown = self.timeout if cooldown is None else _seconds("cooldown", cooldown, positive=False)
         self._down: tuple[float, str] | None = None  # (until, why): set when the server could not be reached
         self._lock = threading.Lock()
-        self._client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(self.timeout),
-                                    limits=httpx.Limits(max_connections=max_connections,
-                                                        max_keepalive_connections=max_connections))
+        self._client = httpx.Client(
+            base_url=self.url,
+            timeout=httpx.Timeout(self.timeout),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        )
 
     def _request(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
         with self._lock:
             down = self._down
         if down is not None and time.monotonic() < down[0]:
-            raise RetrievalError(f"retriever at {self.url} is unreachable ({down[1]}); it is asked again "
-                                 f"{down[0] - time.monotonic():.1f} s from now")
+            raise RetrievalError(
+                f"retriever at {self.url} is unreachable ({down[1]}); it is asked again "
+                f"{down[0] - time.monotonic():.1f} s from now"
+            )
         deadline = time.monotonic() + self.timeout
         tries = 0
 
@@ -79,8 +91,14 @@ class HttpRetriever(Retriever):
             return self._try(method, path, payload, deadline)
 
         try:
-            data = retry_call(attempt, retry_if=lambda e: isinstance(e, _Failed), attempts=self.retries + 1,
-                              within=self.timeout, first_wait=self.backoff, max_wait=max(self.backoff, 1.0))
+            data = retry_call(
+                attempt,
+                retry_if=lambda e: isinstance(e, _Failed),
+                attempts=self.retries + 1,
+                within=self.timeout,
+                first_wait=self.backoff,
+                max_wait=max(self.backoff, 1.0),
+            )
         except _Failed as e:
             why = f"did not answer after {tries} {'try' if tries == 1 else 'tries'} in {self.timeout:g} s: {e}"
             if e.unreachable:
@@ -109,8 +127,9 @@ class HttpRetriever(Retriever):
         if response.status_code >= 500:
             raise _Failed(f"HTTP {response.status_code}: {response.text[:200]}", unreachable=False)
         if response.status_code != 200:
-            raise RetrievalError(f"retriever at {self.url} refused the request: HTTP {response.status_code} "
-                                 f"{response.text[:200]}")
+            raise RetrievalError(
+                f"retriever at {self.url} refused the request: HTTP {response.status_code} {response.text[:200]}"
+            )
         try:
             return response.json()
         except ValueError as e:
@@ -121,8 +140,10 @@ class HttpRetriever(Retriever):
             return []
         data = self._request("POST", "/retrieve", {"queries": [str(q) for q in queries], "k": int(k)})
         try:
-            return [[Hit(Document(str(h["id"]), h["title"], h["text"]), float(h["score"]), int(h["rank"]))
-                     for h in hits] for hits in data["results"]]
+            return [
+                [Hit(Document(str(h["id"]), h["title"], h["text"]), float(h["score"]), int(h["rank"])) for h in hits]
+                for hits in data["results"]
+            ]
         except (KeyError, TypeError, ValueError) as e:
             raise RetrievalError(f"retriever at {self.url} sent an answer in an unknown shape: {e!r}") from e
 

@@ -40,10 +40,18 @@ class HybridRetriever(Retriever):
         self.depth = depth
 
     @classmethod
-    def build(cls, documents: Iterable[Document | dict], index_dir: str | Path | None = None, *,
-              backends: Sequence[str] = ("bm25", "dense"), model: str | Path | None = None,
-              fingerprint: str | None = None, k0: float = 60.0, depth: int = 20,
-              threads: int | None = None) -> HybridRetriever:
+    def build(
+        cls,
+        documents: Iterable[Document | dict],
+        index_dir: str | Path | None = None,
+        *,
+        backends: Sequence[str] = ("bm25", "dense"),
+        model: str | Path | None = None,
+        fingerprint: str | None = None,
+        k0: float = 60.0,
+        depth: int = 20,
+        threads: int | None = None,
+    ) -> HybridRetriever:
         """Build both sub-indexes (``index_dir/<backend>``); ``model`` and ``threads`` go to the dense one."""
         from agentgym_r1.retrieval.factory import backend_class
 
@@ -57,14 +65,29 @@ class HybridRetriever(Retriever):
             sub_dir = path / name if path is not None else None
             subs.append(backend_class(name).build(docs, sub_dir, fingerprint=fingerprint, **opts))
         if path is not None:
-            write_manifest(path, IndexManifest(cls.backend, fingerprint or "", len(docs),
-                                               model=Path(model).name if model else None,
-                                               options={"backends": list(backends), "k0": k0, "depth": depth}))
+            write_manifest(
+                path,
+                IndexManifest(
+                    cls.backend,
+                    fingerprint or "",
+                    len(docs),
+                    model=Path(model).name if model else None,
+                    options={"backends": list(backends), "k0": k0, "depth": depth},
+                ),
+            )
         return cls(subs[0], subs[1], k0, depth)
 
     @classmethod
-    def load(cls, index_dir: str | Path, *, model: str | Path | None = None, backends: Sequence[str] | None = None,
-             k0: float | None = None, depth: int | None = None, threads: int | None = None) -> HybridRetriever:
+    def load(
+        cls,
+        index_dir: str | Path,
+        *,
+        model: str | Path | None = None,
+        backends: Sequence[str] | None = None,
+        k0: float | None = None,
+        depth: int | None = None,
+        threads: int | None = None,
+    ) -> HybridRetriever:
         from agentgym_r1.retrieval.factory import backend_class
 
         path = Path(index_dir)

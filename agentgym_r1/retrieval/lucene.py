@@ -57,8 +57,16 @@ class LuceneRetriever(Retriever):
         self._searcher.set_bm25(float(k1), float(b))
 
     @classmethod
-    def build(cls, documents: Iterable[Document | dict], index_dir: str | Path | None = None, *,
-              fingerprint: str | None = None, threads: int = 2, k1: float = 0.9, b: float = 0.4) -> LuceneRetriever:
+    def build(
+        cls,
+        documents: Iterable[Document | dict],
+        index_dir: str | Path | None = None,
+        *,
+        fingerprint: str | None = None,
+        threads: int = 2,
+        k1: float = 0.9,
+        b: float = 0.4,
+    ) -> LuceneRetriever:
         """Index ``documents`` into ``index_dir`` (replaced) with Anserini's indexer."""
         if index_dir is None:
             raise ConfigError("the lucene backend keeps its index on disk: give index_dir=...")
@@ -69,13 +77,28 @@ class LuceneRetriever(Retriever):
         path.mkdir(parents=True)
         with tempfile.TemporaryDirectory(dir=path) as tmp:
             n = _write_collection(documents, Path(tmp))
-            cmd = [sys.executable, "-m", "pyserini.index.lucene", "--collection", "JsonCollection",
-                   "--input", tmp, "--index", str(path / _LUCENE_DIR), "--generator", "DefaultLuceneDocumentGenerator",
-                   "--threads", str(threads), "--storeRaw"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pyserini.index.lucene",
+                "--collection",
+                "JsonCollection",
+                "--input",
+                tmp,
+                "--index",
+                str(path / _LUCENE_DIR),
+                "--generator",
+                "DefaultLuceneDocumentGenerator",
+                "--threads",
+                str(threads),
+                "--storeRaw",
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not (path / _LUCENE_DIR).is_dir():
-            raise RetrievalError(f"pyserini's indexer failed (exit {proc.returncode}) on {n} documents: "
-                                 f"{(proc.stderr or proc.stdout)[-800:]}")
+            raise RetrievalError(
+                f"pyserini's indexer failed (exit {proc.returncode}) on {n} documents: "
+                f"{(proc.stderr or proc.stdout)[-800:]}"
+            )
         write_manifest(path, IndexManifest(cls.backend, fingerprint or "", n, options={"k1": k1, "b": b}))
         return cls(path, k1, b)
 
@@ -89,13 +112,15 @@ class LuceneRetriever(Retriever):
     def search(self, query: str, k: int = 5) -> list[Hit]:
         if self._searcher is None:
             raise RetrievalError("this Lucene retriever was closed")
-        words = _WORD.findall(str(query)[:4 * MAX_QUERY_WORDS * 16])[:MAX_QUERY_WORDS]
+        words = _WORD.findall(str(query)[: 4 * MAX_QUERY_WORDS * 16])[:MAX_QUERY_WORDS]
         if not words or k <= 0:
             return []
         try:
             hits = self._searcher.search(" ".join(words), min(int(k), max(1, len(self))))
-            return [Hit(self._document(h.docid, h.lucene_document.get("raw")), float(h.score), rank)
-                    for rank, h in enumerate(hits)]
+            return [
+                Hit(self._document(h.docid, h.lucene_document.get("raw")), float(h.score), rank)
+                for rank, h in enumerate(hits)
+            ]
         except Exception as e:  # a Java exception surfaces as jnius.JavaException
             raise RetrievalError(f"Lucene search failed: {e}") from e
 

@@ -28,21 +28,28 @@ class IndexManifest:
     created: float = field(default_factory=time.time)
     version: int = FORMAT_VERSION
 
-    def check(self, index_dir: str | Path, backend: str, model: str | None = None,
-              fingerprint: str | None = None) -> None:
+    def check(
+        self, index_dir: str | Path, backend: str, model: str | None = None, fingerprint: str | None = None
+    ) -> None:
         """Raise :class:`IndexMismatchError` when this index is not the one asked for."""
         if self.backend != backend:
-            raise IndexMismatchError(f"index {str(index_dir)!r} was built with backend {self.backend!r}, not "
-                                     f"{backend!r}. Load it with backend={self.backend!r}, or build a {backend} index "
-                                     "in another directory.")
+            raise IndexMismatchError(
+                f"index {str(index_dir)!r} was built with backend {self.backend!r}, not "
+                f"{backend!r}. Load it with backend={self.backend!r}, or build a {backend} index "
+                "in another directory."
+            )
         if model is not None and self.model is not None and _model_name(model) != _model_name(self.model):
-            raise IndexMismatchError(f"index {str(index_dir)!r} was built with embedding model {self.model!r}, not "
-                                     f"{model!r}. Query vectors from another model do not match; use the same model "
-                                     "or build a new index in another directory.")
+            raise IndexMismatchError(
+                f"index {str(index_dir)!r} was built with embedding model {self.model!r}, not "
+                f"{model!r}. Query vectors from another model do not match; use the same model "
+                "or build a new index in another directory."
+            )
         if fingerprint is not None and self.fingerprint != fingerprint:
-            raise IndexMismatchError(f"index {str(index_dir)!r} holds another corpus (fingerprint {self.fingerprint}, "
-                                     f"asked for {fingerprint}). Pass overwrite=True to rebuild it, or use another "
-                                     "directory.")
+            raise IndexMismatchError(
+                f"index {str(index_dir)!r} holds another corpus (fingerprint {self.fingerprint}, "
+                f"asked for {fingerprint}). Pass overwrite=True to rebuild it, or use another "
+                "directory."
+            )
 
 
 def _model_name(model: str) -> str:
@@ -59,8 +66,10 @@ def write_manifest(index_dir: str | Path, manifest: IndexManifest) -> None:
 def read_manifest(index_dir: str | Path) -> IndexManifest:
     path = Path(index_dir) / MANIFEST
     if not path.is_file():
-        raise IndexNotFoundError(f"no retrieval index at {str(index_dir)!r} (no {MANIFEST}). Build one with "
-                                 "agentgym_r1.retrieval.build_retriever(backend, corpus, index_dir=...).")
+        raise IndexNotFoundError(
+            f"no retrieval index at {str(index_dir)!r} (no {MANIFEST}). Build one with "
+            "agentgym_r1.retrieval.build_retriever(backend, corpus, index_dir=...)."
+        )
     data = json.loads(path.read_text(encoding="utf-8"))
     known = IndexManifest.__dataclass_fields__
     return IndexManifest(**{k: v for k, v in data.items() if k in known})

@@ -60,8 +60,9 @@ def create_app(retriever: Retriever) -> Any:
     return limit_body(app, MAX_BODY_BYTES, TOO_LARGE)
 
 
-def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning",
-          **opts: Any) -> None:
+def serve(
+    index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning", **opts: Any
+) -> None:
     """Load the index in ``index_dir`` and serve it until interrupted."""
     from agentgym_r1.retrieval.factory import load_retriever
 

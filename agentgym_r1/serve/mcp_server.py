@@ -38,8 +38,10 @@ def env_tools(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, dict[str, B
     tools = getattr(env.unwrapped, "tools", None)
     if not isinstance(tools, dict) or not tools:
         env.close()
-        raise ConfigError(f"{env_id} has no tools to serve over MCP (env.unwrapped.tools is {tools!r:.80}); serve an "
-                          "env built on ToolEnv, e.g. AgentR1/HotpotQA-v0")
+        raise ConfigError(
+            f"{env_id} has no tools to serve over MCP (env.unwrapped.tools is {tools!r:.80}); serve an "
+            "env built on ToolEnv, e.g. AgentR1/HotpotQA-v0"
+        )
     return env, tools
 
 
@@ -57,9 +59,12 @@ def make_server(env_id: str, tools: dict[str, BaseTool]) -> Any:
             return call_tool(tool_, arguments)
 
     async def on_list_tools(ctx: Any, params: Any) -> Any:
-        return types.ListToolsResult(tools=[
-            types.Tool(name=t.name, description=t.description, input_schema=dict(t.parameters))
-            for t in tools.values()])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=t.name, description=t.description, input_schema=dict(t.parameters))
+                for t in tools.values()
+            ]
+        )
 
     async def on_call_tool(ctx: Any, params: Any) -> Any:
         tool_ = tools.get(params.name)
@@ -67,14 +72,20 @@ def make_server(env_id: str, tools: dict[str, BaseTool]) -> Any:
             result = ToolResult(False, f"Error: unknown tool {params.name!r}; the tools are {sorted(tools)}.")
         else:
             result = await anyio.to_thread.run_sync(call, tool_, params.arguments or {})
-        return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)],
-                                    is_error=not result.ok)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)], is_error=not result.ok)
 
     return Server(f"agentgym-r1 {env_id}", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 
-def serve(env_id: str, env_kwargs: dict[str, Any] | None = None, *, transport: str = "streamable-http",
-          host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning") -> None:
+def serve(
+    env_id: str,
+    env_kwargs: dict[str, Any] | None = None,
+    *,
+    transport: str = "streamable-http",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "warning",
+) -> None:
     """Serve ``env_id``'s tools until interrupted (stdio: until the client closes stdin)."""
     if transport not in TRANSPORTS:
         raise ConfigError(f"transport must be one of {list(TRANSPORTS)}, got {transport!r}")

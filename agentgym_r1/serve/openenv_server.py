@@ -67,8 +67,17 @@ from agentgym_r1.envs.openenv_wire import (  # noqa: E402
     transcript_pieces,
 )
 
-__all__ = ["SINGLE_THREAD_ENVS", "GymEnvironment", "RequestError", "SerialGymEnvironment", "ServedEnv",
-           "SessionGuard", "make_app", "parse_env_kwargs", "serve"]
+__all__ = [
+    "SINGLE_THREAD_ENVS",
+    "GymEnvironment",
+    "RequestError",
+    "SerialGymEnvironment",
+    "ServedEnv",
+    "SessionGuard",
+    "make_app",
+    "parse_env_kwargs",
+    "serve",
+]
 
 log = logging.getLogger("agentgym_r1.serve")
 
@@ -121,11 +130,18 @@ class GymEnvironment(Environment[AgentAction, AgentObservation, AgentState]):
         self.seen = (0, 0)  # transcript spans and messages already sent
         served.opened(+1)
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None,
-              **kwargs: Any) -> AgentObservation:
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> AgentObservation:
         if kwargs:  # openenv passes every key a signature with **kwargs accepts (``_get_valid_kwargs``)
-            raise self.refuse(ConfigError(f"reset got unknown argument(s) {sorted(kwargs)}; it takes seed, "
-                                          f"episode_id and options"), 422)
+            raise self.refuse(
+                ConfigError(f"reset got unknown argument(s) {sorted(kwargs)}; it takes seed, episode_id and options"),
+                422,
+            )
         if self.closed:
             raise self.refuse(ConfigError("this session was closed (idle timeout or disconnect); reconnect"), 409)
         bad = reset_arguments_error(seed, episode_id, options)
@@ -146,9 +162,13 @@ class GymEnvironment(Environment[AgentAction, AgentObservation, AgentState]):
 
     def step(self, action: AgentAction, timeout_s: float | None = None, **kwargs: Any) -> AgentObservation:
         if self.env is None or self.done:
-            raise self.refuse(ResetNeeded(
-                "call reset() before step(), and again after the episode ended (the HTTP /step endpoint is "
-                "stateless in openenv-core: play episodes over the /ws session endpoint)"), 409)
+            raise self.refuse(
+                ResetNeeded(
+                    "call reset() before step(), and again after the episode ended (the HTTP /step endpoint is "
+                    "stateless in openenv-core: play episodes over the /ws session endpoint)"
+                ),
+                409,
+            )
         try:
             obs, reward, terminated, truncated, info = self.env.step(action.text)
         except AgentGymError as e:
@@ -157,37 +177,51 @@ class GymEnvironment(Environment[AgentAction, AgentObservation, AgentState]):
             log.exception("%s raised in step", self.served.env_id)
             self.drop_env()
             message = utf8_safe(f"the served env {self.served.env_id} raised in step: {type(e).__name__}: {e}")
-            return AgentObservation(done=True, reward=0.0, info={"env_error": message},
-                                    metadata={"env_error": message})
+            return AgentObservation(done=True, reward=0.0, info={"env_error": message}, metadata={"env_error": message})
         self.done = bool(terminated or truncated)
         return self.observation(obs, float(reward), bool(terminated), bool(truncated), info)
 
-    def observation(self, text: str, reward: float | None, terminated: bool, truncated: bool,
-                    info: dict[str, Any]) -> AgentObservation:
+    def observation(
+        self, text: str, reward: float | None, terminated: bool, truncated: bool, info: dict[str, Any]
+    ) -> AgentObservation:
         assert self.env is not None
         transcript = self.env.unwrapped.transcript
         pieces = transcript_pieces(transcript, *self.seen)
         self.seen = (len(transcript.spans), len(transcript.message_spans()))
         wire_info = jsonable(info)  # every string that leaves the server is written as UTF-8: jsonable, utf8_safe
-        return AgentObservation(text=utf8_safe(text), reward=reward, done=terminated or truncated,
-                                terminated=terminated, truncated=truncated, info=wire_info,
-                                transcript=jsonable(pieces), metadata=wire_info)
+        return AgentObservation(
+            text=utf8_safe(text),
+            reward=reward,
+            done=terminated or truncated,
+            terminated=terminated,
+            truncated=truncated,
+            info=wire_info,
+            transcript=jsonable(pieces),
+            metadata=wire_info,
+        )
 
     @property
     def state(self) -> AgentState:
         env = None if self.env is None else self.env.unwrapped
         grade = getattr(env, "grade", None)
         return AgentState(
-            episode_id=self.episode_id, step_count=getattr(env, "turn", 0), env_id=self.served.env_id,
-            max_action_chars=self.served.max_action_chars, max_observation_chars=self.served.max_observation_chars,
-            turn=getattr(env, "turn", 0), done=self.done, task=task_to_wire(getattr(env, "task", None)),
-            grade=None if grade is None else jsonable(grade))
+            episode_id=self.episode_id,
+            step_count=getattr(env, "turn", 0),
+            env_id=self.served.env_id,
+            max_action_chars=self.served.max_action_chars,
+            max_observation_chars=self.served.max_observation_chars,
+            turn=getattr(env, "turn", 0),
+            done=self.done,
+            task=task_to_wire(getattr(env, "task", None)),
+            grade=None if grade is None else jsonable(grade),
+        )
 
     def get_metadata(self) -> EnvironmentMetadata:
         from agentgym_r1 import __version__
 
-        return EnvironmentMetadata(name=self.served.env_id, description=self.served.description,
-                                   version=__version__, author="agentgym-r1")
+        return EnvironmentMetadata(
+            name=self.served.env_id, description=self.served.description, version=__version__, author="agentgym-r1"
+        )
 
     def drop_env(self) -> None:
         env, self.env, self.done = self.env, None, True
@@ -216,11 +250,13 @@ def reset_arguments_error(seed: Any, episode_id: Any, options: Any) -> ConfigErr
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         return ConfigError(f"seed must be an integer >= 0 or null, got {reprlib.repr(seed)}")
     if options is not None and not isinstance(options, dict):
-        return ConfigError(f"options must be a JSON object or null, got {type(options).__name__} "
-                           f"{reprlib.repr(options)}")
+        return ConfigError(
+            f"options must be a JSON object or null, got {type(options).__name__} {reprlib.repr(options)}"
+        )
     if episode_id is not None and not (isinstance(episode_id, str) and len(episode_id) <= 255):
-        return ConfigError(f"episode_id must be a string of at most 255 characters or null, got "
-                           f"{reprlib.repr(episode_id)}")
+        return ConfigError(
+            f"episode_id must be a string of at most 255 characters or null, got {reprlib.repr(episode_id)}"
+        )
     return None
 
 
@@ -299,8 +335,10 @@ def refusal_of_frame(message: dict[str, Any]) -> str | None:
         return None
     text = message.get("text")
     if text is None:
-        error = {"message": "binary frames are not read: send each message as a JSON text frame",
-                 "code": WSErrorCode.INVALID_JSON}
+        error = {
+            "message": "binary frames are not read: send each message as a JSON text frame",
+            "code": WSErrorCode.INVALID_JSON,
+        }
     else:
         try:
             parsed = json.loads(text)
@@ -309,8 +347,10 @@ def refusal_of_frame(message: dict[str, Any]) -> str | None:
         else:
             if isinstance(parsed, dict):
                 return None
-            error = {"message": f'a message is a JSON object ({{"type": ..., "data": ...}}), got a '
-                                f"{type(parsed).__name__}", "code": WSErrorCode.VALIDATION_ERROR}
+            error = {
+                "message": f'a message is a JSON object ({{"type": ..., "data": ...}}), got a {type(parsed).__name__}',
+                "code": WSErrorCode.VALIDATION_ERROR,
+            }
     return WSErrorResponse(data=error).model_dump_json()
 
 
@@ -333,8 +373,14 @@ def probe(env_id: str, kwargs: dict[str, Any]) -> tuple[int, int, str]:
         env.close()
 
 
-def make_app(env_id: str, env_kwargs: dict[str, Any] | None = None, *, max_sessions: int = 16,
-             idle_timeout_s: float | None = 300.0, single_thread: bool | None = None) -> Any:
+def make_app(
+    env_id: str,
+    env_kwargs: dict[str, Any] | None = None,
+    *,
+    max_sessions: int = 16,
+    idle_timeout_s: float | None = 300.0,
+    single_thread: bool | None = None,
+) -> Any:
     """openenv-core's app serving ``env_id`` (made with ``env_kwargs``) to at most ``max_sessions`` sessions.
 
     ``single_thread`` runs every session's env calls on one thread (default: for :data:`SINGLE_THREAD_ENVS`).
@@ -351,9 +397,13 @@ def make_app(env_id: str, env_kwargs: dict[str, Any] | None = None, *, max_sessi
     if single_thread is None:
         single_thread = env_id in SINGLE_THREAD_ENVS
     cls = SerialGymEnvironment if single_thread else GymEnvironment
-    app = create_app(functools.partial(cls, served), AgentAction, AgentObservation, env_name=env_id,
-                     concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions,
-                                                          session_timeout=idle_timeout_s))
+    app = create_app(
+        functools.partial(cls, served),
+        AgentAction,
+        AgentObservation,
+        env_name=env_id,
+        concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_timeout_s),
+    )
     add_routes(app, served)
     app.add_middleware(SessionGuard, idle_timeout_s=idle_timeout_s, max_sessions=max_sessions)
     app.state.served = served
@@ -374,8 +424,12 @@ def add_routes(app: Any, served: ServedEnv) -> None:
 
     @app.get("/sessions", tags=["Health"], summary="Live envs, the session cap and the idle timeout")
     def sessions() -> dict[str, Any]:
-        return {"env_id": served.env_id, "live_envs": served.live, "max_sessions": served.max_sessions,
-                "idle_timeout_s": served.idle_timeout_s}
+        return {
+            "env_id": served.env_id,
+            "live_envs": served.live,
+            "max_sessions": served.max_sessions,
+            "idle_timeout_s": served.idle_timeout_s,
+        }
 
 
 def parse_env_kwargs(items: list[str]) -> dict[str, Any]:
@@ -393,16 +447,25 @@ def parse_env_kwargs(items: list[str]) -> dict[str, Any]:
     return kwargs
 
 
-def serve(env_id: str, env_kwargs: dict[str, Any] | None = None, *, host: str = "127.0.0.1", port: int = 8000,
-          max_sessions: int = 16, idle_timeout_s: float | None = 300.0, single_thread: bool | None = None,
-          log_level: str = "warning") -> None:
+def serve(
+    env_id: str,
+    env_kwargs: dict[str, Any] | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_sessions: int = 16,
+    idle_timeout_s: float | None = 300.0,
+    single_thread: bool | None = None,
+    log_level: str = "warning",
+) -> None:
     """Serve ``env_id`` until interrupted."""
     import uvicorn
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        app = make_app(env_id, env_kwargs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
-                       single_thread=single_thread)
+        app = make_app(
+            env_id, env_kwargs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, single_thread=single_thread
+        )
     except AgentGymError as e:
         log.error("not serving %s: %s", env_id, e)
         raise

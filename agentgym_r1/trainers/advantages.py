@@ -24,8 +24,9 @@ EPS = 1e-6
 
 def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     if rewards.dim() != 1 or rewards.numel() % group_size:
-        raise ValueError(f"rewards must be 1-D with a multiple of group_size={group_size} entries, "
-                         f"got shape {tuple(rewards.shape)}")
+        raise ValueError(
+            f"rewards must be 1-D with a multiple of group_size={group_size} entries, got shape {tuple(rewards.shape)}"
+        )
     return rewards.float().view(-1, group_size)
 
 
@@ -41,8 +42,9 @@ def _group_stats(g: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.
     return mean, var.sqrt(), n
 
 
-def grpo_advantages(rewards: torch.Tensor, group_size: int, scale: bool | str = True,
-                    valid: torch.Tensor | None = None) -> torch.Tensor:
+def grpo_advantages(
+    rewards: torch.Tensor, group_size: int, scale: bool | str = True, valid: torch.Tensor | None = None
+) -> torch.Tensor:
     """Group-normalised outcome advantages: ``(r - mean_group) / std``, where the std is the group's
     (``scale=True`` or ``"group"``), the whole batch's (``"batch"``, as TRL's ``scale_rewards="batch"``) or none
     (``False`` / ``"none"``). Rows with ``valid`` False are left out of every statistic and get advantage 0."""
@@ -66,8 +68,7 @@ def rloo_advantages(rewards: torch.Tensor, group_size: int, valid: torch.Tensor 
     return ((g - others) * v * (n > 1)).flatten()
 
 
-def reinforce_pp_advantages(rewards: torch.Tensor, group_size: int,
-                            valid: torch.Tensor | None = None) -> torch.Tensor:
+def reinforce_pp_advantages(rewards: torch.Tensor, group_size: int, valid: torch.Tensor | None = None) -> torch.Tensor:
     """REINFORCE++ with a group baseline: subtract the group mean, then whiten over the whole batch (valid rows)."""
     g, v = _groups(rewards, group_size), _valid(rewards, valid).view(-1, group_size)
     mean, _, _ = _group_stats(g, v)
@@ -78,8 +79,13 @@ def reinforce_pp_advantages(rewards: torch.Tensor, group_size: int,
     return centred * flat_v
 
 
-def episode_advantages(rewards: torch.Tensor, group_size: int, estimator: str = "grpo",
-                       scale: bool | str = True, valid: torch.Tensor | None = None) -> torch.Tensor:
+def episode_advantages(
+    rewards: torch.Tensor,
+    group_size: int,
+    estimator: str = "grpo",
+    scale: bool | str = True,
+    valid: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Dispatch to one of :data:`ESTIMATORS`; ``valid`` (bool per row) leaves failed rows out (advantage 0)."""
     if estimator == "grpo":
         return grpo_advantages(rewards, group_size, scale, valid)
@@ -90,8 +96,14 @@ def episode_advantages(rewards: torch.Tensor, group_size: int, estimator: str = 
     raise ValueError(f"unknown advantage estimator {estimator!r}; use one of {ESTIMATORS}")
 
 
-def group_advantages(rewards: torch.Tensor, valid: torch.Tensor, group_size: int, estimator: str = "grpo",
-                     scale: bool | str = True, keep_ratio: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def group_advantages(
+    rewards: torch.Tensor,
+    valid: torch.Tensor,
+    group_size: int,
+    estimator: str = "grpo",
+    scale: bool | str = True,
+    keep_ratio: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Each episode's advantage (:func:`episode_advantages`) and whether its row trains: its group is one StarPO-S
     keeps (:func:`filter_groups`) and the episode did not fail. ``rewards`` and ``valid`` hold every episode of the
     (global) batch in consecutive groups of ``group_size``; failed episodes (``valid`` False) are left out of the
@@ -118,9 +130,15 @@ def process_stats(values: Sequence[float]) -> tuple[float, float]:
     return float(flat.mean()), float(flat.std())
 
 
-def token_advantages(episode_adv: torch.Tensor, mask: torch.Tensor, step_ends: Sequence[Sequence[int]] = (),
-                     step_process: Sequence[Sequence[float]] = (), process_weight: float = 0.0,
-                     stats: tuple[float, float] | None = None, advantage_mask: bool = True) -> torch.Tensor:
+def token_advantages(
+    episode_adv: torch.Tensor,
+    mask: torch.Tensor,
+    step_ends: Sequence[Sequence[int]] = (),
+    step_process: Sequence[Sequence[float]] = (),
+    process_weight: float = 0.0,
+    stats: tuple[float, float] | None = None,
+    advantage_mask: bool = True,
+) -> torch.Tensor:
     """Per-token advantages ``(B, T)``: each episode's advantage on the tokens of ``mask``, plus process credit.
 
     ``mask`` says which tokens carry an advantage (the agent tokens under the advantage mask, every completion token
@@ -139,8 +157,9 @@ def token_advantages(episode_adv: torch.Tensor, mask: torch.Tensor, step_ends: S
     return adv
 
 
-def filter_groups(rewards: torch.Tensor, group_size: int, keep_ratio: float,
-                  valid: torch.Tensor | None = None) -> torch.Tensor:
+def filter_groups(
+    rewards: torch.Tensor, group_size: int, keep_ratio: float, valid: torch.Tensor | None = None
+) -> torch.Tensor:
     """StarPO-S filtering (RAGEN): a bool per episode, True for the ``keep_ratio`` groups of highest reward std
     (over each group's valid samples).
 
@@ -155,8 +174,9 @@ def filter_groups(rewards: torch.Tensor, group_size: int, keep_ratio: float,
     return keep.repeat_interleave(group_size)
 
 
-def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0,
-        lam: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def gae(
+    rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0, lam: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Token-level GAE over the positions where ``mask == 1``; the others are skipped (advantage and return 0).
 
     ``rewards``, ``values`` and ``mask`` are ``(B, T)``. The successor of an agent token is the next agent token of
@@ -178,8 +198,12 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: 
     return adv, returns
 
 
-def step_gae(step_rewards: Sequence[Sequence[float]], step_values: Sequence[Sequence[float]], gamma: float = 1.0,
-             lam: float = 1.0) -> tuple[list[list[float]], list[list[float]]]:
+def step_gae(
+    step_rewards: Sequence[Sequence[float]],
+    step_values: Sequence[Sequence[float]],
+    gamma: float = 1.0,
+    lam: float = 1.0,
+) -> tuple[list[list[float]], list[list[float]]]:
     """GAE over an episode's steps (the step-level MDP): one advantage and one return per step."""
     advs, rets = [], []
     for rewards, values in zip(step_rewards, step_values, strict=True):
@@ -192,15 +216,23 @@ def step_gae(step_rewards: Sequence[Sequence[float]], step_values: Sequence[Sequ
     return advs, rets
 
 
-def step_targets(step_ends: Sequence[Sequence[int]], step_rewards: Sequence[Sequence[float]], values: torch.Tensor,
-                 agent: torch.Tensor, gamma: float = 1.0, lam: float = 1.0) -> tuple[torch.Tensor, ...]:
+def step_targets(
+    step_ends: Sequence[Sequence[int]],
+    step_rewards: Sequence[Sequence[float]],
+    values: torch.Tensor,
+    agent: torch.Tensor,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+) -> tuple[torch.Tensor, ...]:
     """Step-level GAE targets on ``(B, T)`` completion tokens: one value per step, read at the step's first agent
     token (after the env reply it answers, which the value must see; a step without agent tokens reads its first
     token), the step's advantage on its agent tokens, its return at that first token. Returns ``(advantages,
     returns, value_mask)``, the last 1 exactly where a value is trained."""
     ranges = [step_token_ranges(ends) for ends in step_ends]
-    firsts = [[s + int(agent[b, s:e].nonzero()[0]) if agent[b, s:e].any() else s for s, e in row]
-              for b, row in enumerate(ranges)]
+    firsts = [
+        [s + int(agent[b, s:e].nonzero()[0]) if agent[b, s:e].any() else s for s, e in row]
+        for b, row in enumerate(ranges)
+    ]
     step_values = [[values[b, f].item() for f in fs] for b, fs in enumerate(firsts)]
     step_adv, step_ret = step_gae(step_rewards, step_values, gamma, lam)
     adv, ret, vmask = (torch.zeros_like(values).cpu() for _ in range(3))
@@ -220,9 +252,14 @@ def _masked_sum_over(x: torch.Tensor, mask: torch.Tensor, denominator: torch.Ten
     return masked_mean(x, mask) if denominator is None else (x * mask).sum() / denominator
 
 
-def clipped_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
-                        clip: float = 0.2, denominator: torch.Tensor | float | None = None,
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+def clipped_policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    adv: torch.Tensor,
+    mask: torch.Tensor,
+    clip: float = 0.2,
+    denominator: torch.Tensor | float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """PPO's clipped surrogate summed over masked tokens and divided by ``denominator`` (default: their count);
     returns ``(loss, clip_fraction)``."""
     ratio = torch.exp(logp - old_logp)
@@ -231,8 +268,14 @@ def clipped_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.T
     return _masked_sum_over(torch.max(loss1, loss2), mask, denominator), masked_mean(clipped, mask)
 
 
-def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
-                       clip: float = 0.2, denominator: torch.Tensor | float | None = None) -> torch.Tensor:
+def clipped_value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    clip: float = 0.2,
+    denominator: torch.Tensor | float | None = None,
+) -> torch.Tensor:
     """The clipped value loss of PPO: ``0.5 * max((v - R)^2, (clip(v, v_old ± c) - R)^2)``, summed over masked
     tokens and divided by ``denominator`` (default: their count)."""
     clipped = old_values + torch.clamp(values - old_values, -clip, clip)

@@ -41,9 +41,17 @@ class WallClockBudget(TrainerCallback):
     and the learning rate for all of them, and ``evaluate`` runs on every process at the same steps (split its work
     by rank, or let the main process do it while the others wait at the next collective)."""
 
-    def __init__(self, minutes: float, *, cosine: bool = True, evaluate: Evaluate | None = None, every: int = 0,
-                 evaluate_at_start: bool = True, count_evaluation: bool = True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        minutes: float,
+        *,
+        cosine: bool = True,
+        evaluate: Evaluate | None = None,
+        every: int = 0,
+        evaluate_at_start: bool = True,
+        count_evaluation: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not isinstance(minutes, int | float) or isinstance(minutes, bool) or not minutes > 0:
             raise ConfigError(f"minutes must be a positive number, got {minutes!r}")
         if not isinstance(every, int) or isinstance(every, bool) or every < 0:
@@ -75,9 +83,11 @@ class WallClockBudget(TrainerCallback):
         self.start, self.evaluating, self.elapsed = self.clock(), 0.0, 0.0
         if self.cosine:
             if lr_scheduler is None or not hasattr(lr_scheduler, "lr_lambdas"):
-                raise ConfigError(f"WallClockBudget(cosine=True) needs a LambdaLR schedule (lr_scheduler_type "
-                                  f"'constant', 'linear' or 'cosine'), got {type(lr_scheduler).__name__}; set "
-                                  "lr_scheduler_type='constant' or pass cosine=False")
+                raise ConfigError(
+                    f"WallClockBudget(cosine=True) needs a LambdaLR schedule (lr_scheduler_type "
+                    f"'constant', 'linear' or 'cosine'), got {type(lr_scheduler).__name__}; set "
+                    "lr_scheduler_type='constant' or pass cosine=False"
+                )
             lr_scheduler.lr_lambdas = [self.factor] * len(lr_scheduler.lr_lambdas)
         if self.evaluate_at_start:
             self._evaluate(state.global_step, model)

@@ -25,8 +25,10 @@ def parse_config(config_class: type, argv: Sequence[str] | None) -> Any:
 
     class Parser(TrlParser):
         def error(self, message: str) -> NoReturn:  # argparse.ArgumentParser.error: print usage, exit 2
-            raise ConfigError(f"{message} (in --config {config} or on the command line). Give a value of the "
-                              "field's type (`agentgym-r1 train ... --help` lists the fields).")
+            raise ConfigError(
+                f"{message} (in --config {config} or on the command line). Give a value of the "
+                "field's type (`agentgym-r1 train ... --help` lists the fields)."
+            )
 
     argv = list(argv) if argv is not None else None
     config = _config_path(argv)
@@ -37,13 +39,16 @@ def parse_config(config_class: type, argv: Sequence[str] | None) -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"--config {config}: not valid YAML{where} ({getattr(e, 'problem', e)}). "
-                          "Fix the syntax (a 'key: value' per line).") from None
+        raise ConfigError(
+            f"--config {config}: not valid YAML{where} ({getattr(e, 'problem', e)}). "
+            "Fix the syntax (a 'key: value' per line)."
+        ) from None
     except ConfigError:
         raise
     except ValueError as e:  # TRL's unknown keys, or a value a field's __post_init__ refused
-        raise ConfigError(f"{e} Valid keys are the fields of {config_class.__name__} "
-                          f"(`agentgym-r1 train ... --help` lists them).") from None
+        raise ConfigError(
+            f"{e} Valid keys are the fields of {config_class.__name__} (`agentgym-r1 train ... --help` lists them)."
+        ) from None
     return args
 
 

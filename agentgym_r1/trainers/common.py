@@ -53,13 +53,23 @@ class Rollouts:
         self.args, self.make_env, self.fixed_backend = args, make_env, backend
         self.chat = ChatTokenizer(tokenizer)
         self.config = RolloutConfig(
-            samples_per_prompt=1, max_context_tokens=args.max_prompt_tokens + args.max_completion_length,
-            max_completion_tokens=args.max_completion_length, max_turns=args.max_turns, seed=None,
-            env_backend=getattr(args, "env_backend", "thread"), env_workers=getattr(args, "env_workers", 0),
+            samples_per_prompt=1,
+            max_context_tokens=args.max_prompt_tokens + args.max_completion_length,
+            max_completion_tokens=args.max_completion_length,
+            max_turns=args.max_turns,
+            seed=None,
+            env_backend=getattr(args, "env_backend", "thread"),
+            env_workers=getattr(args, "env_workers", 0),
             ray_address=getattr(args, "ray_address", None),
-            layout=getattr(args, "layout", "concatenated"), context=getattr(args, "context", "full"),
-            sampling=SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                                    top_p=getattr(args, "top_p", 1.0), top_k=getattr(args, "top_k", 0) or 0))
+            layout=getattr(args, "layout", "concatenated"),
+            context=getattr(args, "context", "full"),
+            sampling=SamplingParams(
+                max_new_tokens=args.max_new_tokens,
+                temperature=args.temperature,
+                top_p=getattr(args, "top_p", 1.0),
+                top_k=getattr(args, "top_k", 0) or 0,
+            ),
+        )
         self.engine: RolloutEngine | None = None
         self.failed_streak = 0
 
@@ -78,8 +88,9 @@ class Rollouts:
         return self.engine.rollout(self.prompts(resets))
 
     @contextmanager
-    def policy_backend(self, model: Any, accelerator: Any, gather_deepspeed3_params: bool = True,
-                       select: Any = None) -> Any:
+    def policy_backend(
+        self, model: Any, accelerator: Any, gather_deepspeed3_params: bool = True, select: Any = None
+    ) -> Any:
         """A transformers backend on ``model`` unwrapped for generation with TRL's ``unwrap_model_for_generation``
         (DDP unwrapped; ZeRO-3 parameters gathered; FSDP handled by accelerate), generating with a neutral
         generation config so that the checkpoint's own processors (a repetition penalty, say) cannot change the
@@ -98,7 +109,8 @@ class Rollouts:
             raise RolloutFailedError(
                 f"every rollout row failed in {self.failed_streak} steps in a row (max_failed_steps="
                 f"{self.args.max_failed_steps}); the last error: {first}. Fix the generation backend or the env "
-                "(the error says which) instead of training on nothing.")
+                "(the error says which) instead of training on nothing."
+            )
 
     def close(self) -> None:
         if self.engine is not None:
@@ -129,15 +141,19 @@ def check_env_builds(env_id: str, env_kwargs: dict[str, Any]) -> None:
     except AgentGymError:  # the env's own named error (a data source that does not exist, a bad option value)
         raise
     except (ValueError, KeyError) as e:
-        raise ConfigError(f"env_kwargs={env_kwargs!r} for {env_id}: the env refused them ({type(e).__name__}: "
-                          f"{e}). Fix the option the message names.") from e
+        raise ConfigError(
+            f"env_kwargs={env_kwargs!r} for {env_id}: the env refused them ({type(e).__name__}: "
+            f"{e}). Fix the option the message names."
+        ) from e
     try:
         env.reset(seed=0)
     except AgentGymError:
         raise
     except Exception as e:  # an env whose first reset raises would fail every episode of the run
-        raise ConfigError(f"env_id={env_id!r} with env_kwargs={env_kwargs!r}: the first reset raised "
-                          f"{type(e).__name__}: {e}. Fix the env's options.") from e
+        raise ConfigError(
+            f"env_id={env_id!r} with env_kwargs={env_kwargs!r}: the first reset raised "
+            f"{type(e).__name__}: {e}. Fix the env's options."
+        ) from e
     finally:
         env.close()
 
@@ -155,4 +171,5 @@ def check_processes(accelerator: Any) -> None:
             f"{launched} processes were launched (WORLD_SIZE={launched}) but the trainer runs on "
             f"{accelerator.num_processes}: they did not join one process group, so each would train alone. On a "
             "machine without a GPU set use_cpu=True (accelerate then joins them with gloo), and if your script makes "
-            "an accelerate PartialState before the trainer, make it with PartialState(cpu=True).")
+            "an accelerate PartialState before the trainer, make it with PartialState(cpu=True)."
+        )

@@ -10,5 +10,13 @@ from agentgym_r1.trainers.env_config import LIBRARY_CHOICES, EnvArguments, as_di
 from agentgym_r1.trainers.grpo_config import ROW_MEAN_LOSSES, SKIP_EXACT_LOSSES, AgentGRPOConfig
 from agentgym_r1.trainers.ppo_config import AgentPPOConfig
 
-__all__ = ["LIBRARY_CHOICES", "ROW_MEAN_LOSSES", "SKIP_EXACT_LOSSES", "AgentGRPOConfig", "AgentPPOConfig",
-           "EnvArguments", "as_dict", "library_refusals"]
+__all__ = [
+    "LIBRARY_CHOICES",
+    "ROW_MEAN_LOSSES",
+    "SKIP_EXACT_LOSSES",
+    "AgentGRPOConfig",
+    "AgentPPOConfig",
+    "EnvArguments",
+    "as_dict",
+    "library_refusals",
+]

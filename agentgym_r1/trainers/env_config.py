@@ -20,8 +20,10 @@ from agentgym_r1.error import ConfigError
 from agentgym_r1.trainers.limits import check_fields
 
 # transformers' own names (its __post_init__ refuses others with a message that does not name the field)
-LIBRARY_CHOICES = {"lr_scheduler_type": tuple(s.value for s in SchedulerType),
-                   "optim": tuple(o.value for o in OptimizerNames)}
+LIBRARY_CHOICES = {
+    "lr_scheduler_type": tuple(s.value for s in SchedulerType),
+    "optim": tuple(o.value for o in OptimizerNames),
+}
 
 
 def as_dict(name: str, value: Any) -> dict[str, Any]:
@@ -34,8 +36,10 @@ def as_dict(name: str, value: Any) -> dict[str, Any]:
         except json.JSONDecodeError as e:
             raise ConfigError(f"{name} must be a mapping or a JSON object string, got {value!r} ({e.msg})") from e
     if not isinstance(value, dict):
-        raise ConfigError(f"{name}={value!r} is a {type(value).__name__}, not a mapping: give keyword arguments, "
-                          "e.g. {source: synthetic} in YAML or '{\"source\": \"synthetic\"}' on the command line")
+        raise ConfigError(
+            f"{name}={value!r} is a {type(value).__name__}, not a mapping: give keyword arguments, "
+            'e.g. {source: synthetic} in YAML or \'{"source": "synthetic"}\' on the command line'
+        )
     return value
 
 
@@ -103,27 +107,46 @@ class EnvArguments:
     env_id: str = field(default="AgentR1/GSM8K-v0", metadata={"help": "a registered env id"})
     env_kwargs: dict | str | None = field(default=None, metadata={"help": "keyword arguments for gym.make (JSON)"})
     eval_env_kwargs: dict | str | None = field(
-        default=None, metadata={"help": "kwargs for the held-out eval env (default: env_kwargs with seed+1)"})
+        default=None, metadata={"help": "kwargs for the held-out eval env (default: env_kwargs with seed+1)"}
+    )
     max_turns: int = field(default=4, metadata={"help": "turns per episode"})
     max_new_tokens: int = field(default=64, metadata={"help": "tokens the model may write per turn"})
     max_prompt_tokens: int = field(
-        default=1024, metadata={"help": "tokens the first prompt may hold; a longer one is a failed row, counted in "
-                                        "rollout/failed_rows and left out of the loss"})
+        default=1024,
+        metadata={
+            "help": "tokens the first prompt may hold; a longer one is a failed row, counted in "
+            "rollout/failed_rows and left out of the loss"
+        },
+    )
     max_failed_steps: int = field(
-        default=3, metadata={"help": "stop when every rollout row failed (generation or env errors) in this many "
-                                     "steps in a row"})
+        default=3,
+        metadata={"help": "stop when every rollout row failed (generation or env errors) in this many steps in a row"},
+    )
     num_tasks: int = field(default=4096, metadata={"help": "training rows (reset seeds) in the task dataset"})
     env_backend: str = field(default="thread", metadata={"help": "where envs run: thread, process or ray"})
     env_workers: int = field(default=0, metadata={"help": "threads, worker processes or Ray actors for the envs"})
-    ray_address: str | None = field(default=None, metadata={"help": "Ray cluster for env_backend: ray (default: "
-                                                                    "the connected one, or a local instance)"})
+    ray_address: str | None = field(
+        default=None,
+        metadata={"help": "Ray cluster for env_backend: ray (default: the connected one, or a local instance)"},
+    )
     eval_episodes: int = field(default=64, metadata={"help": "held-out episodes for env/<id>/success at eval"})
-    model_init: str | None = field(default=None, metadata={"help": "a local model directory (tokenizer files beside the weights)"})
-    loss_mask: bool = field(default=True, metadata={"help": "the loss (and its token count) over agent tokens only; "
-                                                            "false: over every completion token, env tokens too"})
+    model_init: str | None = field(
+        default=None, metadata={"help": "a local model directory (tokenizer files beside the weights)"}
+    )
+    loss_mask: bool = field(
+        default=True,
+        metadata={
+            "help": "the loss (and its token count) over agent tokens only; "
+            "false: over every completion token, env tokens too"
+        },
+    )
     advantage_mask: bool = field(
-        default=True, metadata={"help": "advantages (PPO: GAE credit) on agent tokens only; false: on every "
-                                        "completion token. Same meaning in GRPO and PPO"})
+        default=True,
+        metadata={
+            "help": "advantages (PPO: GAE credit) on agent tokens only; false: on every "
+            "completion token. Same meaning in GRPO and PPO"
+        },
+    )
 
     def _check_env(self, choices: dict[str, tuple[Any, ...]] | None = None) -> None:
         """Every field's type and range first (:func:`check_fields`), then the env's: before anything reads them."""
@@ -131,8 +154,9 @@ class EnvArguments:
         if not isinstance(self.env_id, str) or not self.env_id:
             import agentgym_r1
 
-            raise ConfigError(f"env_id={self.env_id!r} is not an env id: give a registered one "
-                              f"({', '.join(agentgym_r1.env_ids())}).")
+            raise ConfigError(
+                f"env_id={self.env_id!r} is not an env id: give a registered one ({', '.join(agentgym_r1.env_ids())})."
+            )
         self.env_kwargs = as_dict("env_kwargs", self.env_kwargs)
         self.eval_env_kwargs = as_dict("eval_env_kwargs", self.eval_env_kwargs)
         check_env_backend(self.env_backend, self.env_workers, self.ray_address)
@@ -141,4 +165,5 @@ class EnvArguments:
                 f"max_completion_length={self.max_completion_length} < max_new_tokens={self.max_new_tokens}: the "  # type: ignore[attr-defined]
                 "completion budget could not hold one turn, so every episode would end at its first turn cut "
                 "short. Raise max_completion_length (the budget of the whole episode after the first prompt) or "
-                "lower max_new_tokens.")
+                "lower max_new_tokens."
+            )

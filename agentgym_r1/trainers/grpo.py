@@ -47,8 +47,9 @@ TRL_COLUMNS = ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_rewa
 ``num_items_in_batch``) comes from the batch's rows in :meth:`AgentGRPOTrainer._generate_and_score_completions`."""
 
 
-def episode_reward(prompts: list[Any], completions: list[Any], env_reward: list[float], failed: list[bool],
-                   **_: Any) -> list[float | None]:
+def episode_reward(
+    prompts: list[Any], completions: list[Any], env_reward: list[float], failed: list[bool], **_: Any
+) -> list[float | None]:
     """The env's summed reward of each episode (``rollout_func`` passes it through); ``None`` for a failed row, which
     TRL then leaves out of its logged reward statistics."""
     return [None if f else float(r) for r, f in zip(env_reward, failed, strict=True)]
@@ -61,16 +62,30 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
     backend of :mod:`agentgym_r1.adapters.backends`, e.g. a replaying one for tests).
     """
 
-    def __init__(self, model: Any, args: AgentGRPOConfig, processing_class: Any, train_dataset: Any = None,
-                 make_env: Callable[[], gym.Env] | None = None, backend: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        args: AgentGRPOConfig,
+        processing_class: Any,
+        train_dataset: Any = None,
+        make_env: Callable[[], gym.Env] | None = None,
+        backend: Any = None,
+        **kwargs: Any,
+    ) -> None:
         if make_env is None:
             check_env_builds(args.env_id, args.env_kwargs)
         self.rollouts = Rollouts(args, processing_class, make_env, backend)
         self._batch: RolloutBatch | None = None
         self.echo_trap = EchoTrapMonitor(args.echo_trap_window, args.echo_trap_ratio)
-        super().__init__(model=model, reward_funcs=[episode_reward], args=args,
-                         train_dataset=train_dataset if train_dataset is not None else task_dataset(args.num_tasks),
-                         processing_class=processing_class, rollout_func=self._rollout, **kwargs)
+        super().__init__(
+            model=model,
+            reward_funcs=[episode_reward],
+            args=args,
+            train_dataset=train_dataset if train_dataset is not None else task_dataset(args.num_tasks),
+            processing_class=processing_class,
+            rollout_func=self._rollout,
+            **kwargs,
+        )
         check_processes(self.accelerator)
         self.add_callback(FiniteGuard(self.accelerator))  # NaN weights stop the run, never get saved
         # TRL would call a row truncated when it does not end in EOS; our turns end on </answer> or </tool_call>, so
@@ -87,8 +102,10 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         if self.aux_loss_enabled and wanted:
             from agentgym_r1.error import ConfigError
 
-            raise ConfigError("skip_zero_advantage=True with a router aux loss: the aux loss is a mean over the "
-                              "micro-batch, so dropping rows changes it. Set skip_zero_advantage=false.")
+            raise ConfigError(
+                "skip_zero_advantage=True with a router aux loss: the aux loss is a mean over the "
+                "micro-batch, so dropping rows changes it. Set skip_zero_advantage=false."
+            )
         return bool(self.args.skip_rows_exact and not self.aux_loss_enabled if wanted is None else wanted)
 
     # -- generation ---------------------------------------------------------------------------------------------------
@@ -97,8 +114,9 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         if self.args.use_vllm:  # weights synced in _generate
             batch = self.rollouts.play(self.vllm_rollout_backend(self.rollouts.chat), resets)
         else:
-            with self.rollouts.policy_backend(self.model_wrapped, self.accelerator,
-                                              self.args.ds3_gather_for_generation) as backend:
+            with self.rollouts.policy_backend(
+                self.model_wrapped, self.accelerator, self.args.ds3_gather_for_generation
+            ) as backend:
                 batch = self.rollouts.play(backend, resets)
         self._batch = batch
         return batch.to_trl(TRL_COLUMNS)
@@ -122,9 +140,11 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
             self._metrics[mode][key].append(value)
         if mode == "train":
             episodes = torch.tensor(len(batch.episodes), device=self.accelerator.device)
-            self.rollouts.check_failures(int(metrics["rollout/failed_rows"]),
-                                         int(self.accelerator.reduce(episodes, "sum")),
-                                         [e.error or "" for e in batch.episodes if e.failed])
+            self.rollouts.check_failures(
+                int(metrics["rollout/failed_rows"]),
+                int(self.accelerator.reduce(episodes, "sum")),
+                [e.error or "" for e in batch.episodes if e.failed],
+            )
 
     # -- advantages and masks -----------------------------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -144,8 +164,14 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         if process or not args.loss_mask:
             stats = A.process_stats(self._gather_process(rows)) if process else None
             credit = agent if args.advantage_mask else completion
-            adv = A.token_advantages(adv.cpu(), credit.cpu(), [r.step_ends for r in rows],
-                                     [r.step_process for r in rows], args.process_reward_weight, stats).to(device)
+            adv = A.token_advantages(
+                adv.cpu(),
+                credit.cpu(),
+                [r.step_ends for r in rows],
+                [r.step_process for r in rows],
+                args.process_reward_weight,
+                stats,
+            ).to(device)
         loss_mask = (agent if args.loss_mask else completion) * self._row_mask(rows, keep).to(device).unsqueeze(1)
         out["advantages"] = adv.to(device)
         out["tool_mask"] = loss_mask.to(dtype=out["completion_mask"].dtype)
@@ -156,20 +182,23 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
             out = self._drop_rows_without_gradient(out)
         return out
 
-    def _group_advantages(self, episodes: Sequence[Sequence[Sample]], group: int,
-                          device: Any) -> tuple[torch.Tensor, ...]:
+    def _group_advantages(
+        self, episodes: Sequence[Sequence[Sample]], group: int, device: Any
+    ) -> tuple[torch.Tensor, ...]:
         """Each local episode's advantage and keep flag (:func:`advantages.group_advantages`) from the rows of each
         episode (:meth:`RolloutBatch.episode_rows`), group statistics over the episodes of every process; also the
         global outcome rewards and valid flags, for the group metrics. The outcome is the episode's reward less its
         process parts when those are credited per step (never twice)."""
         args = self.args
         process = args.process_reward_weight != 0.0
-        outcome = [rows[0].reward - (sum(p for r in rows for p in r.step_process) if process else 0.0)
-                   for rows in episodes]
+        outcome = [
+            rows[0].reward - (sum(p for r in rows for p in r.step_process) if process else 0.0) for rows in episodes
+        ]
         rewards, failed = self._gather([outcome, [float(rows[0].failed) for rows in episodes]], device)
         valid = ~failed.bool()
-        part = slice(self.accelerator.process_index * len(episodes),
-                     (self.accelerator.process_index + 1) * len(episodes))
+        part = slice(
+            self.accelerator.process_index * len(episodes), (self.accelerator.process_index + 1) * len(episodes)
+        )
         scale = args.scale_rewards if args.scale_rewards in ("group", "batch") else "none"
         adv, keep = A.group_advantages(rewards, valid, group, args.advantage_estimator, scale, args.keep_ratio)
         return adv[part], keep[part], rewards, valid
@@ -225,11 +254,13 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         with torch.no_grad():
             if self.args.gradient_accumulation_steps % (self.args.steps_per_generation * self.num_iterations):
                 out["old_per_token_logps"] = self._get_per_token_logps_and_entropies(
-                    self.model, ids, attn, keep, batch_size=size)[0]
+                    self.model, ids, attn, keep, batch_size=size
+                )[0]
             if self.beta != 0.0:
                 model = self.ref_model if self.ref_model is not None else self.model
                 out["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
-                    model, ids, attn, keep, batch_size=size)[0]
+                    model, ids, attn, keep, batch_size=size
+                )[0]
 
     def _gather(self, columns: list[list[float]], device: Any) -> torch.Tensor:
         return self.accelerator.gather(torch.tensor(columns, dtype=torch.float32, device=device).T).T.cpu()
@@ -260,8 +291,10 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         if n_keep == rows:
             return out
         order = torch.argsort(useful.int(), descending=True, stable=True)[:n_keep].sort().values
-        return {key: value[order] if isinstance(value, torch.Tensor) and value.dim() > 0 and len(value) == rows
-                else value for key, value in out.items()}
+        return {
+            key: value[order] if isinstance(value, torch.Tensor) and value.dim() > 0 and len(value) == rows else value
+            for key, value in out.items()
+        }
 
     def _rows_on_every_process(self, rows: int) -> int:
         """The row count every process trains this step: the largest of the processes' ``rows``, rounded up to a
@@ -273,8 +306,9 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         local = torch.tensor([-(-max(rows, 1) // split) * split], device=self.accelerator.device)
         return int(self.accelerator.gather(local).max())
 
-    def _log_groups(self, mode: str, rewards: torch.Tensor, valid: torch.Tensor, group: int,
-                    keep: torch.Tensor) -> None:
+    def _log_groups(
+        self, mode: str, rewards: torch.Tensor, valid: torch.Tensor, group: int, keep: torch.Tensor
+    ) -> None:
         """In-group reward spread over the global batch (valid rows only) and the share of groups kept."""
         g = rewards.view(-1, group)
         v = valid.view(-1, group)

@@ -58,14 +58,15 @@ class FiniteGuard(TrainerCallback):
             f"sum overflowed) after the update (learning_rate={args.learning_rate}, max_grad_norm="
             f"{args.max_grad_norm}; last logged {seen or 'nothing yet'}). Training stopped; nothing from this step "
             "on was saved. Lower learning_rate, keep gradient clipping on (max_grad_norm: 1.0), or check the model's "
-            "weights and the rewards.")
+            "weights and the rewards."
+        )
 
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None,
-               **kwargs: Any) -> None:
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **kwargs: Any) -> None:
         logs = logs or {}
         self.last_logs.update({k: v for k, v in logs.items() if isinstance(v, int | float)})
         loss = logs.get("loss")
         if isinstance(loss, int | float) and not math.isfinite(loss):
             raise TrainingDivergedError(
                 f"step {state.global_step}: the training loss is {loss}. Training stopped before saving. Lower "
-                "learning_rate, keep gradient clipping on (max_grad_norm: 1.0), or check the rewards.")
+                "learning_rate, keep gradient clipping on (max_grad_norm: 1.0), or check the rewards."
+            )

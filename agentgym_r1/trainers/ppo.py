@@ -81,8 +81,9 @@ class PolicyWithCritic(nn.Module):
         return logits, values
 
 
-def score(model: Any, ids: torch.Tensor, attn: torch.Tensor, completion: torch.Tensor,
-          temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+def score(
+    model: Any, ids: torch.Tensor, attn: torch.Tensor, completion: torch.Tensor, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per completion token: the policy's log-probability of the token and the critic's value before it.
     ``ids``/``attn`` are the whole rows (prompt left-padded, completion right-padded); ``completion`` its ids."""
     from trl.trainer.utils import selective_log_softmax
@@ -97,16 +98,29 @@ class AgentPPOTrainer(Trainer):
     """Multi-turn PPO; see the module docstring. ``model`` is the policy (a causal LM). ``make_env`` and
     ``backend`` replace the env and the generation as in :class:`agentgym_r1.trainers.grpo.AgentGRPOTrainer`."""
 
-    def __init__(self, model: Any, args: AgentPPOConfig, processing_class: Any, train_dataset: Any = None,
-                 make_env: Callable[[], gym.Env] | None = None, backend: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        args: AgentPPOConfig,
+        processing_class: Any,
+        train_dataset: Any = None,
+        make_env: Callable[[], gym.Env] | None = None,
+        backend: Any = None,
+        **kwargs: Any,
+    ) -> None:
         if make_env is None:
             check_env_builds(args.env_id, args.env_kwargs)
         self.rollouts = Rollouts(args, processing_class, make_env, backend)
         self._metrics: dict[str, list[float]] = defaultdict(list)
         model = model if isinstance(model, PolicyWithCritic) else PolicyWithCritic(model)
-        super().__init__(model=model, args=args, processing_class=processing_class,
-                         train_dataset=train_dataset if train_dataset is not None else task_dataset(args.num_tasks),
-                         data_collator=lambda rows: {"resets": [json.loads(r["prompt"]) for r in rows]}, **kwargs)
+        super().__init__(
+            model=model,
+            args=args,
+            processing_class=processing_class,
+            train_dataset=train_dataset if train_dataset is not None else task_dataset(args.num_tasks),
+            data_collator=lambda rows: {"resets": [json.loads(r["prompt"]) for r in rows]},
+            **kwargs,
+        )
         check_processes(self.accelerator)
         self.add_callback(FiniteGuard(self.accelerator))  # NaN weights stop the run, never get saved
         self.llm = None
@@ -125,9 +139,13 @@ class AgentPPOTrainer(Trainer):
             critic = [*m.critic.parameters(), *m.value_head.parameters()]
             decay = {"weight_decay": self.args.weight_decay}
             self.optimizer = cls(
-                [{"params": list(m.policy.parameters()), "lr": self.args.learning_rate, **decay},
-                 {"params": critic, "lr": self.args.critic_learning_rate or self.args.learning_rate, **decay}],
-                lr=self.args.learning_rate, **kwargs)
+                [
+                    {"params": list(m.policy.parameters()), "lr": self.args.learning_rate, **decay},
+                    {"params": critic, "lr": self.args.critic_learning_rate or self.args.learning_rate, **decay},
+                ],
+                lr=self.args.learning_rate,
+                **kwargs,
+            )
         return self.optimizer
 
     # -- one PPO iteration per Trainer step ---------------------------------------------------------------------------
@@ -143,10 +161,11 @@ class AgentPPOTrainer(Trainer):
             with self.rollouts.policy_backend(self.model_wrapped, self.accelerator, select=lambda m: m.policy) as b:
                 batch = self.rollouts.play(b, inputs["resets"])
         metrics = gathered_rollout_metrics(args.env_id, batch, self.accelerator)
-        self.rollouts.check_failures(int(metrics["rollout/failed_rows"]),
-                                     int(self.accelerator.reduce(torch.tensor(len(batch.samples),
-                                                                              device=self.accelerator.device))),
-                                     [e.error or "" for e in batch.episodes if e.failed])
+        self.rollouts.check_failures(
+            int(metrics["rollout/failed_rows"]),
+            int(self.accelerator.reduce(torch.tensor(len(batch.samples), device=self.accelerator.device))),
+            [e.error or "" for e in batch.episodes if e.failed],
+        )
         for key, value in metrics.items():
             self._metrics[key].append(value)
         data = self._score(model, batch)
@@ -180,8 +199,13 @@ class AgentPPOTrainer(Trainer):
         logps, values = [], []
         for i in range(0, ids.shape[0], args.mini_batch_size):
             with self.compute_loss_context_manager():
-                lp, v = score(unwrapped, ids[i : i + args.mini_batch_size], attn[i : i + args.mini_batch_size],
-                              t["completion_ids"][i : i + args.mini_batch_size], args.temperature)
+                lp, v = score(
+                    unwrapped,
+                    ids[i : i + args.mini_batch_size],
+                    attn[i : i + args.mini_batch_size],
+                    t["completion_ids"][i : i + args.mini_batch_size],
+                    args.temperature,
+                )
             logps.append(lp)
             values.append(v)
         old_logps, old_values = torch.cat(logps), torch.cat(values)
@@ -191,13 +215,21 @@ class AgentPPOTrainer(Trainer):
             value_mask = credit
         else:
             rows = batch.samples
-            adv, ret, value_mask = A.step_targets([r.step_ends for r in rows], [r.step_rewards for r in rows],
-                                                  old_values, agent, args.gamma, args.lam)
+            adv, ret, value_mask = A.step_targets(
+                [r.step_ends for r in rows], [r.step_rewards for r in rows], old_values, agent, args.gamma, args.lam
+            )
         adv, ret, value_mask = adv.to(device), ret.to(device), value_mask.to(device) * ok
-        return {"input_ids": ids, "attention_mask": attn, "completion_ids": t["completion_ids"],
-                "old_logps": old_logps, "old_values": old_values, "returns": ret, "value_mask": value_mask,
-                "advantages": self._whiten(adv, credit),
-                "loss_mask": (agent if args.loss_mask else completion * ok)}
+        return {
+            "input_ids": ids,
+            "attention_mask": attn,
+            "completion_ids": t["completion_ids"],
+            "old_logps": old_logps,
+            "old_values": old_values,
+            "returns": ret,
+            "value_mask": value_mask,
+            "advantages": self._whiten(adv, credit),
+            "loss_mask": (agent if args.loss_mask else completion * ok),
+        }
 
     def _whiten(self, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``(adv - mean) / std`` over the masked tokens of every process (sums gathered)."""
@@ -205,7 +237,7 @@ class AgentPPOTrainer(Trainer):
         total, sq, n = self.accelerator.reduce(stats, reduction="sum").tolist()
         mean = total / max(n, 1.0)
         var = max(sq / max(n, 1.0) - mean * mean, 0.0)
-        return (adv - mean) / (var ** 0.5 + A.EPS) * mask
+        return (adv - mean) / (var**0.5 + A.EPS) * mask
 
     def _minibatch_loss(self, model: Any, mb: dict[str, torch.Tensor]) -> torch.Tensor:
         """Clipped policy and value losses, each a sum over this process's tokens divided by the per-process share
@@ -214,10 +246,12 @@ class AgentPPOTrainer(Trainer):
         logps, values = score(model, mb["input_ids"], mb["attention_mask"], mb["completion_ids"], args.temperature)
         counts = self.accelerator.reduce(torch.stack([mb["loss_mask"].sum(), mb["value_mask"].sum()]), "sum")
         pg_n, vf_n = (c.clamp(min=1.0) / world for c in counts)
-        pg, clipfrac = A.clipped_policy_loss(logps, mb["old_logps"], mb["advantages"], mb["loss_mask"],
-                                             args.clip_range, denominator=pg_n)
-        vf = A.clipped_value_loss(values, mb["old_values"], mb["returns"], mb["value_mask"], args.value_clip_range,
-                                  denominator=vf_n)
+        pg, clipfrac = A.clipped_policy_loss(
+            logps, mb["old_logps"], mb["advantages"], mb["loss_mask"], args.clip_range, denominator=pg_n
+        )
+        vf = A.clipped_value_loss(
+            values, mb["old_values"], mb["returns"], mb["value_mask"], args.value_clip_range, denominator=vf_n
+        )
         self._metrics["loss/policy"].append(pg.item())
         self._metrics["loss/value"].append(vf.item())
         self._metrics["loss/clip_fraction"].append(clipfrac.item())
@@ -235,8 +269,10 @@ class AgentPPOTrainer(Trainer):
         output_dir = output_dir or self.args.output_dir
         model = self.accelerator.unwrap_model(self.model)
         model.policy.save_pretrained(output_dir)
-        torch.save({"critic": model.critic.state_dict(), "value_head": model.value_head.state_dict()},
-                   os.path.join(output_dir, "critic.pt"))
+        torch.save(
+            {"critic": model.critic.state_dict(), "value_head": model.value_head.state_dict()},
+            os.path.join(output_dir, "critic.pt"),
+        )
         if self.processing_class is not None:
             self.processing_class.save_pretrained(output_dir)
 

@@ -93,11 +93,16 @@ class AgentPPOConfig(EnvArguments, TrainingArguments):
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling"})
     top_k: int = field(default=0, metadata={"help": "top-k sampling (0: off)"})
     model_init_kwargs: dict | str | None = field(
-        default=None, metadata={"help": "from_pretrained kwargs for model_init (JSON); dtype defaults to float32 "
-                                        "(fp32 master weights; bf16: true trains under autocast)"})
+        default=None,
+        metadata={
+            "help": "from_pretrained kwargs for model_init (JSON); dtype defaults to float32 "
+            "(fp32 master weights; bf16: true trains under autocast)"
+        },
+    )
     use_vllm: bool = field(default=False, metadata={"help": "generate rollouts with a colocated vLLM engine"})
-    vllm_mode: str = field(default="colocate", metadata={"help": "PPO supports 'colocate' (an engine in the "
-                                                                 "training process)"})
+    vllm_mode: str = field(
+        default="colocate", metadata={"help": "PPO supports 'colocate' (an engine in the training process)"}
+    )
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "share of GPU memory for vLLM"})
     vllm_max_model_length: int | None = field(default=None, metadata={"help": "vLLM's context length"})
 
@@ -105,8 +110,10 @@ class AgentPPOConfig(EnvArguments, TrainingArguments):
         self._check_env()
         self.model_init_kwargs = as_dict("model_init_kwargs", self.model_init_kwargs)
         if self.use_vllm and self.vllm_mode != "colocate":
-            raise ConfigError(f"PPO with vllm_mode={self.vllm_mode!r}: PPO generates on a colocated engine only "
-                              "(its weights are synced in process). Set vllm_mode: colocate, or train with GRPO.")
+            raise ConfigError(
+                f"PPO with vllm_mode={self.vllm_mode!r}: PPO generates on a colocated engine only "
+                "(its weights are synced in process). Set vllm_mode: colocate, or train with GRPO."
+            )
         if self.use_vllm:
             from agentgym_r1.trainers.vllm import check_vllm_config
 
@@ -116,15 +123,20 @@ class AgentPPOConfig(EnvArguments, TrainingArguments):
                 f"gradient_accumulation_steps={self.gradient_accumulation_steps}: a PPO iteration already takes "
                 "several optimizer steps (one per minibatch of mini_batch_size episodes, ppo_epochs passes), so "
                 "accumulation would skip steps and carry gradients across rollouts. Keep it 1 and set "
-                "mini_batch_size (or rollout_batch_size) instead.")
+                "mini_batch_size (or rollout_batch_size) instead."
+            )
         if self.level not in ("token", "step"):
             raise ConfigError(f"level={self.level!r}; use 'token' (GAE over agent tokens) or 'step' (GAE over steps)")
         if self.rollout_batch_size % self.mini_batch_size:
-            raise ConfigError(f"rollout_batch_size={self.rollout_batch_size} must be a multiple of "
-                              f"mini_batch_size={self.mini_batch_size}")
+            raise ConfigError(
+                f"rollout_batch_size={self.rollout_batch_size} must be a multiple of "
+                f"mini_batch_size={self.mini_batch_size}"
+            )
         if not self.advantage_mask and self.level == "step":
-            raise ConfigError("advantage_mask=False needs level='token': step-level GAE only ever credits agent "
-                              "turns. Set level='token' or keep advantage_mask=True.")
+            raise ConfigError(
+                "advantage_mask=False needs level='token': step-level GAE only ever credits agent "
+                "turns. Set level='token' or keep advantage_mask=True."
+            )
         with library_refusals(type(self).__name__):
             super().__post_init__()
         # what the trainer needs of transformers' fields (set in AgentPPOTrainer.__init__ before): a Trainer step

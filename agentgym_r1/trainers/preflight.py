@@ -36,17 +36,23 @@ def check_output_dir(path: str) -> None:
     """``output_dir`` is a directory or can be made one: not a file, not under a file, its parent writable."""
     target = Path(path).absolute()
     if target.exists() and not target.is_dir():
-        raise ConfigError(f"output_dir={path!r} is a file, not a directory. Give a directory for checkpoints and "
-                          "the final model (it is made if missing).")
+        raise ConfigError(
+            f"output_dir={path!r} is a file, not a directory. Give a directory for checkpoints and "
+            "the final model (it is made if missing)."
+        )
     for parent in (target, *target.parents):
         if not parent.exists():
             continue
         if not parent.is_dir():
-            raise ConfigError(f"output_dir={path!r} is under {str(parent)!r}, which is a file, so the directory "
-                              "cannot be made. Give a path under a directory.")
+            raise ConfigError(
+                f"output_dir={path!r} is under {str(parent)!r}, which is a file, so the directory "
+                "cannot be made. Give a path under a directory."
+            )
         if not os.access(parent, os.W_OK | os.X_OK):
-            raise ConfigError(f"output_dir={path!r}: {str(parent)!r} is not writable, so checkpoints could not be "
-                              "saved. Give a directory you can write to.")
+            raise ConfigError(
+                f"output_dir={path!r}: {str(parent)!r} is not writable, so checkpoints could not be "
+                "saved. Give a directory you can write to."
+            )
         return
 
 
@@ -54,17 +60,22 @@ def check_model_dir(path: str | None, field: str = "model_init") -> None:
     """A local model directory: a readable ``config.json`` with a ``model_type``, weights whose safetensors headers
     read and cover their files, and a fast tokenizer (``tokenizer.json``) beside them."""
     if not path:
-        raise ConfigError(f"{field} is not set: give a local model directory (with its tokenizer), e.g. the SFT "
-                          "checkpoint written by benchmarks/train_gsm8k_proof.py")
+        raise ConfigError(
+            f"{field} is not set: give a local model directory (with its tokenizer), e.g. the SFT "
+            "checkpoint written by benchmarks/train_gsm8k_proof.py"
+        )
     if not os.path.isdir(path) or not os.path.isfile(os.path.join(path, "config.json")):
-        raise ConfigError(f"{field}={path!r} is not a local model directory (no config.json there). Give the "
-                          "directory a model was saved to with save_pretrained, tokenizer files beside it.")
+        raise ConfigError(
+            f"{field}={path!r} is not a local model directory (no config.json there). Give the "
+            "directory a model was saved to with save_pretrained, tokenizer files beside it."
+        )
     check_model_config(path, field)
     check_weights(path, field)
     if not os.path.isfile(os.path.join(path, "tokenizer.json")):
         raise ModelFilesError(
             f"{field}={path!r} has no tokenizer.json: the trainers read the model's fast tokenizer from the model "
-            "directory. Save the model's tokenizer there with tokenizer.save_pretrained(path).")
+            "directory. Save the model's tokenizer there with tokenizer.save_pretrained(path)."
+        )
 
 
 def check_model_config(path: str, field: str) -> None:
@@ -74,8 +85,10 @@ def check_model_config(path: str, field: str) -> None:
     try:
         AutoConfig.from_pretrained(path)
     except Exception as e:  # OSError (not JSON), ValueError (no model_type), others for odd JSON shapes
-        raise ModelFilesError(f"{field}={path!r}: its config.json cannot be read as a model config ({e}). "
-                              "Save the model again with save_pretrained, or fix config.json.") from e
+        raise ModelFilesError(
+            f"{field}={path!r}: its config.json cannot be read as a model config ({e}). "
+            "Save the model again with save_pretrained, or fix config.json."
+        ) from e
 
 
 def check_weights(path: str, field: str) -> None:
@@ -88,8 +101,10 @@ def check_weights(path: str, field: str) -> None:
                 shards = [name]
                 break
         else:
-            raise ModelFilesError(f"{field}={path!r} has no weights ({SAFE_WEIGHTS} or a sharded index). Save the "
-                                  "model there with save_pretrained.")
+            raise ModelFilesError(
+                f"{field}={path!r} has no weights ({SAFE_WEIGHTS} or a sharded index). Save the "
+                "model there with save_pretrained."
+            )
     for name in shards:
         check_weight_file(os.path.join(path, name), field)
 
@@ -102,8 +117,10 @@ def _listed_shards(path: str, field: str) -> list[str] | None:
                 with open(file, encoding="utf-8") as f:
                     return sorted(set(json.load(f)["weight_map"].values()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-                raise ModelFilesError(f"{field}={path!r}: the shard index {index} cannot be read ({e}). Save the "
-                                      "model again with save_pretrained.") from e
+                raise ModelFilesError(
+                    f"{field}={path!r}: the shard index {index} cannot be read ({e}). Save the "
+                    "model again with save_pretrained."
+                ) from e
     return None
 
 
@@ -111,8 +128,10 @@ def check_weight_file(file: str, field: str) -> None:
     """One weight file. A safetensors header is read with ``safetensors.safe_open``, which checks that the header
     parses and that its tensors' offsets cover the file exactly (a truncated download fails here)."""
     if not os.path.isfile(file):
-        raise ModelFilesError(f"{field}: the weight file {file!r} is missing. Copy the whole model directory, or "
-                              "save the model again with save_pretrained.")
+        raise ModelFilesError(
+            f"{field}: the weight file {file!r} is missing. Copy the whole model directory, or "
+            "save the model again with save_pretrained."
+        )
     if os.path.getsize(file) == 0:
         raise ModelFilesError(f"{field}: the weight file {file!r} is empty (0 bytes). Copy or save the model again.")
     if not file.endswith(".safetensors"):
@@ -123,8 +142,9 @@ def check_weight_file(file: str, field: str) -> None:
         with safe_open(file, framework="pt") as weights:
             weights.keys()
     except (SafetensorError, OSError) as e:
-        raise ModelFilesError(f"{field}: the weight file {file!r} is damaged or truncated ({e}). Copy or save the "
-                              "model again.") from e
+        raise ModelFilesError(
+            f"{field}: the weight file {file!r} is damaged or truncated ({e}). Copy or save the model again."
+        ) from e
 
 
 def check_resume(args: Any) -> None:
@@ -138,17 +158,23 @@ def check_resume(args: Any) -> None:
 
         resume = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
         if resume is None:
-            raise ConfigError(f"resume_from_checkpoint=true but output_dir={args.output_dir!r} holds no "
-                              "checkpoint-N directory. Give the checkpoint's path, or leave resume_from_checkpoint "
-                              "unset to start from model_init.")
+            raise ConfigError(
+                f"resume_from_checkpoint=true but output_dir={args.output_dir!r} holds no "
+                "checkpoint-N directory. Give the checkpoint's path, or leave resume_from_checkpoint "
+                "unset to start from model_init."
+            )
     if not os.path.isdir(resume):
-        raise ConfigError(f"resume_from_checkpoint={resume!r}: no such directory. Give a checkpoint directory "
-                          "(output_dir/checkpoint-N), or leave it unset to start from model_init.")
+        raise ConfigError(
+            f"resume_from_checkpoint={resume!r}: no such directory. Give a checkpoint directory "
+            "(output_dir/checkpoint-N), or leave it unset to start from model_init."
+        )
     needed = [TRAINER_STATE, *getattr(args, "checkpoint_files", ())]
     missing = [name for name in needed if not os.path.isfile(os.path.join(resume, name))]
     if missing:
-        raise ModelFilesError(f"resume_from_checkpoint={resume!r} is not a checkpoint of this trainer: "
-                              f"{', '.join(missing)} missing. Give a checkpoint-N directory that the trainer saved.")
+        raise ModelFilesError(
+            f"resume_from_checkpoint={resume!r} is not a checkpoint of this trainer: "
+            f"{', '.join(missing)} missing. Give a checkpoint-N directory that the trainer saved."
+        )
     if not (args.deepspeed or args.fsdp):  # sharded checkpoints are read by their own engines
         check_weights(resume, "resume_from_checkpoint")
 
@@ -175,11 +201,15 @@ def check_prompt_fits(args: Any, tokenizer: Any) -> None:
     finally:
         host.close()
     if reply.error is not None:
-        raise ConfigError(f"env_id={args.env_id!r} with env_kwargs={args.env_kwargs!r}: the first reset failed "
-                          f"({reply.error}). Fix the env's options.")
+        raise ConfigError(
+            f"env_id={args.env_id!r} with env_kwargs={args.env_kwargs!r}: the first reset failed "
+            f"({reply.error}). Fix the env's options."
+        )
     messages = reply.messages if reply.messages is not None else [{"role": "user", "content": reply.obs}]
     tokens = len(chat.prompt_ids(messages))
     if tokens > args.max_prompt_tokens:
-        raise ConfigError(f"max_prompt_tokens={args.max_prompt_tokens} is below the first prompt of {args.env_id} "
-                          f"({tokens} tokens with this tokenizer's chat template). Raise max_prompt_tokens to at "
-                          f"least {tokens} (with room for longer tasks), or shorten the env's system prompt.")
+        raise ConfigError(
+            f"max_prompt_tokens={args.max_prompt_tokens} is below the first prompt of {args.env_id} "
+            f"({tokens} tokens with this tokenizer's chat template). Raise max_prompt_tokens to at "
+            f"least {tokens} (with room for longer tasks), or shorten the env's system prompt."
+        )

@@ -83,8 +83,17 @@ def collate(episodes: Sequence[Demo], pad_id: int) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": attn, "labels": labels}
 
 
-def sft(model: Any, episodes: Sequence[Demo], pad_id: int, *, steps: int, batch_size: int = 16,
-        lr: float = 3e-3, seed: int = 0, on_step: Callable[[int, float], None] | None = None) -> list[float]:
+def sft(
+    model: Any,
+    episodes: Sequence[Demo],
+    pad_id: int,
+    *,
+    steps: int,
+    batch_size: int = 16,
+    lr: float = 3e-3,
+    seed: int = 0,
+    on_step: Callable[[int, float], None] | None = None,
+) -> list[float]:
     """Fine-tune ``model`` on ``episodes`` for ``steps`` AdamW steps; returns the losses."""
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)

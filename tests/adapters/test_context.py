@@ -5,10 +5,17 @@ import pytest
 from agentgym_r1.adapters.context import ContextPolicy, last_k_turns, make_context
 from agentgym_r1.error import ConfigError
 
-HISTORY = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"},
-           {"role": "assistant", "content": "a1"}, {"role": "tool", "content": "r1"},
-           {"role": "assistant", "content": "a2"}, {"role": "user", "content": "bad"},
-           {"role": "assistant", "content": "a3"}, {"role": "tool", "content": "r3"}, {"role": "tool", "content": "r3b"}]
+HISTORY = [
+    {"role": "system", "content": "s"},
+    {"role": "user", "content": "task"},
+    {"role": "assistant", "content": "a1"},
+    {"role": "tool", "content": "r1"},
+    {"role": "assistant", "content": "a2"},
+    {"role": "user", "content": "bad"},
+    {"role": "assistant", "content": "a3"},
+    {"role": "tool", "content": "r3"},
+    {"role": "tool", "content": "r3b"},
+]
 
 
 def test_last_k_keeps_the_task_and_the_last_turns():

@@ -55,13 +55,27 @@ def replies_on(name, calls_by_round, workers=2):
 
 def test_replies_are_identical_on_every_backend(request):
     pytest.importorskip("textworld")
-    resets = [EnvCall(0, None, "AgentR1/GSM8K-v0", GSM8K, 5), EnvCall(1, None, "AgentR1/GSM8K-v0", GSM8K, 6),
-              EnvCall(2, None, "AgentR1/ALFWorld-v1", ALFWORLD, 1), EnvCall(3, None, "AgentR1/ALFWorld-v1", ALFWORLD, 2)]
-    rounds = [resets,
-              [EnvCall(0, '<tool_call>{"name": "calculator", "arguments": {"expression": "2 * 21"}}</tool_call>'),
-               EnvCall(1, "<answer>42</answer>"), EnvCall(2, "look"), EnvCall(3, "go to fridge 1")],
-              [EnvCall(0, "<answer>42</answer>"), EnvCall(2, "inventory"), EnvCall(3, "open fridge 1"),
-               EnvCall(1, "<answer>7</answer>")]]  # slot 1 ended: its step is the env's own error
+    resets = [
+        EnvCall(0, None, "AgentR1/GSM8K-v0", GSM8K, 5),
+        EnvCall(1, None, "AgentR1/GSM8K-v0", GSM8K, 6),
+        EnvCall(2, None, "AgentR1/ALFWorld-v1", ALFWORLD, 1),
+        EnvCall(3, None, "AgentR1/ALFWorld-v1", ALFWORLD, 2),
+    ]
+    rounds = [
+        resets,
+        [
+            EnvCall(0, '<tool_call>{"name": "calculator", "arguments": {"expression": "2 * 21"}}</tool_call>'),
+            EnvCall(1, "<answer>42</answer>"),
+            EnvCall(2, "look"),
+            EnvCall(3, "go to fridge 1"),
+        ],
+        [
+            EnvCall(0, "<answer>42</answer>"),
+            EnvCall(2, "inventory"),
+            EnvCall(3, "open fridge 1"),
+            EnvCall(1, "<answer>7</answer>"),
+        ],
+    ]  # slot 1 ended: its step is the env's own error
     runs = {name: replies_on(name, rounds) for name in backends(request)}
     reference = runs.pop("thread")
     assert all(r.error is None for r in reference[0]) and reference[1][2].info["spans"]
@@ -71,14 +85,22 @@ def test_replies_are_identical_on_every_backend(request):
 
 def test_rollouts_are_identical_on_every_backend(request, chat):
     def act(context, turn):
-        return ['<tool_call>{"name": "calculator", "arguments": {"expression": "3 * 4"}}</tool_call>',
-                "<answer>12</answer>"][turn % 2], turn % 2 == 1
+        return [
+            '<tool_call>{"name": "calculator", "arguments": {"expression": "3 * 4"}}</tool_call>',
+            "<answer>12</answer>",
+        ][turn % 2], turn % 2 == 1
 
     prompts = [Prompt("AgentR1/GSM8K-v0", GSM8K, seed=s) for s in (1, 2, 3)]
     batches = {}
     for name in backends(request):
-        config = RolloutConfig(samples_per_prompt=2, max_turns=3, seed=7, env_backend=name, env_workers=2,
-                               sampling=SamplingParams(max_new_tokens=40))
+        config = RolloutConfig(
+            samples_per_prompt=2,
+            max_turns=3,
+            seed=7,
+            env_backend=name,
+            env_workers=2,
+            sampling=SamplingParams(max_new_tokens=40),
+        )
         engine = RolloutEngine(ScriptedBackend(chat, act), chat, config)
         try:
             batches[name] = [engine.rollout(prompts), engine.rollout(prompts[:1])]  # the second reuses pooled envs
@@ -87,10 +109,12 @@ def test_rollouts_are_identical_on_every_backend(request, chat):
     reference = batches.pop("thread")
     for name, played in batches.items():
         for a, b in zip(reference, played, strict=True):
-            assert [(e.seed, e.task_id, e.messages, e.end_reason, e.reward, e.success) for e in a.episodes] == \
-                   [(e.seed, e.task_id, e.messages, e.end_reason, e.reward, e.success) for e in b.episodes], name
-            assert [(s.prompt_ids, s.completion_ids, s.env_mask) for s in a.samples] == \
-                   [(s.prompt_ids, s.completion_ids, s.env_mask) for s in b.samples], name
+            assert [(e.seed, e.task_id, e.messages, e.end_reason, e.reward, e.success) for e in a.episodes] == [
+                (e.seed, e.task_id, e.messages, e.end_reason, e.reward, e.success) for e in b.episodes
+            ], name
+            assert [(s.prompt_ids, s.completion_ids, s.env_mask) for s in a.samples] == [
+                (s.prompt_ids, s.completion_ids, s.env_mask) for s in b.samples
+            ], name
             assert b.timings["env"] > 0
 
 

@@ -38,16 +38,18 @@ def act(context, turn):
 def test_a_hung_reset_or_tool_ends_its_episode_and_nothing_outlives_close(request, chat, name):
     ray = request.getfixturevalue("ray") if name == "ray" else None
     before_threads, before_children = set(threading.enumerate()), children()
-    config = RolloutConfig(max_turns=3, env_backend=name, env_workers=3, env_timeout=2.0,
-                           sampling=SamplingParams(max_new_tokens=40))
+    config = RolloutConfig(
+        max_turns=3, env_backend=name, env_workers=3, env_timeout=2.0, sampling=SamplingParams(max_new_tokens=40)
+    )
     engine = RolloutEngine(ScriptedBackend(chat, act), chat, config)
     prompts = [Prompt(hangs_on_reset), Prompt(hangs_in_tool), Prompt("AgentR1/GSM8K-v0", {"source": "synthetic"}, 1)]
     try:
         for _ in range(2):  # the second rollout plays on the replaced workers
             engine.backend.turn = 0
             episodes = engine.rollout(prompts).episodes
-            assert [e.end_reason for e in episodes] == ["env_error", "env_error", "terminated"], \
-                [e.error for e in episodes]
+            assert [e.end_reason for e in episodes] == ["env_error", "env_error", "terminated"], [
+                e.error for e in episodes
+            ]
             assert all("within 2 s (env_timeout)" in e.error for e in episodes[:2]), [e.error for e in episodes]
             assert [len(e.turns) for e in episodes] == [1, 1, 2]  # the reset's placeholder; the step's one turn
             assert episodes[0].placeholder and episodes[2].error is None
@@ -68,8 +70,9 @@ def test_a_hung_reset_or_tool_ends_its_episode_and_nothing_outlives_close(reques
 def test_an_env_whose_close_hangs_does_not_hold_the_rollout(chat, name):
     """Factory-made envs are closed when their episode is released: a close that hangs is given up at the limit."""
     CLOSE_HANGS.clear()
-    config = RolloutConfig(max_turns=2, env_backend=name, env_workers=1, env_timeout=2.0,
-                           sampling=SamplingParams(max_new_tokens=40))
+    config = RolloutConfig(
+        max_turns=2, env_backend=name, env_workers=1, env_timeout=2.0, sampling=SamplingParams(max_new_tokens=40)
+    )
     engine = RolloutEngine(ScriptedBackend(chat, lambda c, t: ("<answer>42</answer>", True)), chat, config)
     try:
         for _ in range(2):  # released (and closed) after each rollout; the second plays on
@@ -94,8 +97,9 @@ def test_a_tool_process_inside_a_killed_env_worker_ends_with_it(chat):
     before = children()
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    config = RolloutConfig(max_turns=3, env_backend="process", env_workers=1, env_timeout=3.0,
-                           sampling=SamplingParams(max_new_tokens=40))
+    config = RolloutConfig(
+        max_turns=3, env_backend="process", env_workers=1, env_timeout=3.0, sampling=SamplingParams(max_new_tokens=40)
+    )
     engine = RolloutEngine(ScriptedBackend(chat, act), chat, config)
     try:
         (episode,) = engine.rollout([Prompt(spins_in_a_process)]).episodes
@@ -124,8 +128,11 @@ def test_rollouts_of_factory_made_envs_with_a_hung_tool_keep_threads_bounded(cha
     STALL.clear()
     before = set(threading.enumerate())
     config = RolloutConfig(max_turns=4, sampling=SamplingParams(max_new_tokens=40))
-    engine = RolloutEngine(ScriptedBackend(chat, lambda c, t: ('<tool_call>{"name": "stall", "arguments": {}}'
-                                                              "</tool_call>", True)), chat, config)
+    engine = RolloutEngine(
+        ScriptedBackend(chat, lambda c, t: ('<tool_call>{"name": "stall", "arguments": {}}</tool_call>', True)),
+        chat,
+        config,
+    )
     try:
         for _ in range(6):
             episodes = engine.rollout([Prompt(stall_env, seed=s) for s in range(8)]).episodes

@@ -46,15 +46,21 @@ def family_chat(tokenizer, request):
 
 
 def _actions(chat: ChatTokenizer) -> st.SearchStrategy[str]:
-    specials = sorted({*chat.family.end_of_turn, *chat.tokenizer.all_special_tokens[:8],
-                       "<tool_call>", "</tool_response>"})
+    specials = sorted(
+        {*chat.family.end_of_turn, *chat.tokenizer.all_special_tokens[:8], "<tool_call>", "</tool_response>"}
+    )
     text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=16)
     special = st.sampled_from(specials)
-    call = st.builds(lambda t: f'<tool_call>{json.dumps({"name": "_echo", "arguments": {"text": t}})}</tool_call>',
-                     text)
-    return st.one_of(call, st.lists(call, min_size=2, max_size=3).map("\n".join),
-                     st.builds(lambda t: f"<answer>{t}</answer>", text), text,
-                     st.builds(lambda a, b, c: a + b + c, text, special, text))
+    call = st.builds(
+        lambda t: f"<tool_call>{json.dumps({'name': '_echo', 'arguments': {'text': t}})}</tool_call>", text
+    )
+    return st.one_of(
+        call,
+        st.lists(call, min_size=2, max_size=3).map("\n".join),
+        st.builds(lambda t: f"<answer>{t}</answer>", text),
+        text,
+        st.builds(lambda a, b, c: a + b + c, text, special, text),
+    )
 
 
 def _end_id(chat: ChatTokenizer) -> int:
@@ -69,8 +75,9 @@ def _as_sampled(chat: ChatTokenizer, script):
 
 def _play(chat: ChatTokenizer, script):
     backend = ScriptedBackend(chat, lambda ctx, turn: script[min(turn, len(script) - 1)], end_id=_end_id(chat))
-    engine = RolloutEngine(backend, chat, RolloutConfig(max_context_tokens=100_000,
-                                                        sampling=SamplingParams(max_new_tokens=100_000)))
+    engine = RolloutEngine(
+        backend, chat, RolloutConfig(max_context_tokens=100_000, sampling=SamplingParams(max_new_tokens=100_000))
+    )
     batch = engine.rollout([Prompt("AgentR1/ToolEnv-v0", ENV_KWARGS, seed=3, options={"index": 0})])
     engine.close()
     return batch, backend
@@ -107,12 +114,12 @@ def _renders_turns_as_given(chat: ChatTokenizer) -> bool:
     history = [{"role": "user", "content": "q"}, {"role": "assistant", "content": mark}]
     return chat.shape.tool_role != "call" and all(
         chat.shape.generation_prompt + mark in chat.render(h, False)
-        for h in (history, [*history, {"role": "user", "content": "r"}]))
+        for h in (history, [*history, {"role": "user", "content": "r"}])
+    )
 
 
 @pytest.mark.parametrize("family_chat", sorted(TEMPLATES), indirect=True)
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
-          phases=NO_SHRINK)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], phases=NO_SHRINK)
 @given(data=st.data())
 def test_every_family_plays_episodes_with_exact_masks(family_chat, data):
     chat = family_chat
@@ -159,17 +166,29 @@ def test_the_families_covered_and_left_out(tokenizer):
     originals = sorted(n for n in TEMPLATES if not n.endswith("_training"))
     assert len(originals) == 38, originals
     assert {detect_family(TEMPLATES[n]).name for n in originals} >= {
-        "gpt-oss", "llama3", "gemma", "gemma4", "cohere", "deepseek", "glm4", "phi3", "chatml"}
+        "gpt-oss",
+        "llama3",
+        "gemma",
+        "gemma4",
+        "cohere",
+        "deepseek",
+        "glm4",
+        "phi3",
+        "chatml",
+    }
 
 
-@pytest.mark.parametrize(("name", "shape"), [
-    ("gemma", {"fold_system": True, "tool_role": "user", "merge_env": True}),
-    ("gemma3", {"fold_system": False, "tool_role": "user", "merge_env": True}),
-    ("cohere", {"fold_system": False, "tool_role": "user", "merge_env": True}),
-    ("phi3", {"fold_system": False, "tool_role": "user", "merge_env": False}),
-    ("gptoss", {"fold_system": False, "tool_role": "call", "merge_env": False}),
-    ("qwen2_5", {"fold_system": False, "tool_role": "tool", "merge_env": False}),
-])
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("gemma", {"fold_system": True, "tool_role": "user", "merge_env": True}),
+        ("gemma3", {"fold_system": False, "tool_role": "user", "merge_env": True}),
+        ("cohere", {"fold_system": False, "tool_role": "user", "merge_env": True}),
+        ("phi3", {"fold_system": False, "tool_role": "user", "merge_env": False}),
+        ("gptoss", {"fold_system": False, "tool_role": "call", "merge_env": False}),
+        ("qwen2_5", {"fold_system": False, "tool_role": "tool", "merge_env": False}),
+    ],
+)
 def test_the_template_shape_is_probed(tokenizer, name, shape):
     """Regression: Gemma refused the system role, Gemma 3 and Cohere the env reply, gpt-oss the tool reply; Phi-3
     dropped tool results silently (the model never saw them)."""
@@ -177,9 +196,13 @@ def test_the_template_shape_is_probed(tokenizer, name, shape):
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
     assert {k: getattr(chat.shape, k) for k in shape} == shape
-    messages = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "Q"},
-                {"role": "assistant", "content": "A"}, {"role": "tool", "content": "R1"},
-                {"role": "tool", "content": "R2"}]
+    messages = [
+        {"role": "system", "content": "SYS"},
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "A"},
+        {"role": "tool", "content": "R1"},
+        {"role": "tool", "content": "R2"},
+    ]
     rendered = chat.render(messages, add_generation_prompt=True)
     assert all(part in rendered for part in ("SYS", "Q", "R1", "R2"))
 
@@ -189,13 +212,21 @@ def test_gpt_oss_tool_calls_are_rendered_structured_and_kept_as_sampled(tokenize
     from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["gptoss"]))
-    action = ('<|channel|>analysis<|message|>echo it<|end|><|start|>assistant to=functions._echo<|channel|>'
-              'commentary json<|message|>{"text": "abc"}')
+    action = (
+        "<|channel|>analysis<|message|>echo it<|end|><|start|>assistant to=functions._echo<|channel|>"
+        'commentary json<|message|>{"text": "abc"}'
+    )
     history = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": action}]
-    suffix = chat.suffix_text(history, [{"role": "tool", "content": "abc"}], _end_call := chat.tokenizer.convert_tokens_to_ids("<|call|>"))
-    assert suffix == '<|start|>functions._echo to=assistant<|channel|>commentary<|message|>"abc"<|end|><|start|>assistant'
+    suffix = chat.suffix_text(
+        history, [{"role": "tool", "content": "abc"}], _end_call := chat.tokenizer.convert_tokens_to_ids("<|call|>")
+    )
+    assert (
+        suffix == '<|start|>functions._echo to=assistant<|channel|>commentary<|message|>"abc"<|end|><|start|>assistant'
+    )
     assert chat.structure(action)["tool_calls"][0]["function"] == {"name": "_echo", "arguments": {"text": "abc"}}
-    assert _end_call in chat.stop_token_ids and chat.tokenizer.convert_tokens_to_ids("<|end|>") not in chat.stop_token_ids
+    assert (
+        _end_call in chat.stop_token_ids and chat.tokenizer.convert_tokens_to_ids("<|end|>") not in chat.stop_token_ids
+    )
 
 
 def test_a_template_that_cannot_serve_fails_before_the_first_rollout(tokenizer):
@@ -204,9 +235,11 @@ def test_a_template_that_cannot_serve_fails_before_the_first_rollout(tokenizer):
     no_prompt = "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}"
     with pytest.raises(TemplateUnsupportedError, match=r"family gemma .*add_generation_prompt"):
         ChatTokenizer(family_tokenizer(tokenizer, no_prompt))
-    user_only = ("{% for m in messages %}{% if m['role'] != 'user' %}{{ raise_exception('only users') }}{% endif %}"
-                 "<|im_start|>user\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    user_only = (
+        "{% for m in messages %}{% if m['role'] != 'user' %}{{ raise_exception('only users') }}{% endif %}"
+        "<|im_start|>user\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
     with pytest.raises(TemplateUnsupportedError, match=r"family chatml .*assistant message.*only users"):
         ChatTokenizer(family_tokenizer(tokenizer, user_only))
 
@@ -222,8 +255,13 @@ def test_concatenated_rows_keep_the_reasoning_the_model_saw_where_qwen3_strips_i
     (episode,), (row,) = batch.episodes, batch.samples
     assert [m["role"] for m in episode.messages[2:]] == ["assistant", "tool", "assistant", "user", "assistant"]
     first = episode.turns[0]
-    seen_at_turn_3 = chat.tokenizer.decode(row.prompt_ids + first.completion_ids + first.env_ids
-                                           + episode.turns[1].completion_ids + episode.turns[1].env_ids)
+    seen_at_turn_3 = chat.tokenizer.decode(
+        row.prompt_ids
+        + first.completion_ids
+        + first.env_ids
+        + episode.turns[1].completion_ids
+        + episode.turns[1].env_ids
+    )
     assert "plan" in seen_at_turn_3 and "plan" in chat.tokenizer.decode(row.completion_ids)
     assert "plan" not in chat.render(episode.messages, add_generation_prompt=False)  # the template's re-rendering
 
@@ -233,25 +271,30 @@ NATIVE_CALLS = {  # each family's own tool call, as its model writes it after th
     "qwen2_5": '<tool_call>\n{"name": "_echo", "arguments": {"text": "abc"}}\n</tool_call><|im_end|>',
     "qwen3_6": "Echo it.\n</think>\n\n<tool_call>\n<function=_echo>\n<parameter=text>\nabc\n</parameter>\n</function>\n</tool_call><|im_end|>",
     "nemotron_3_nano": "Echo it.\n</think>\n<tool_call>\n<function=_echo>\n<parameter=text>\nabc\n</parameter>\n</function>\n</tool_call>"
-                       "<|im_end|>",
+    "<|im_end|>",
     "llama3_1": '{"name": "_echo", "parameters": {"text": "abc"}}<|eot_id|>',
-    "gptoss": '<|channel|>analysis<|message|>Echo it.<|end|><|start|>assistant to=functions._echo<|channel|>commentary '
-              'json<|message|>{"text": "abc"}<|call|>',
+    "gptoss": "<|channel|>analysis<|message|>Echo it.<|end|><|start|>assistant to=functions._echo<|channel|>commentary "
+    'json<|message|>{"text": "abc"}<|call|>',
     "glm4moe": "<tool_call>_echo\n<arg_key>text</arg_key>\n<arg_value>abc</arg_value>\n</tool_call><|observation|>",
     "lfm2_2_5": "<|tool_call_start|>[_echo(text='abc')]<|tool_call_end|><|im_end|>",
     "gemma4": '<|tool_call>call:_echo{text:<|"|>abc<|"|>}<tool_call|><|tool_response>',
-    "deepseekv3": "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>_echo\n```json\n{\"text\": \"abc\"}\n```"
-                  "<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
+    "deepseekv3": '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>_echo\n```json\n{"text": "abc"}\n```'
+    "<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
 }
 
 
 # A malformed call: broken JSON is an invalid action (error observation, format penalty); the XML-style parsers of
 # transformers read any text as a call, so a call without its argument is a failed call (the tool's error).
-BROKEN = {name: (call.replace('"abc"', '"abc').replace("<|\"|>abc<|\"|>", "<|\"|>abc"), "format")
-          for name, call in NATIVE_CALLS.items()}
+BROKEN = {
+    name: (call.replace('"abc"', '"abc').replace('<|"|>abc<|"|>', '<|"|>abc'), "format")
+    for name, call in NATIVE_CALLS.items()
+}
 BROKEN |= {
     "qwen3_6": ("Echo it.\n</think>\n\n<tool_call>\n<function=_echo>\n</function>\n</tool_call><|im_end|>", "call"),
-    "nemotron_3_nano": ("Echo it.\n</think>\n<tool_call>\n<function=_echo>\n</function>\n</tool_call><|im_end|>", "call"),
+    "nemotron_3_nano": (
+        "Echo it.\n</think>\n<tool_call>\n<function=_echo>\n</function>\n</tool_call><|im_end|>",
+        "call",
+    ),
     "glm4moe": ("<tool_call>_echo\n</tool_call><|observation|>", "call"),
     "lfm2_2_5": ("<|tool_call_start|>[_echo()]<|tool_call_end|><|im_end|>", "call"),
 }
@@ -295,8 +338,11 @@ def test_parser_auto_plays_the_same_in_worker_processes(tokenizer, name):
     rows = {}
     for env_backend in ("thread", "process"):
         backend = ScriptedBackend(chat, lambda ctx, turn: script[turn], end_id=_end_id(chat))
-        engine = RolloutEngine(backend, chat, RolloutConfig(sampling=SamplingParams(max_new_tokens=10_000),
-                                                            env_backend=env_backend, env_workers=1))
+        engine = RolloutEngine(
+            backend,
+            chat,
+            RolloutConfig(sampling=SamplingParams(max_new_tokens=10_000), env_backend=env_backend, env_workers=1),
+        )
         try:
             batch = engine.rollout([Prompt("AgentR1/ToolEnv-v0", kwargs, seed=0)])
         finally:
@@ -312,14 +358,14 @@ def _native_actions(name: str) -> st.SearchStrategy[str]:
     call = NATIVE_CALLS[name]
     words = st.text(st.characters(codec="utf-8", categories=("L", "N", "Zs")), min_size=1, max_size=12)
     as_json = '"abc"' in call
-    native = words.map(lambda t: call.replace('"abc"', json.dumps(t)) if as_json else call.replace("abc", t.strip()
-                                                                                                    or "x"))
+    native = words.map(
+        lambda t: call.replace('"abc"', json.dumps(t)) if as_json else call.replace("abc", t.strip() or "x")
+    )
     return st.one_of(native, st.builds(lambda t: f"<answer>{t}</answer>", words), words)
 
 
 @pytest.mark.parametrize("name", sorted(NATIVE_CALLS))
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
-          phases=NO_SHRINK)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], phases=NO_SHRINK)
 @given(data=st.data())
 def test_native_calls_keep_masks_exact(tokenizer, name, data):
     """parser="auto" episodes of native calls (gpt-oss's rendered from their parsed tool_calls): the masked tokens
@@ -332,8 +378,9 @@ def test_native_calls_keep_masks_exact(tokenizer, name, data):
     script = [(a, False) for a in data.draw(st.lists(_native_actions(name), min_size=1, max_size=4))]
     kwargs = {**ENV_KWARGS, "parser": "auto"}
     backend = ScriptedBackend(chat, lambda ctx, turn: script[min(turn, len(script) - 1)])
-    engine = RolloutEngine(backend, chat, RolloutConfig(max_context_tokens=100_000,
-                                                        sampling=SamplingParams(max_new_tokens=100_000)))
+    engine = RolloutEngine(
+        backend, chat, RolloutConfig(max_context_tokens=100_000, sampling=SamplingParams(max_new_tokens=100_000))
+    )
     batch = engine.rollout([Prompt("AgentR1/ToolEnv-v0", kwargs, seed=0)])
     (episode,), (row,) = batch.episodes, batch.samples
     assert episode.end_reason in ("terminated", "turn_limit"), episode.error
@@ -341,12 +388,14 @@ def test_native_calls_keep_masks_exact(tokenizer, name, data):
     masked = [i for i, m in zip(row.completion_ids, row.env_mask, strict=True) if m]
     assert masked == [i for t in episode.turns for i in t.completion_ids]
     assert row.prompt_ids + row.completion_ids == row.prompt_ids + [
-        i for t in episode.turns for i in t.completion_ids + (t.env_ids or [])]
+        i for t in episode.turns for i in t.completion_ids + (t.env_ids or [])
+    ]
     starts = [i for i, m in enumerate(episode.messages) if m["role"] == "assistant"] + [len(episode.messages)]
     for k, turn in enumerate(episode.turns[:-1]):  # each suffix is the template's text after that turn
         at, nxt = starts[k], starts[k + 1]
-        assert turn.env_ids == chat.suffix_ids(episode.messages[: at + 1], episode.messages[at + 1: nxt],
-                                               turn.completion_ids[-1])
+        assert turn.env_ids == chat.suffix_ids(
+            episode.messages[: at + 1], episode.messages[at + 1 : nxt], turn.completion_ids[-1]
+        )
         if turn.action[:12] == NATIVE_CALLS[name][:12]:  # a native call: the env ran it and answered as the tool
             assert turn.valid and episode.messages[at + 1]["role"] == "tool", turn.error
 
@@ -359,10 +408,13 @@ def test_gemma4_tool_responses_come_inside_the_model_turn(tokenizer):
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES["gemma4"]))
     stop = chat.tokenizer.convert_tokens_to_ids("<|tool_response>")
     assert stop in chat.stop_token_ids
-    history = [{"role": "user", "content": "Q"},
-               {"role": "assistant", "content": '<|tool_call>call:_echo{text:<|"|>x<|"|>}<tool_call|>'}]
+    history = [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": '<|tool_call>call:_echo{text:<|"|>x<|"|>}<tool_call|>'},
+    ]
     assert chat.suffix_text(history, [{"role": "tool", "content": "R"}], stop) == (
-        'response:_echo{value:<|"|>R<|"|>}<tool_response|>')
+        'response:_echo{value:<|"|>R<|"|>}<tool_response|>'
+    )
 
 
 def test_cohere2_closing_written_by_the_model_is_not_rendered_again(tokenizer):
@@ -439,7 +491,8 @@ def test_parser_auto_gives_equal_envs_one_pool_key_and_pickles(tokenizer):
     assert "0x" not in repr(first["parser"])
     parser = pickle.loads(pickle.dumps(first["parser"]))
     assert parser.parse('{"name": "calculator", "parameters": {"expression": "1+2"}}', {}).calls[0].arguments == {
-        "expression": "1+2"}
+        "expression": "1+2"
+    }
 
 
 @pytest.mark.parametrize("name", ["qwen2_5", "gptoss", "llama3_1"])
@@ -452,8 +505,14 @@ def test_native_parsers_take_the_worst_shapes_as_invalid_actions(tokenizer, name
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
     parser = native_parser(chat)
     call = NATIVE_CALLS[name]
-    deep = [call.replace('{"text": "abc"}', "[" * 50_000), "<tool_call>\n" + "[" * 99_000 + "\n</tool_call>",
-            "<tool_call>" * 9_000, "to=functions." * 7_000, "[TOOL_CALLS]" * 8_000, "a" + " " * 99_998 + "[x"]
+    deep = [
+        call.replace('{"text": "abc"}', "[" * 50_000),
+        "<tool_call>\n" + "[" * 99_000 + "\n</tool_call>",
+        "<tool_call>" * 9_000,
+        "to=functions." * 7_000,
+        "[TOOL_CALLS]" * 8_000,
+        "a" + " " * 99_998 + "[x",
+    ]
     for text in deep:
         parsed = parser.parse(text, {"_echo": None})
         assert parsed.kind == "invalid", (text[:40], parsed)
@@ -466,8 +525,15 @@ def _well_formed(name: str) -> list[str]:
     """Messages a model of the family means: its call, two calls, a long reasoning or answer around it, an answer."""
     call = NATIVE_CALLS[name]
     prose = "The capital, as the record says, is Paris. " * 400
-    return [call, call.replace("abc", "a, b = c"), call.replace("abc", " x <y> </z\n w "), f"{prose}{call}", f"<answer>{prose}</answer>",
-            call + "\n" + call if name not in ("llama3_1", "gptoss") else call, prose]
+    return [
+        call,
+        call.replace("abc", "a, b = c"),
+        call.replace("abc", " x <y> </z\n w "),
+        f"{prose}{call}",
+        f"<answer>{prose}</answer>",
+        call + "\n" + call if name not in ("llama3_1", "gptoss") else call,
+        prose,
+    ]
 
 
 @pytest.mark.parametrize("name", TEMPLATE_FAMILIES)

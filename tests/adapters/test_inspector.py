@@ -22,8 +22,16 @@ def batch(chat):
 
 def test_cells_split_the_row_exactly_by_the_mask(batch, chat):
     (row,) = batch.samples
-    row_cells = cells({"prompt_ids": row.prompt_ids, "completion_ids": row.completion_ids, "env_mask": row.env_mask,
-                       "step_ends": row.step_ends, "step_rewards": row.step_rewards}, chat.tokenizer)
+    row_cells = cells(
+        {
+            "prompt_ids": row.prompt_ids,
+            "completion_ids": row.completion_ids,
+            "env_mask": row.env_mask,
+            "step_ends": row.step_ends,
+            "step_rewards": row.step_rewards,
+        },
+        chat.tokenizer,
+    )
     agent = [i for c in row_cells if c.source == "agent" for i in c.ids]
     env = [i for c in row_cells if c.source == "env" for i in c.ids]
     assert agent == [i for i, m in zip(row.completion_ids, row.env_mask, strict=True) if m]
@@ -72,8 +80,24 @@ def test_inspect_refuses_what_is_not_a_batch(tmp_path, capsys):
 def test_inspect_plays_a_fresh_rollout_with_a_trl_template(capsys):
     pytest.importorskip("torch")
     pytest.importorskip("trl")
-    assert main(["inspect", "--model", "tiny", "--template", "llama3_1", "--max-turns", "1", "--max-new-tokens", "4",
-                 "--color", "never"]) == 0
+    assert (
+        main(
+            [
+                "inspect",
+                "--model",
+                "tiny",
+                "--template",
+                "llama3_1",
+                "--max-turns",
+                "1",
+                "--max-new-tokens",
+                "4",
+                "--color",
+                "never",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "<|start_header_id|>" in out  # TRL's Llama 3.1 template, with the family's special tokens
     assert "agent tokens (trained)" in out

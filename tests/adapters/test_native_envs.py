@@ -24,15 +24,22 @@ def _call(call: str, tool: str, arg: str, value: str) -> str:
     return call.replace("_echo", tool).replace("text", arg).replace("abc", value)
 
 
-def _play(tokenizer, name: str, env_id: str, kwargs: dict, script: list[tuple[str, bool]],
-          env_backend: str = "thread"):
+def _play(tokenizer, name: str, env_id: str, kwargs: dict, script: list[tuple[str, bool]], env_backend: str = "thread"):
     from agentgym_r1.adapters.scratch import family_tokenizer
 
     chat = ChatTokenizer(family_tokenizer(tokenizer, TEMPLATES[name]))
     end_id = chat.tokenizer.convert_tokens_to_ids(chat.family.end_of_turn[0])
     backend = ScriptedBackend(chat, lambda ctx, turn: script[turn], end_id=end_id)
-    engine = RolloutEngine(backend, chat, RolloutConfig(max_turns=len(script), env_backend=env_backend, env_workers=1,
-                                                        sampling=SamplingParams(max_new_tokens=10_000)))
+    engine = RolloutEngine(
+        backend,
+        chat,
+        RolloutConfig(
+            max_turns=len(script),
+            env_backend=env_backend,
+            env_workers=1,
+            sampling=SamplingParams(max_new_tokens=10_000),
+        ),
+    )
     try:
         batch = engine.rollout([Prompt(env_id, {**kwargs, "parser": "auto"}, seed=0, options={"index": 0})])
     finally:
@@ -66,8 +73,11 @@ CASES = [(name, "thread") for name in FAMILIES] + [("qwen2_5", "process"), ("lla
 def test_webshop_reads_the_family_s_own_tool_calls(tokenizer, name, env_backend):
     call = NATIVE_CALLS[name]
     broken = BROKEN[name][0]
-    script = [(_call(call, "search", "query", "shoes"), False), (_call(broken, "click", "button", "x"), False),
-              (_call(call, "click", "button", "back to search"), False)]
+    script = [
+        (_call(call, "search", "query", "shoes"), False),
+        (_call(broken, "click", "button", "x"), False),
+        (_call(call, "click", "button", "back to search"), False),
+    ]
     chat, episode = _play(tokenizer, name, "AgentR1/WebShop-v0", {"num_products": 50}, script, env_backend)
     _check(chat, episode, "Back to Search")
 
@@ -77,15 +87,23 @@ def test_alfworld_reads_the_family_s_own_tool_calls(tokenizer, name, env_backend
     pytest.importorskip("textworld")
     call = NATIVE_CALLS[name]
     broken = BROKEN[name][0]
-    script = [(_call(call, "act", "command", "look"), False), (_call(broken, "act", "command", "look"), False),
-              (_call(call, "act", "command", "inventory"), False)]
+    script = [
+        (_call(call, "act", "command", "look"), False),
+        (_call(broken, "act", "command", "look"), False),
+        (_call(call, "act", "command", "inventory"), False),
+    ]
     kwargs = {"num_games": 1, "cache_dir": str(tmp_path)}
     chat, episode = _play(tokenizer, name, "AgentR1/ALFWorld-v1", kwargs, script, env_backend)
     _check(chat, episode, "You are")
 
 
-@pytest.mark.parametrize("text", ['{"name": "search", "parameters": {"query": "shoes"}}',
-                                  "[TOOL_CALLS][{\"name\": \"search\", \"arguments\": {\"query\": \"shoes\"}}]"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "search", "parameters": {"query": "shoes"}}',
+        '[TOOL_CALLS][{"name": "search", "arguments": {"query": "shoes"}}]',
+    ],
+)
 def test_webshop_auto_outside_the_engine_reads_any_documented_format(text):
     import gymnasium as gym
 

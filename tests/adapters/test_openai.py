@@ -28,8 +28,9 @@ def server(model, chat):
     from agentgym_r1.adapters.serve import make_app
 
     port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(make_app(HFBackend(model, chat), chat, "tiny"), host="127.0.0.1",
-                                        port=port, log_level="warning"))
+    srv = uvicorn.Server(
+        uvicorn.Config(make_app(HFBackend(model, chat), chat, "tiny"), host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -46,8 +47,9 @@ def test_episodes_are_played_through_chat_completions(server):
 
     backend = OpenAIBackend(server, "tiny", max_concurrency=4)
     config = RolloutConfig(samples_per_prompt=2, max_turns=2, sampling=SamplingParams(max_new_tokens=8))
-    batch = RolloutEngine(backend, None, config).rollout([Prompt("AgentR1/GSM8K-v0", {"source": "synthetic"},
-                                                                 seed=s) for s in (1, 2)])
+    batch = RolloutEngine(backend, None, config).rollout(
+        [Prompt("AgentR1/GSM8K-v0", {"source": "synthetic"}, seed=s) for s in (1, 2)]
+    )
     backend.close()
     assert len(batch.episodes) == 4 and batch.samples == []  # evaluation: no token rows
     for ep in batch.episodes:
@@ -62,8 +64,12 @@ def test_episodes_are_played_through_chat_completions(server):
 def test_the_server_follows_openai_stop_semantics(server, tokenizer):
     import httpx
 
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "What is 2 + 3?"}], "max_tokens": 16,
-            "temperature": 0}
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "What is 2 + 3?"}],
+        "max_tokens": 16,
+        "temperature": 0,
+    }
     free = httpx.post(f"{server}/chat/completions", json=body, timeout=60).json()["choices"][0]
     text = free["message"]["content"]
     assert free["finish_reason"] == "length" and text
@@ -94,6 +100,10 @@ def test_a_request_seed_makes_the_reply_reproducible(server):
     import httpx
 
     body = {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 12, "temperature": 1.0}
-    replies = [httpx.post(f"{server}/chat/completions", json={**body, "seed": s}, timeout=60).json()
-               ["choices"][0]["message"]["content"] for s in (5, 5, 6)]
+    replies = [
+        httpx.post(f"{server}/chat/completions", json={**body, "seed": s}, timeout=60).json()["choices"][0]["message"][
+            "content"
+        ]
+        for s in (5, 5, 6)
+    ]
     assert replies[0] == replies[1] != replies[2]

@@ -21,8 +21,13 @@ def backend(model, chat, reuse=True):
 
 def play(model, chat, reuse, temperature, seeds=(1, 2, 3), turns=4):
     be = backend(model, chat, reuse)
-    config = RolloutConfig(samples_per_prompt=2, max_turns=turns, max_context_tokens=2048, seed=5,
-                           sampling=SamplingParams(max_new_tokens=10, temperature=temperature))
+    config = RolloutConfig(
+        samples_per_prompt=2,
+        max_turns=turns,
+        max_context_tokens=2048,
+        seed=5,
+        sampling=SamplingParams(max_new_tokens=10, temperature=temperature),
+    )
     engine = RolloutEngine(be, chat, config)
     try:
         return engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K, seed=s) for s in seeds]), be
@@ -132,8 +137,13 @@ def test_a_sliding_window_model_is_not_reused(tokenizer, chat, tmp_path):
     from agentgym_r1.adapters.scratch import make_model
 
     make_model(tokenizer, tmp_path, hidden=64, layers=2)
-    windowed = Qwen2ForCausalLM.from_pretrained(str(tmp_path), use_sliding_window=True, sliding_window=16,
-                                                max_window_layers=0, layer_types=["sliding_attention"] * 2).eval()
+    windowed = Qwen2ForCausalLM.from_pretrained(
+        str(tmp_path),
+        use_sliding_window=True,
+        sliding_window=16,
+        max_window_layers=0,
+        layer_types=["sliding_attention"] * 2,
+    ).eval()
     full, _ = play(windowed, chat, reuse=False, temperature=0.0, seeds=(1,), turns=3)
     reused, be = play(windowed, chat, reuse=True, temperature=0.0, seeds=(1,), turns=3)
     assert be.prefix.reused == 0

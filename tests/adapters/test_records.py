@@ -8,8 +8,10 @@ from agentgym_r1.adapters.records import Episode, RolloutBatch, TurnRecord, pad_
 
 
 def _episode(name: str, group: int) -> Episode:
-    turns = [TurnRecord([11, 12], [-0.1, -0.2], "eos", "a", 2, env_ids=[90], reward=0.5),
-             TurnRecord([13], [-0.3], "eos", "b", 5, reward=1.0)]
+    turns = [
+        TurnRecord([11, 12], [-0.1, -0.2], "eos", "a", 2, env_ids=[90], reward=0.5),
+        TurnRecord([13], [-0.3], "eos", "b", 5, reward=1.0),
+    ]
     return Episode(name, group, 0, "x", [1, 2], turns)
 
 

@@ -30,8 +30,12 @@ def recomputed_logprobs(model, prompt, completion, temperature=1.0):
 
 
 def test_a_batch_of_groups_with_exact_ids_and_logprobs(model, chat):
-    config = RolloutConfig(samples_per_prompt=2, max_turns=2, max_context_tokens=2048,
-                           sampling=SamplingParams(max_new_tokens=12, temperature=0.9))
+    config = RolloutConfig(
+        samples_per_prompt=2,
+        max_turns=2,
+        max_context_tokens=2048,
+        sampling=SamplingParams(max_new_tokens=12, temperature=0.9),
+    )
     engine = RolloutEngine(hf(model, chat), chat, config)
     batch = engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K, seed=s) for s in (1, 2)])
     assert len(batch.episodes) == len(batch.samples) == 4
@@ -133,8 +137,9 @@ def test_bad_input_ends_episodes_with_a_reason_and_the_batch_goes_on(chat):
 
     config = RolloutConfig(max_turns=3, sampling=SamplingParams(max_new_tokens=12))
     engine = RolloutEngine(ScriptedBackend(chat, act), chat, config)
-    batch = engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K, seed=1), Prompt(_Fragile),
-                            Prompt(lambda: _Fragile(fail_at_reset=True))])
+    batch = engine.rollout(
+        [Prompt("AgentR1/GSM8K-v0", GSM8K, seed=1), Prompt(_Fragile), Prompt(lambda: _Fragile(fail_at_reset=True))]
+    )
     gsm, fragile, broken = batch.episodes
     assert gsm.end_reason == "max_turns" and all(t.finish_reason == "length" for t in gsm.turns)
     assert all(not t.valid for t in gsm.turns) and gsm.reward_parts["format"] < 0  # penalised, played on
@@ -146,8 +151,11 @@ def test_bad_input_ends_episodes_with_a_reason_and_the_batch_goes_on(chat):
 
 
 def test_special_tokens_only_actions_reach_the_env_as_text(chat):
-    engine = RolloutEngine(ScriptedBackend(chat, lambda c, t: ("<|im_start|><|im_start|>", True)), chat,
-                           RolloutConfig(max_turns=2, samples_per_prompt=3, env_workers=2))
+    engine = RolloutEngine(
+        ScriptedBackend(chat, lambda c, t: ("<|im_start|><|im_start|>", True)),
+        chat,
+        RolloutConfig(max_turns=2, samples_per_prompt=3, env_workers=2),
+    )
     batch = engine.rollout([Prompt("AgentR1/GSM8K-v0", GSM8K), Prompt("AgentR1/GSM8K-v0", GSM8K)])
     for ep in batch.episodes:
         assert [t.action for t in ep.turns] == ["<|im_start|><|im_start|>"] * 2
@@ -158,8 +166,9 @@ def test_special_tokens_only_actions_reach_the_env_as_text(chat):
 
 
 def test_step_layout_rows_share_the_episode_for_advantages(model, chat):
-    config = RolloutConfig(samples_per_prompt=2, max_turns=2, layout="step", context=1,
-                           sampling=SamplingParams(max_new_tokens=8))
+    config = RolloutConfig(
+        samples_per_prompt=2, max_turns=2, layout="step", context=1, sampling=SamplingParams(max_new_tokens=8)
+    )
     batch = RolloutEngine(hf(model, chat), chat, config).rollout([Prompt("AgentR1/GSM8K-v0", GSM8K, seed=7)])
     assert len(batch.samples) == sum(len(e.turns) for e in batch.episodes)
     for ep in batch.episodes:

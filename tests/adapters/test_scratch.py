@@ -10,18 +10,26 @@ pytest.importorskip("tokenizers", reason="the train extra (tokenizers, transform
 pytest.importorskip("transformers", reason="the train extra (tokenizers, transformers) is not installed")
 
 NAMES = ["Goudround Press", "The Glass Destei", "Krevohaven"]
-CORPUS = [f'Which was founded earlier, {a} or {b}? In the painting "{a}" of {b}. <answer>{a}</answer> '
-          f"<search>{b}</search> founded in 1712, population 1,207,508."
-          for a in NAMES for b in NAMES if a != b] * 20
+CORPUS = [
+    f'Which was founded earlier, {a} or {b}? In the painting "{a}" of {b}. <answer>{a}</answer> '
+    f"<search>{b}</search> founded in 1712, population 1,207,508."
+    for a in NAMES
+    for b in NAMES
+    if a != b
+] * 20
 
 
 def contexts(name: str) -> list[str]:
-    return [f"Which was founded earlier, {name} or X?", f'the painting "{name}" was', f"<answer>{name}</answer>",
-            f"<search>{name}</search>"]
+    return [
+        f"Which was founded earlier, {name} or X?",
+        f'the painting "{name}" was',
+        f"<answer>{name}</answer>",
+        f"<search>{name}</search>",
+    ]
 
 
 def contains(haystack: list[int], needle: list[int]) -> bool:
-    return any(haystack[i:i + len(needle)] == needle for i in range(len(haystack) - len(needle) + 1))
+    return any(haystack[i : i + len(needle)] == needle for i in range(len(haystack) - len(needle) + 1))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -38,8 +46,12 @@ def test_words_tokenizes_a_name_the_same_in_every_context(name: str) -> None:
 def test_cross_spaces_merges_a_name_with_its_neighbours() -> None:
     """The hazard ``words`` removes: with merges across spaces, some context turns a name into other tokens."""
     tok = train_tokenizer(CORPUS, vocab_size=400, split_digits=True, cross_spaces=True)
-    differs = [text for name in NAMES for text in contexts(name)
-               if not contains(tok(text)["input_ids"], tok(name)["input_ids"])]
+    differs = [
+        text
+        for name in NAMES
+        for text in contexts(name)
+        if not contains(tok(text)["input_ids"], tok(name)["input_ids"])
+    ]
     assert differs
 
 

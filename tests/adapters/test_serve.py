@@ -41,24 +41,39 @@ def post(url: str, body: object, timeout: float = 60) -> httpx.Response:
 
 
 MALFORMED = [
-    ({"messages": HI, "max_tokens": -5}, "max_tokens"), ({"messages": HI, "max_tokens": "abc"}, "max_tokens"),
-    ({"messages": HI, "max_tokens": 0}, "max_tokens"), ({"messages": HI, "max_tokens": 2.5}, "max_tokens"),
+    ({"messages": HI, "max_tokens": -5}, "max_tokens"),
+    ({"messages": HI, "max_tokens": "abc"}, "max_tokens"),
+    ({"messages": HI, "max_tokens": 0}, "max_tokens"),
+    ({"messages": HI, "max_tokens": 2.5}, "max_tokens"),
     ({"messages": HI, "max_completion_tokens": -1}, "max_completion_tokens"),
-    ({"messages": HI, "temperature": -1}, "temperature"), ({"messages": HI, "temperature": float("nan")}, "temperature"),
-    ({"messages": HI, "temperature": float("inf")}, "temperature"), ({"messages": HI, "temperature": "hot"}, "temperature"),
-    ({"messages": HI, "top_p": 0}, "top_p"), ({"messages": HI, "top_p": 1.5}, "top_p"),
-    ({"messages": HI, "stop": 5}, "stop"), ({"messages": HI, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
-    ({"messages": HI, "stop": ["x" * 1000]}, "stop.0"), ({"messages": HI, "seed": 2**70}, "seed"),
-    ({"messages": HI, "seed": "1"}, "seed"), ({"messages": HI, "n": 0}, "n"), ({"messages": HI, "n": 1000}, "n"),
-    ({"messages": HI, "n": True}, "n"), ({"messages": HI, "logprobs": "yes"}, "logprobs"),
+    ({"messages": HI, "temperature": -1}, "temperature"),
+    ({"messages": HI, "temperature": float("nan")}, "temperature"),
+    ({"messages": HI, "temperature": float("inf")}, "temperature"),
+    ({"messages": HI, "temperature": "hot"}, "temperature"),
+    ({"messages": HI, "top_p": 0}, "top_p"),
+    ({"messages": HI, "top_p": 1.5}, "top_p"),
+    ({"messages": HI, "stop": 5}, "stop"),
+    ({"messages": HI, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    ({"messages": HI, "stop": ["x" * 1000]}, "stop.0"),
+    ({"messages": HI, "seed": 2**70}, "seed"),
+    ({"messages": HI, "seed": "1"}, "seed"),
+    ({"messages": HI, "n": 0}, "n"),
+    ({"messages": HI, "n": 1000}, "n"),
+    ({"messages": HI, "n": True}, "n"),
+    ({"messages": HI, "logprobs": "yes"}, "logprobs"),
     ({"messages": HI, "stream": True}, "stream"),
     ({"messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
     ({"messages": [{"role": "user", "content": None}]}, "messages.0.content"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages.0.content"),
     ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages.0.role"),
-    ({"messages": [{"content": "hi"}]}, "messages.0.role"), ({"messages": []}, "messages"),
-    ({"messages": "hi"}, "messages"), ({"messages": [5]}, "messages.0"), ({"max_tokens": 5}, "messages"),
-    ([1, 2], None), (5, None), ("hi", None),
+    ({"messages": [{"content": "hi"}]}, "messages.0.role"),
+    ({"messages": []}, "messages"),
+    ({"messages": "hi"}, "messages"),
+    ({"messages": [5]}, "messages.0"),
+    ({"max_tokens": 5}, "messages"),
+    ([1, 2], None),
+    (5, None),
+    ("hi", None),
 ]
 
 
@@ -111,10 +126,13 @@ def test_a_lone_surrogate_in_the_content_is_served(url):
 def test_hostile_requests_do_not_hold_a_small_one(url):
     """The issue's reproductions: a 1 MB prompt and max_tokens=10**9 held the server for minutes."""
     replies: list[int] = []
-    hostile = [{"messages": [{"role": "user", "content": "x" * 1_000_000}], "max_tokens": 16},
-               {"messages": HI, "max_tokens": 10**9}]
-    threads = [threading.Thread(target=lambda b=b: replies.append(post(url, b, timeout=600).status_code))
-               for b in hostile]
+    hostile = [
+        {"messages": [{"role": "user", "content": "x" * 1_000_000}], "max_tokens": 16},
+        {"messages": HI, "max_tokens": 10**9},
+    ]
+    threads = [
+        threading.Thread(target=lambda b=b: replies.append(post(url, b, timeout=600).status_code)) for b in hostile
+    ]
     for t in threads:
         t.start()
     time.sleep(0.5)
@@ -127,6 +145,7 @@ def test_hostile_requests_do_not_hold_a_small_one(url):
 
 def _start_long(url: str, out: dict) -> threading.Thread:
     """Send the longest legal request (8 choices filling the context, greedy) in a thread; its reply goes to ``out``."""
+
     def run() -> None:
         out["long"] = post(url, {"messages": LONG, "n": 8, "temperature": 0}, timeout=300)
 
@@ -170,8 +189,16 @@ def test_the_queue_is_bounded_and_each_request_has_a_time_limit(app_for):
 def test_bad_server_limits_are_refused_before_serving(app_for):
     from agentgym_r1.error import ConfigError
 
-    for bad in ({"max_n": 0}, {"max_context": -1}, {"request_timeout_s": float("nan")}, {"request_timeout_s": 0},
-                {"max_queue": 0}, {"chunk_tokens": 0}, {"default_max_tokens": True}, {"cached_requests": -1}):
+    for bad in (
+        {"max_n": 0},
+        {"max_context": -1},
+        {"request_timeout_s": float("nan")},
+        {"request_timeout_s": 0},
+        {"max_queue": 0},
+        {"chunk_tokens": 0},
+        {"default_max_tokens": True},
+        {"cached_requests": -1},
+    ):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             app_for(**bad)
 
@@ -179,14 +206,20 @@ def test_bad_server_limits_are_refused_before_serving(app_for):
 def test_requests_served_in_turns_continue_from_their_own_caches(app_for):
     """Two greedy requests served in turns, chunk by chunk: the same completions whether each keeps its own key/value
     cache between chunks or prefills its whole context every chunk."""
-    bodies = [{"messages": LONG, "max_tokens": 40, "n": 2, "temperature": 0},
-              {"messages": HI, "max_tokens": 40, "temperature": 0}]
+    bodies = [
+        {"messages": LONG, "max_tokens": 40, "n": 2, "temperature": 0},
+        {"messages": HI, "max_tokens": 40, "temperature": 0},
+    ]
     texts = {}
     for cached in (0, 4):
         with serving(app_for(chunk_tokens=4, cached_requests=cached)) as base:
             replies: dict[int, httpx.Response] = {}
-            threads = [threading.Thread(target=lambda i=i, b=b, got=replies: got.update(
-                {i: post(f"{base}/v1/chat/completions", b)})) for i, b in enumerate(bodies)]
+            threads = [
+                threading.Thread(
+                    target=lambda i=i, b=b, got=replies: got.update({i: post(f"{base}/v1/chat/completions", b)})
+                )
+                for i, b in enumerate(bodies)
+            ]
             for t in threads:
                 t.start()
             for t in threads:

@@ -7,12 +7,15 @@ import pytest
 from agentgym_r1.adapters.backends.base import StopScanner
 
 
-@pytest.mark.parametrize("text, stop", [
-    ('<tool_call>{"name": "f"}</tool_call>\nmore', "</tool_call>"),
-    ("x <answer>4</answer> and on", "</answer>"),
-    ("done ✓✓ then more", "✓"),          # a character split over byte tokens
-    ("a ünïcode stop word", "ünï"),
-])
+@pytest.mark.parametrize(
+    "text, stop",
+    [
+        ('<tool_call>{"name": "f"}</tool_call>\nmore', "</tool_call>"),
+        ("x <answer>4</answer> and on", "</answer>"),
+        ("done ✓✓ then more", "✓"),  # a character split over byte tokens
+        ("a ünïcode stop word", "ünï"),
+    ],
+)
 def test_the_turn_ends_on_the_token_that_completes_the_stop(chat, text, stop):
     decode = chat.tokenizer.decode
     ids = chat.encode(text)

@@ -29,8 +29,7 @@ ENV_KWARGS = {"tools": [_echo], "tasks": TASKS}
 
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=24)
 _special = st.sampled_from(["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_response>"])
-_call = st.builds(lambda t: f'<tool_call>{json.dumps({"name": "_echo", "arguments": {"text": t}})}</tool_call>',
-                  _text)
+_call = st.builds(lambda t: f"<tool_call>{json.dumps({'name': '_echo', 'arguments': {'text': t}})}</tool_call>", _text)
 _action = st.one_of(
     _call,
     st.lists(_call, min_size=2, max_size=3).map("\n".join),
@@ -62,8 +61,7 @@ def as_sampled(chat, script):
     return [(a + "." if a.endswith(stops) or not (a or e) else a, e) for a, e in script]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
-          phases=NO_SHRINK)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], phases=NO_SHRINK)
 @given(script=st.lists(_turn, min_size=1, max_size=8))
 def test_masked_tokens_decode_exactly_to_the_actions(chat, script):
     eos = eos_text(chat)
@@ -94,8 +92,7 @@ def test_masked_tokens_decode_exactly_to_the_actions(chat, script):
     assert all(lp == 0.0 for lp, m in zip(row.logprobs, row.env_mask, strict=True) if not m)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
-          phases=NO_SHRINK)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], phases=NO_SHRINK)
 @given(script=st.lists(_turn, min_size=1, max_size=8))
 def test_the_sequence_is_the_chat_template_rendering_of_the_episode(chat, script):
     eos = eos_text(chat)
@@ -130,14 +127,17 @@ def test_consecutive_tool_results_share_one_user_turn(chat):
     calls = "\n".join(f'<tool_call>{{"name": "_echo", "arguments": {{"text": "{w}"}}}}</tool_call>' for w in "xy")
     batch, _ = play(chat, [(calls, True), ("<answer>hi</answer>", True)])
     env_text = chat.tokenizer.decode(batch.episodes[0].turns[0].env_ids)
-    assert env_text == ("\n<|im_start|>user\n<tool_response>\nx\n</tool_response>\n<tool_response>\ny\n"
-                        "</tool_response><|im_end|>\n<|im_start|>assistant\n")
+    assert env_text == (
+        "\n<|im_start|>user\n<tool_response>\nx\n</tool_response>\n<tool_response>\ny\n"
+        "</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_step_layout_with_last_k_turns_renders_each_context(chat):
     call = '<tool_call>{"name": "_echo", "arguments": {"text": "abc"}}</tool_call>'
-    batch, _ = play(chat, [(call, True), ("nonsense", True), (call, True), ("<answer>hi</answer>", True)],
-                    layout="step", context=1)
+    batch, _ = play(
+        chat, [(call, True), ("nonsense", True), (call, True), ("<answer>hi</answer>", True)], layout="step", context=1
+    )
     (episode,) = batch.episodes
     assert len(batch.samples) == len(episode.turns) == 4
     assert {r.episode_id for r in batch.samples} == {episode.episode_id}
@@ -172,7 +172,9 @@ def test_concatenated_layout_refuses_a_partial_context():
 
 
 def test_a_template_that_rewrites_assistant_content_is_refused(tokenizer):
-    template = QWEN_CHAT_TEMPLATE.replace("message['content'] + '<|im_end|>", "(message['content'] | upper) + '<|im_end|>")
+    template = QWEN_CHAT_TEMPLATE.replace(
+        "message['content'] + '<|im_end|>", "(message['content'] | upper) + '<|im_end|>"
+    )
     with pytest.raises(ConfigError, match="cannot serve the rollout engine"):  # refused when built, before any rollout
         ChatTokenizer(tokenizer, chat_template=template)
 
@@ -223,7 +225,8 @@ def test_qwen25_template_shipped_with_trl(tokenizer):
     rendered = chat.render(episode.messages, add_generation_prompt=False)
     assert chat.tokenizer.decode(row.prompt_ids + row.completion_ids) + "\n" == rendered
     assert chat.tokenizer.decode([i for i, m in zip(row.completion_ids, row.env_mask, strict=True) if m]) == (
-        calls + "<|im_end|>" + "oops" + "<answer>hi</answer><|im_end|>")
+        calls + "<|im_end|>" + "oops" + "<answer>hi</answer><|im_end|>"
+    )
 
 
 def test_dense_step_rewards_sit_on_step_ends(chat):

@@ -29,9 +29,11 @@ def test_importing_the_adapters_loads_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, agentgym_r1.adapters, agentgym_r1.adapters.backends.hf, agentgym_r1.adapters.backends.vllm, "
-            "agentgym_r1.adapters.backends.openai; print([m for m in ('torch', 'transformers', 'vllm', 'httpx') "
-            "if m in sys.modules])")
+    code = (
+        "import sys, agentgym_r1.adapters, agentgym_r1.adapters.backends.hf, agentgym_r1.adapters.backends.vllm, "
+        "agentgym_r1.adapters.backends.openai; print([m for m in ('torch', 'transformers', 'vllm', 'httpx') "
+        "if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -61,9 +63,26 @@ def vllm_server(tokenizer, tmp_path_factory):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1", "VLLM_SERVER_DEV_MODE": "1"}
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(path), "--host", "127.0.0.1", "--port",
-           str(port), "--dtype", "float32", "--max-model-len", "512", "--enforce-eager",
-           "--logprobs-mode", "processed_logprobs", "--max-logprobs", "-1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(path),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "512",
+        "--enforce-eager",
+        "--logprobs-mode",
+        "processed_logprobs",
+        "--max-logprobs",
+        "-1",
+    ]
     log = open(path / "server.log", "wb")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"

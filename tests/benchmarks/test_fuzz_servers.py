@@ -19,12 +19,19 @@ for module in ("openenv.core", "uvicorn", "httpx", "fastapi", "tantivy", "torch"
 
 
 def test_short_server_fuzz_campaign_finds_no_error():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fuzz_servers.py"), "--count", "5",
-                          "--max-chars", "20000"],
-                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
-                         capture_output=True, text=True, timeout=900, check=False)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "fuzz_servers.py"), "--count", "5", "--max-chars", "20000"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
-    rows = {m[0]: (int(m[1]), int(m[2])) for m in re.findall(r"^(\w+ server): tried (\d+), errors (\d+)", out.stdout, re.M)}
+    rows = {
+        m[0]: (int(m[1]), int(m[2])) for m in re.findall(r"^(\w+ server): tried (\d+), errors (\d+)", out.stdout, re.M)
+    }
     assert set(rows) == {"env server", "model server", "retriever server"}, out.stdout
     assert all(tried > 50 and errors == 0 for tried, errors in rows.values()), rows
     assert "beside the longest legal request" in out.stdout

@@ -24,7 +24,9 @@ SIZES = {"dev": 8, "fresh": 8, "disjoint": 8}
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("train_hotpotqa_proof", ROOT / "benchmarks" / "train_hotpotqa_proof.py")
+    spec = importlib.util.spec_from_file_location(
+        "train_hotpotqa_proof", ROOT / "benchmarks" / "train_hotpotqa_proof.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -108,7 +110,7 @@ def test_the_script_stops_before_training_on_a_held_out_set_that_overlaps(proof,
             proof.held_out_sets(out)
         (out / "splits.json").write_text(json.dumps(record))
         monitor, finals = proof.held_out_sets(out)
-        assert monitor == record["dev"][:splits.N_MONITOR] and finals == {n: record[n] for n in ("fresh", "disjoint")}
+        assert monitor == record["dev"][: splits.N_MONITOR] and finals == {n: record[n] for n in ("fresh", "disjoint")}
         assert proof.training_seeds(out) == record["training"]
         rows = proof.rl_tasks("all", None, proof.training_seeds(out))
         assert [json.loads(r["prompt"])["seed"] for r in rows] == record["training"]
@@ -117,10 +119,24 @@ def test_the_script_stops_before_training_on_a_held_out_set_that_overlaps(proof,
 
 
 def test_cli_refuses_the_legacy_set_beside_the_new_ones_before_any_work(tmp_path):
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_hotpotqa_proof.py"), "sft", "--out",
-                          str(tmp_path / "run"), "--held-out", "legacy", "fresh"], cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
-                         check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "train_hotpotqa_proof.py"),
+            "sft",
+            "--out",
+            str(tmp_path / "run"),
+            "--held-out",
+            "legacy",
+            "fresh",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 2, out.stdout + out.stderr
     assert "--held-out legacy" in out.stderr and "['legacy', 'fresh']" in out.stderr
     assert not (tmp_path / "run").exists()

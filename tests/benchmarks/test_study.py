@@ -25,8 +25,23 @@ TEMPLATE = ROOT / "benchmarks" / "reports" / "hotpotqa_confirmatory_protocol.md"
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com",
-                           "-c", "commit.gpgsign=false", *args], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [
+            "git",
+            "-C",
+            str(root),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "commit.gpgsign=false",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def commit(root: Path, message: str) -> str:
@@ -35,12 +50,15 @@ def commit(root: Path, message: str) -> str:
     return git(root, "rev-parse", "HEAD")
 
 
-def protocol(root: Path, code_commit: object, status: str = "registered", seeds: str = "[0, 1]",
-             name: str = "study_protocol.md") -> Path:
+def protocol(
+    root: Path, code_commit: object, status: str = "registered", seeds: str = "[0, 1]", name: str = "study_protocol.md"
+) -> Path:
     path = root / "reports" / name
     path.parent.mkdir(exist_ok=True)
-    path.write_text(f"# A study\n\nSome prose.\n\n```protocol\nstatus: {status}\ncommit: {code_commit}\nseeds: {seeds}\n"
-                    "held_out:\n  fresh: {first_seed: 3000000, questions: 1024}\nconfig:\n  grpo: {lr: 4.2e-4}\n```\n")
+    path.write_text(
+        f"# A study\n\nSome prose.\n\n```protocol\nstatus: {status}\ncommit: {code_commit}\nseeds: {seeds}\n"
+        "held_out:\n  fresh: {first_seed: 3000000, questions: 1024}\nconfig:\n  grpo: {lr: 4.2e-4}\n```\n"
+    )
     return path
 
 
@@ -150,9 +168,23 @@ def test_a_run_the_protocol_does_not_list_is_refused(repo):
 
 @pytest.mark.parametrize("script", ["train_hotpotqa_proof.py", "train_gsm8k_proof.py"])
 def test_the_proof_scripts_refuse_the_draft_protocol_before_any_work(tmp_path, script):
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "sft", "--out", str(tmp_path / "run"),
-                          "--protocol", str(TEMPLATE)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                         capture_output=True, text=True, timeout=300, check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / script),
+            "sft",
+            "--out",
+            str(tmp_path / "run"),
+            "--protocol",
+            str(TEMPLATE),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode != 0
     assert "ProtocolError" in out.stderr and "status is 'draft'" in out.stderr, out.stderr[-2000:]
     assert not (tmp_path / "run").exists()  # refused before the output directory was made

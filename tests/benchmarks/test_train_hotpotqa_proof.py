@@ -39,8 +39,9 @@ def test_share_indices_give_named_comparisons_their_share_and_keep_every_bridge_
         assert len(repeats) == named  # every comparison row is used
 
 
-@pytest.mark.parametrize(("kinds", "share"), [(["bridge", "comparison"], 0.0), (["bridge", "comparison"], 1.0),
-                                               (["bridge", "bridge"], 0.5)])
+@pytest.mark.parametrize(
+    ("kinds", "share"), [(["bridge", "comparison"], 0.0), (["bridge", "comparison"], 1.0), (["bridge", "bridge"], 0.5)]
+)
 def test_share_indices_refuse_a_share_they_cannot_make(kinds, share):
     with pytest.raises(ValueError, match="comparison-share"):
         load_script().share_indices(kinds, share)
@@ -52,9 +53,25 @@ def test_rl_tasks_refuse_a_share_without_the_names_tasks():
 
 
 def test_cli_refuses_a_share_before_any_work(tmp_path):
-    out = subprocess.run([sys.executable, str(SCRIPT), "grpo", "--out", str(tmp_path / "run"), "--rl-types", "all",
-                          "--comparison-share", "0.5"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                         capture_output=True, text=True, timeout=120, check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "grpo",
+            "--out",
+            str(tmp_path / "run"),
+            "--rl-types",
+            "all",
+            "--comparison-share",
+            "0.5",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 2, out.stdout + out.stderr
     assert "--comparison-share" in out.stderr and "--rl-types all" in out.stderr
     assert not (tmp_path / "run").exists()  # refused before the output directory was made
@@ -64,8 +81,9 @@ def test_comparison_outcomes_tell_a_wrong_pick_from_a_garbled_copy():
     from types import SimpleNamespace
 
     script = load_script()
-    seed, task = next((s, t) for s, t in enumerate(script.questions(range(200)))
-                      if script.question_type(t) == "comparison")
+    seed, task = next(
+        (s, t) for s, t in enumerate(script.questions(range(200))) if script.question_type(t) == "comparison"
+    )
     gold = script.gold(task)
     first, second = script.expert_actions(task)[:2]
     names = [a.removeprefix("<search>").removesuffix("</search>") for a in (first, second)]
@@ -76,9 +94,13 @@ def test_comparison_outcomes_tell_a_wrong_pick_from_a_garbled_copy():
         actions = [first, second] + ([] if answer is None else [f"<answer>{answer}</answer>"])
         return SimpleNamespace(success=success, turns=[SimpleNamespace(action=a) for a in actions])
 
-    cases = {"solved": episode(gold, success=True), "the other name, copied exactly": episode(other),
-             "a name a few characters off": episode(other[:-1] + ("x" if other[-1] != "x" else "y")),
-             "another name": episode("Qwerty Zyx"), "no answer": episode(None)}
+    cases = {
+        "solved": episode(gold, success=True),
+        "the other name, copied exactly": episode(other),
+        "a name a few characters off": episode(other[:-1] + ("x" if other[-1] != "x" else "y")),
+        "another name": episode("Qwerty Zyx"),
+        "no answer": episode(None),
+    }
     for expected, ep in cases.items():
         assert script.comparison_outcome(task, ep) == expected, (expected, ep)
     counts = script.comparison_outcomes([task] * len(cases), list(cases.values()))

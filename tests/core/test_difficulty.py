@@ -31,8 +31,11 @@ def test_levels_dicts_and_knobs_resolve_to_a_label_and_knobs():
 
 
 def test_unknown_names_list_the_valid_ones():
-    with pytest.raises(ConfigError, match=r"unknown difficulty 'expert' for toy; choose one of \['easy', 'medium', "
-                                          r"'hard'\], or a dict of its knobs \['size', 'noise'\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown difficulty 'expert' for toy; choose one of \['easy', 'medium', "
+        r"'hard'\], or a dict of its knobs \['size', 'noise'\]",
+    ):
         resolve("toy", PRESETS, "expert")
     with pytest.raises(ConfigError, match=r"unknown difficulty knob\(s\) \['sise'\] for toy; its knobs are"):
         resolve("toy", PRESETS, {"sise": 2})

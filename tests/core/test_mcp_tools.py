@@ -36,7 +36,7 @@ def lookup(key: str) -> str:
 
 
 def call(name: str, **arguments) -> str:
-    return f'<tool_call>{json.dumps({"name": name, "arguments": arguments})}</tool_call>'
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
 
 
 def step(env, name: str, **arguments):
@@ -185,8 +185,9 @@ def test_every_env_built_on_tool_env_takes_mcp_servers():
 @pytest.fixture
 def http_server():
     port = free_port()
-    proc = subprocess.Popen([sys.executable, SERVER, "http", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, SERVER, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
     def listening() -> bool:
         import socket
@@ -228,6 +229,11 @@ def test_streamable_http_calls_errors_hangs_and_a_server_that_went_away(http_ser
 
 def test_import_agentgym_r1_does_not_import_mcp():
     code = "import sys, agentgym_r1, agentgym_r1.envs.tool_env; print('mcp' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
     assert out.stdout.strip() == "False"

@@ -18,32 +18,48 @@ ECHO = ToolCall("echo", {"text": "abc"})
 DS = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>echo\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
 
 
-@pytest.mark.parametrize(("reader", "text", "calls"), [
-    (read_llama, '{"name": "echo", "parameters": {"text": "abc"}}', [ECHO]),
-    (read_llama, '<|python_tag|>{"name": "echo", "arguments": {"text": "abc"}}', [ECHO]),
-    (read_llama, "just words", []),
-    (read_mistral, '[TOOL_CALLS][{"name": "echo", "arguments": {"text": "abc"}}, {"name": "echo", "arguments": {}}]</s>',
-     [ECHO, ToolCall("echo", {})]),
-    (read_mistral, '[TOOL_CALLS]echo[ARGS]{"text": "abc"}[TOOL_CALLS]echo[ARGS]{}', [ECHO, ToolCall("echo", {})]),
-    (read_gpt_oss, '<|channel|>analysis<|message|>hm<|end|><|start|>assistant to=functions.echo<|channel|>commentary '
-                   'json<|message|>{"text": "abc"}<|call|>', [ECHO]),
-    (read_gpt_oss, '<|channel|>commentary to=functions.echo <|constrain|>json<|message|>{"text": "abc"}', [ECHO]),
-    (read_deepseek, DS.replace("{}", '{"text": "abc"}'), [ECHO]),
-])
+@pytest.mark.parametrize(
+    ("reader", "text", "calls"),
+    [
+        (read_llama, '{"name": "echo", "parameters": {"text": "abc"}}', [ECHO]),
+        (read_llama, '<|python_tag|>{"name": "echo", "arguments": {"text": "abc"}}', [ECHO]),
+        (read_llama, "just words", []),
+        (
+            read_mistral,
+            '[TOOL_CALLS][{"name": "echo", "arguments": {"text": "abc"}}, {"name": "echo", "arguments": {}}]</s>',
+            [ECHO, ToolCall("echo", {})],
+        ),
+        (read_mistral, '[TOOL_CALLS]echo[ARGS]{"text": "abc"}[TOOL_CALLS]echo[ARGS]{}', [ECHO, ToolCall("echo", {})]),
+        (
+            read_gpt_oss,
+            "<|channel|>analysis<|message|>hm<|end|><|start|>assistant to=functions.echo<|channel|>commentary "
+            'json<|message|>{"text": "abc"}<|call|>',
+            [ECHO],
+        ),
+        (read_gpt_oss, '<|channel|>commentary to=functions.echo <|constrain|>json<|message|>{"text": "abc"}', [ECHO]),
+        (read_deepseek, DS.replace("{}", '{"text": "abc"}'), [ECHO]),
+    ],
+)
 def test_documented_formats_are_read(reader, text, calls):
     assert reader(text) == (calls, None)
 
 
-@pytest.mark.parametrize(("reader", "text", "problem"), [
-    (read_llama, '{"name": "echo", "parameters": {"text": "abc}', "not valid JSON"),
-    (read_mistral, '[TOOL_CALLS][{"name": "echo", "arguments": {"text": "abc"}', "not valid JSON"),
-    (read_mistral, "[TOOL_CALLS]echo", "no [ARGS]"),
-    (read_gpt_oss, "to=functions.echo<|channel|>commentary json", "no <|message|>"),
-    (read_gpt_oss, '<|start|>assistant to=functions.echo<|channel|>commentary json<|message|>{"text": <|call|>',
-     "not valid JSON"),
-    (read_deepseek, DS.replace("<｜tool▁call▁end｜>", ""), "is not closed"),
-    (read_deepseek, DS.replace("{}", "[1]"), "must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("reader", "text", "problem"),
+    [
+        (read_llama, '{"name": "echo", "parameters": {"text": "abc}', "not valid JSON"),
+        (read_mistral, '[TOOL_CALLS][{"name": "echo", "arguments": {"text": "abc"}', "not valid JSON"),
+        (read_mistral, "[TOOL_CALLS]echo", "no [ARGS]"),
+        (read_gpt_oss, "to=functions.echo<|channel|>commentary json", "no <|message|>"),
+        (
+            read_gpt_oss,
+            '<|start|>assistant to=functions.echo<|channel|>commentary json<|message|>{"text": <|call|>',
+            "not valid JSON",
+        ),
+        (read_deepseek, DS.replace("<｜tool▁call▁end｜>", ""), "is not closed"),
+        (read_deepseek, DS.replace("{}", "[1]"), "must be a JSON object"),
+    ],
+)
 def test_malformed_native_calls_name_the_problem(reader, text, problem):
     calls, found = reader(text)
     assert calls == [] and problem in found

@@ -29,8 +29,10 @@ SEARCH = {"search": _Search()}
 
 
 def test_hermes_several_calls_in_order():
-    text = ('think <tool_call>{"name": "calculator", "arguments": {"expression": "1+1"}}</tool_call>\n'
-            '<tool_call>\n{"name": "calculator", "arguments": "{\\"expression\\": \\"2*3\\"}"}\n</tool_call>')
+    text = (
+        'think <tool_call>{"name": "calculator", "arguments": {"expression": "1+1"}}</tool_call>\n'
+        '<tool_call>\n{"name": "calculator", "arguments": "{\\"expression\\": \\"2*3\\"}"}\n</tool_call>'
+    )
     p = HermesParser().parse(text, TOOLS)
     assert p.kind == "tool_call"
     assert [c.arguments for c in p.calls] == [{"expression": "1+1"}, {"expression": "2*3"}]
@@ -106,8 +108,12 @@ ALL_FORMATS = ("tag", "hashes", "boxed")
 
 
 def _parsers():
-    return [HermesParser(ALL_FORMATS), TagParser(ALL_FORMATS), CommandParser(ALL_FORMATS),
-            CompositeParser([HermesParser(ALL_FORMATS), CommandParser(ALL_FORMATS)], "hint")]
+    return [
+        HermesParser(ALL_FORMATS),
+        TagParser(ALL_FORMATS),
+        CommandParser(ALL_FORMATS),
+        CompositeParser([HermesParser(ALL_FORMATS), CommandParser(ALL_FORMATS)], "hint"),
+    ]
 
 
 def _cpu(fn, *args):
@@ -125,10 +131,25 @@ def test_worst_shapes_parse_in_bounded_time(action):
 
 
 shapes = st.builds(
-    lambda opener, filler, reps, tail: (opener + filler * reps) * (MAX_ACTION // max(1, len(opener) + len(filler) * reps))
-    + tail,
-    st.sampled_from(["<tool_call>", "<answer>", "<think>", "\\boxed{", "<search>", "search[", "####", "{", "[", "a",
-                     "</answer><tool_call>", "<tool_call>{\"name\": \"calculator\", \"arguments\": {\"e\": "]),
+    lambda opener, filler, reps, tail: (
+        (opener + filler * reps) * (MAX_ACTION // max(1, len(opener) + len(filler) * reps)) + tail
+    ),
+    st.sampled_from(
+        [
+            "<tool_call>",
+            "<answer>",
+            "<think>",
+            "\\boxed{",
+            "<search>",
+            "search[",
+            "####",
+            "{",
+            "[",
+            "a",
+            "</answer><tool_call>",
+            '<tool_call>{"name": "calculator", "arguments": {"e": ',
+        ]
+    ),
     st.sampled_from([" ", "\n", "1", "9", "{", "[", "]", " and then ", ", then ", ". a", "\t"]),
     st.integers(0, 50),
     st.sampled_from(["", "[x", "]", "</tool_call>", "</answer>", "}"]),

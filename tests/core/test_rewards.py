@@ -66,8 +66,19 @@ def test_substring_exact_match_is_search_r1s():
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("18", 18.0), ("$1,234.50", 1234.5), ("-3", -3.0), ("3/4", 0.75), ("12%", 12.0), ("the answer is 7 apples", 7.0),
-     ("5 then 6", 6.0), ("none", None), ("1/0", None), ("\u22125", -5.0), (".5", 0.5)],
+    [
+        ("18", 18.0),
+        ("$1,234.50", 1234.5),
+        ("-3", -3.0),
+        ("3/4", 0.75),
+        ("12%", 12.0),
+        ("the answer is 7 apples", 7.0),
+        ("5 then 6", 6.0),
+        ("none", None),
+        ("1/0", None),
+        ("\u22125", -5.0),
+        (".5", 0.5),
+    ],
 )
 def test_parse_number(text, value):
     assert parse_number(text) == value

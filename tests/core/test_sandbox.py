@@ -85,13 +85,15 @@ def _running(marker: str) -> list[str]:
 
 def test_a_process_left_behind_dies_with_the_call_and_tracebacks_start_at_the_code(sandboxed):
     marker = f"{os.getpid()}.25"
-    spawn = ("import os, subprocess\nif os.fork() == 0:\n    os.setsid()\n"
-             f"    subprocess.Popen(['sleep', '{marker}'])\n    os._exit(0)\nos.wait()\nprint('left')")
+    spawn = (
+        "import os, subprocess\nif os.fork() == 0:\n    os.setsid()\n"
+        f"    subprocess.Popen(['sleep', '{marker}'])\n    os._exit(0)\nos.wait()\nprint('left')"
+    )
     result = sandboxed(code=spawn)
     assert result.ok and "left" in result.text, result.text
     assert not _running(marker)  # killed with the sandbox's pid namespace
     error = sandboxed(code="x = 1\nraise ValueError('bad')")
-    assert error.text.startswith("Traceback (most recent call last):\n  File \"<code>\", line 2"), error.text
+    assert error.text.startswith('Traceback (most recent call last):\n  File "<code>", line 2'), error.text
 
 
 def test_without_a_sandbox_the_tool_refuses_to_start_and_says_how_to_opt_out(tmp_path):

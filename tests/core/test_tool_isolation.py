@@ -42,14 +42,15 @@ def spin(n: int) -> str:
 def call(name: str, **arguments) -> str:
     import json
 
-    return f'<tool_call>{json.dumps({"name": name, "arguments": arguments})}</tool_call>'
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
 
 
 @pytest.mark.timeout(120)
 def test_a_runaway_tool_in_a_process_is_killed_and_the_episode_goes_on():
     before_children, before_threads = children(), set(threading.enumerate())
-    env = ToolEnv(tools=[tool(spin, timeout=1.0)], tasks=[{"prompt": "double 3", "answer": "6"}],
-                  tool_isolation="process")
+    env = ToolEnv(
+        tools=[tool(spin, timeout=1.0)], tasks=[{"prompt": "double 3", "answer": "6"}], tool_isolation="process"
+    )
     try:
         env.reset(seed=0)
         obs, _, terminated, truncated, info = env.step(call("spin", n=2))

@@ -31,8 +31,14 @@ def test_function_tool_schema_from_signature_and_docstring():
 
 @pytest.mark.parametrize(
     ("args", "problem"),
-    [({}, "city"), ({"city": 3}, "string"), ({"city": "x", "days": "2"}, "integer"), ({"city": "x", "bogus": 1}, "bogus"),
-     ({"city": "x", "unit": "K"}, "one of"), ("notadict", "object")],
+    [
+        ({}, "city"),
+        ({"city": 3}, "string"),
+        ({"city": "x", "days": "2"}, "integer"),
+        ({"city": "x", "bogus": 1}, "bogus"),
+        ({"city": "x", "unit": "K"}, "one of"),
+        ("notadict", "object"),
+    ],
 )
 def test_arguments_are_validated_against_the_schema(args, problem):
     result = call_tool(FunctionTool(weather), args)
@@ -188,8 +194,16 @@ def _circular() -> list:
     return a
 
 
-@pytest.mark.parametrize("value", [_circular(), ToolResult(True, None), ToolResult(True, "x", float("nan")),
-                                   ToolResult(True, "x", float("inf")), ToolResult(True, "x", "high")])
+@pytest.mark.parametrize(
+    "value",
+    [
+        _circular(),
+        ToolResult(True, None),
+        ToolResult(True, "x", float("nan")),
+        ToolResult(True, "x", float("inf")),
+        ToolResult(True, "x", "high"),
+    ],
+)
 def test_odd_results_become_error_text_with_a_finite_reward(value):
     result = run_tool(_Returns(value), {})
     assert isinstance(result.text, str) and result.reward == 0.0 and not result.ok

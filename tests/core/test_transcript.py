@@ -12,9 +12,12 @@ def test_spans_tile_the_text_and_messages_keep_content():
     assert s == Span(7, 31, "agent")
     assert t.text == "SYS\n\nQ?<tool_call>x</tool_call><tool_response>\n1\n</tool_response>"
     assert t.agent_text() == "<tool_call>x</tool_call>"
-    assert t.messages() == [{"role": "system", "content": "SYS"}, {"role": "user", "content": "Q?"},
-                            {"role": "assistant", "content": "<tool_call>x</tool_call>"},
-                            {"role": "tool", "content": "1"}]
+    assert t.messages() == [
+        {"role": "system", "content": "SYS"},
+        {"role": "user", "content": "Q?"},
+        {"role": "assistant", "content": "<tool_call>x</tool_call>"},
+        {"role": "tool", "content": "1"},
+    ]
     mask = t.agent_mask()
     assert len(mask) == len(t) and sum(mask) == 24 and mask[7] == 1 and mask[6] == 0
 

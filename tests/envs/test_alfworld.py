@@ -204,7 +204,9 @@ def test_generated_source_is_unlimited_or_capped(gen_cache):
         capped.reset(options={"index": 2})
     with pytest.raises(ConfigError, match="num_games"):
         ALFWorldEnv(source="generated", num_games=0)
-    only_heat = ALFWorldEnv(source="generated", seed=11, cache_dir=gen_cache, task_types=["pick_heat_then_place_in_recep"])
+    only_heat = ALFWorldEnv(
+        source="generated", seed=11, cache_dir=gen_cache, task_types=["pick_heat_then_place_in_recep"]
+    )
     _, info = only_heat.reset(options={"index": 1})
     assert info["env"]["task_type"] == "pick_heat_then_place_in_recep"
     for e in (env, capped, only_heat):
@@ -224,8 +226,10 @@ def test_hermes_tool_calls_and_plain_text_both_act(gen_env):
     _, info = gen_env.reset(options={"index": 0})
     plan = gen_env.unwrapped.expert_plan()
     obs, _, _, _, info = gen_env.step(hermes_call("act", command=plan[0]))
-    assert info["valid"] and info["action"] == {"kind": "tool_call",
-                                                "calls": [{"name": "act", "arguments": {"command": plan[0]}}]}
+    assert info["valid"] and info["action"] == {
+        "kind": "tool_call",
+        "calls": [{"name": "act", "arguments": {"command": plan[0]}}],
+    }
     assert obs.startswith("<tool_response>\nYou arrive at") and obs.endswith("\n</tool_response>")
     assert gen_env.unwrapped.transcript.messages()[-1]["role"] == "tool"
     obs, _, _, _, info = gen_env.step(f"  > {plan[1].upper()}.  ")
@@ -233,18 +237,21 @@ def test_hermes_tool_calls_and_plain_text_both_act(gen_env):
     assert obs.startswith(("You pick up", "You open"))
 
 
-@pytest.mark.parametrize(("action", "message"), [
-    ("", "the command is empty"),
-    ("   \n ", "the command is empty"),
-    ("打开冰箱", "not an English command"),
-    ("go to desk 1; take mug 1 from desk 1", "2 commands in one action"),
-    ("look\ninventory", "2 commands in one action"),
-    ('<tool_call>{"name": "act", "arguments": {"command": "look"}}</tool_call>' * 2, "2 tool calls"),
-    ('<tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call>', "unknown tool 'search'"),
-    ('<tool_call>{"name": "act", "arguments": {"command": 7}}</tool_call>', "exactly one argument"),
-    ("<tool_call>{not json}</tool_call>", "not valid JSON"),
-    ("\x00\x1b[31m", "characters no command uses"),
-])
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        ("", "the command is empty"),
+        ("   \n ", "the command is empty"),
+        ("打开冰箱", "not an English command"),
+        ("go to desk 1; take mug 1 from desk 1", "2 commands in one action"),
+        ("look\ninventory", "2 commands in one action"),
+        ('<tool_call>{"name": "act", "arguments": {"command": "look"}}</tool_call>' * 2, "2 tool calls"),
+        ('<tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call>', "unknown tool 'search'"),
+        ('<tool_call>{"name": "act", "arguments": {"command": 7}}</tool_call>', "exactly one argument"),
+        ("<tool_call>{not json}</tool_call>", "not valid JSON"),
+        ("\x00\x1b[31m", "characters no command uses"),
+    ],
+)
 def test_unreadable_actions_are_invalid_with_a_format_penalty(gen_env, action, message):
     gen_env.reset(options={"index": 0})
     obs, reward, terminated, truncated, info = gen_env.step(action)
@@ -254,12 +261,15 @@ def test_unreadable_actions_are_invalid_with_a_format_penalty(gen_env, action, m
     assert info["env"]["admissible_commands"]
 
 
-@pytest.mark.parametrize(("action", "expected"), [
-    ("take unicorn 1 from countertop 1", 'Nothing happens. There is no "unicorn 1" in this room.'),
-    ("go to the moon", 'Nothing happens. There is no "the moon" in this room.'),
-    ("dance wildly", 'Nothing happens. "dance wildly" is not a command. The commands are: '),
-    ("inventory please", "is not a command"),
-])
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [
+        ("take unicorn 1 from countertop 1", 'Nothing happens. There is no "unicorn 1" in this room.'),
+        ("go to the moon", 'Nothing happens. There is no "the moon" in this room.'),
+        ("dance wildly", 'Nothing happens. "dance wildly" is not a command. The commands are: '),
+        ("inventory please", "is not a command"),
+    ],
+)
 def test_unknown_objects_and_verbs_do_nothing_and_say_why(gen_env, action, expected):
     gen_env.reset(options={"index": 0})
     obs, reward, terminated, _, info = gen_env.step(action)
@@ -280,8 +290,14 @@ def test_nothing_happens_is_marked_invalid_and_the_episode_goes_on(gen_env):
 
 
 def test_step_penalty_and_system_prompt(gen_cache):
-    env = gym.make("AgentR1/ALFWorld-v0", source="generated", seed=11, cache_dir=gen_cache, step_penalty=-0.01,
-                   system_prompt="Be brief.")
+    env = gym.make(
+        "AgentR1/ALFWorld-v0",
+        source="generated",
+        seed=11,
+        cache_dir=gen_cache,
+        step_penalty=-0.01,
+        system_prompt="Be brief.",
+    )
     obs, _ = env.reset(options={"index": 0})
     assert obs.startswith("Be brief.\n\n-= Welcome to TextWorld")
     assert env.unwrapped.transcript.messages()[0] == {"role": "system", "content": "Be brief."}
@@ -326,9 +342,14 @@ def _split_with(tmp_path, text):
     return trial / "game.tw-pddl"
 
 
-@pytest.mark.parametrize("text", ["{not json", json.dumps({"pddl_domain": "x"}),
-                                  json.dumps({"pddl_domain": "(define", "grammar": "nope", "pddl_problem": "(",
-                                              "solvable": True})])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        json.dumps({"pddl_domain": "x"}),
+        json.dumps({"pddl_domain": "(define", "grammar": "nope", "pddl_problem": "(", "solvable": True}),
+    ],
+)
 def test_a_broken_game_file_raises_a_named_error_naming_it(tmp_path, text):
     path = _split_with(tmp_path, text)
     env = ALFWorldEnv(source=str(tmp_path))

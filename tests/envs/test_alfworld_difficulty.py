@@ -18,15 +18,31 @@ from agentgym_r1.envs.alfworld.generator import LEVELS, TASK_TYPES, Knobs, gener
 from agentgym_r1.error import ConfigError
 
 # The PDDL problems of seed 11's first tries, as the generator wrote them before difficulty levels existed.
-EASY_PROBLEMS = ("a70b1550a59a3505f896db17f5857fe95e753d71", "d1c3eb8ae6ec89610f28a0482157696967e39bad",
-                 "02d1efb55375e9516220fde6390499f0edc96388", "6c3fda7d75c333e0c238495d93937a80ffd4d5c8",
-                 "ba6062c5a19aa183eda69874570bc202925ca0a5", "65e26f11be968df09bcf49d53ceda742b504324a")
+EASY_PROBLEMS = (
+    "a70b1550a59a3505f896db17f5857fe95e753d71",
+    "d1c3eb8ae6ec89610f28a0482157696967e39bad",
+    "02d1efb55375e9516220fde6390499f0edc96388",
+    "6c3fda7d75c333e0c238495d93937a80ffd4d5c8",
+    "ba6062c5a19aa183eda69874570bc202925ca0a5",
+    "65e26f11be968df09bcf49d53ceda742b504324a",
+)
 PINNED = {
-    "easy": ("put some book on shelf", "examine the pot with the desklamp", "put a clean spoon in drawer",
-             "put a hot tomato in fridge", "put a cool potato in garbagecan",
-             "find two candle and put them in coffeetable"),
-    "hard": ("put a spraybottle in garbagecan", "look at mug under the desklamp", "put a clean plate in cabinet",
-             "heat some bread and put it in countertop", "put a cool tomato in microwave", "put two cloth in dresser"),
+    "easy": (
+        "put some book on shelf",
+        "examine the pot with the desklamp",
+        "put a clean spoon in drawer",
+        "put a hot tomato in fridge",
+        "put a cool potato in garbagecan",
+        "find two candle and put them in coffeetable",
+    ),
+    "hard": (
+        "put a spraybottle in garbagecan",
+        "look at mug under the desklamp",
+        "put a clean plate in cabinet",
+        "heat some bread and put it in countertop",
+        "put a cool tomato in microwave",
+        "put two cloth in dresser",
+    ),
 }
 
 
@@ -40,8 +56,9 @@ def test_easy_is_the_original_generator_draw_for_draw():
 
 @pytest.mark.parametrize("level", list(PINNED))
 def test_the_same_seed_and_level_give_the_same_task(level):
-    assert tuple(make_game(11, i, t, 0, LEVELS[level])[0].description
-                 for i, t in enumerate(TASK_TYPES)) == PINNED[level]
+    assert (
+        tuple(make_game(11, i, t, 0, LEVELS[level])[0].description for i, t in enumerate(TASK_TYPES)) == PINNED[level]
+    )
 
 
 @pytest.mark.parametrize("level", ["medium", "hard"])
@@ -74,14 +91,17 @@ def test_every_task_type_is_won_by_the_experts_plan_on_the_real_engine(level, tm
         env.close()
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"difficulty": "nightmare"}, r"unknown difficulty 'nightmare'.*\['easy', 'medium', 'hard'\]"),
-    ({"difficulty": {"receptacles": 40}}, r"unknown difficulty knob\(s\) \['receptacles'\].*'min_receptacles'"),
-    ({"difficulty": {"min_distractors": 30, "max_distractors": 20}}, r"min_distractors \(30\) is more than"),
-    ({"difficulty": {"min_receptacles": 500}}, r"min_receptacles must be an int in \[0, 60\]"),
-    ({"difficulty": {"closed": 2}}, r"closed must be a number in \[0, 1\]"),
-    ({"source": "/nonexistent", "difficulty": "hard"}, "difficulty is for source='generated'"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"difficulty": "nightmare"}, r"unknown difficulty 'nightmare'.*\['easy', 'medium', 'hard'\]"),
+        ({"difficulty": {"receptacles": 40}}, r"unknown difficulty knob\(s\) \['receptacles'\].*'min_receptacles'"),
+        ({"difficulty": {"min_distractors": 30, "max_distractors": 20}}, r"min_distractors \(30\) is more than"),
+        ({"difficulty": {"min_receptacles": 500}}, r"min_receptacles must be an int in \[0, 60\]"),
+        ({"difficulty": {"closed": 2}}, r"closed must be a number in \[0, 1\]"),
+        ({"source": "/nonexistent", "difficulty": "hard"}, "difficulty is for source='generated'"),
+    ],
+)
 def test_bad_difficulty_is_a_named_error_at_construction(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         gym.make("AgentR1/ALFWorld-v0", **kwargs)

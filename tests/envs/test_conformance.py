@@ -68,13 +68,13 @@ def _check_info(info: dict, env: gym.Env, action: str) -> None:
     spans = info["spans"]
     kept = _kept(env, action)
     assert spans[0].source == "agent" and spans[0].end - spans[0].start == len(kept)
-    assert env.unwrapped.transcript.text[spans[0].start:spans[0].end] == kept
+    assert env.unwrapped.transcript.text[spans[0].start : spans[0].end] == kept
     assert all(s.source == "env" for s in spans[1:])
 
 
 def _kept(env: gym.Env, action: str) -> str:
     """What the transcript keeps of an action: all of it, or its first characters up to the env's limit."""
-    return action[:env.unwrapped.action_space.max_length]
+    return action[: env.unwrapped.action_space.max_length]
 
 
 def _check_transcript(env: gym.Env, actions: list[str]) -> None:
@@ -153,13 +153,21 @@ def _tool_call(name: str, args: object) -> str:
 actions = st.one_of(
     st.text(max_size=300),
     st.sampled_from(ADVERSARIAL),
-    st.builds(_tool_call, st.sampled_from(["calculator", "search", "_echo", "x"]),
-              st.dictionaries(st.text(max_size=10), st.one_of(st.text(max_size=50), st.integers(), st.none()),
-                              max_size=3)),
-    st.builds(lambda t, s: f"<{t}>{s}</{t}>", st.sampled_from(["answer", "search", "calculator", "think"]),
-              st.text(max_size=50)),
-    st.builds(lambda v, s: f"{v}[{s}]", st.sampled_from(["search", "click", "answer", "go to", "calculator"]),
-              st.text(max_size=50)),
+    st.builds(
+        _tool_call,
+        st.sampled_from(["calculator", "search", "_echo", "x"]),
+        st.dictionaries(st.text(max_size=10), st.one_of(st.text(max_size=50), st.integers(), st.none()), max_size=3),
+    ),
+    st.builds(
+        lambda t, s: f"<{t}>{s}</{t}>",
+        st.sampled_from(["answer", "search", "calculator", "think"]),
+        st.text(max_size=50),
+    ),
+    st.builds(
+        lambda v, s: f"{v}[{s}]",
+        st.sampled_from(["search", "click", "answer", "go to", "calculator"]),
+        st.text(max_size=50),
+    ),
 )
 
 
@@ -244,7 +252,7 @@ def test_an_action_over_the_limit_is_kept_cut_to_it(env_id):
     assert not info["valid"] and "more than the limit" in info["error"] and info["error"] in obs
     assert info["reward_parts"]["format"] <= 0 and not terminated
     agent = info["spans"][0]
-    assert agent.source == "agent" and env.unwrapped.transcript.text[agent.start:agent.end] == huge[:limit]
+    assert agent.source == "agent" and env.unwrapped.transcript.text[agent.start : agent.end] == huge[:limit]
     assert len(env.unwrapped.transcript) == before + limit + len(obs)
     _check_transcript(env, [huge])
     env.close()

@@ -16,9 +16,20 @@ from tests.conftest import shared_data
 
 @pytest.mark.parametrize(
     ("expr", "value"),
-    [("1 + 2 * 3", 7), ("(1 + 2) * 3", 9), ("7 / 2", 3.5), ("7 // 2", 3), ("7 % 4", 3), ("2 ** 10", 1024),
-     ("-3 + +4", 1), ("1,000 + 1", 1001), ("3 × 4 ÷ 2", 6.0), ("2 ** -1", 0.5), ("0.1 + 0.2", pytest.approx(0.3)),
-     ("(" * 200 + "1" + ")" * 200, 1)],
+    [
+        ("1 + 2 * 3", 7),
+        ("(1 + 2) * 3", 9),
+        ("7 / 2", 3.5),
+        ("7 // 2", 3),
+        ("7 % 4", 3),
+        ("2 ** 10", 1024),
+        ("-3 + +4", 1),
+        ("1,000 + 1", 1001),
+        ("3 × 4 ÷ 2", 6.0),
+        ("2 ** -1", 0.5),
+        ("0.1 + 0.2", pytest.approx(0.3)),
+        ("(" * 200 + "1" + ")" * 200, 1),
+    ],
 )
 def test_calculator_evaluates_arithmetic(expr, value):
     assert evaluate(expr) == value
@@ -26,10 +37,23 @@ def test_calculator_evaluates_arithmetic(expr, value):
 
 @pytest.mark.parametrize(
     ("expr", "message"),
-    [("__import__('os')", "not allowed"), ("x + 1", "names"), ("1 / 0", "division by zero"), ("2 ^ 3", r"a \*\* b"),
-     ("9 ** 9 ** 9", "exponents"), ("10 ** 1001", "exponents"), ("2 ** 999 * 2 ** 999", "too large"),
-     ("1" * 600, "longer than"), ("", "empty"), ("[1, 2]", "not allowed"), ("True + 1", "only numbers"),
-     ("(-8) ** 0.5", "real"), ("1e308 * 10", "too large"), ("'a' * 3", "only numbers"), ("1 if 1 else 2", "not allowed")],
+    [
+        ("__import__('os')", "not allowed"),
+        ("x + 1", "names"),
+        ("1 / 0", "division by zero"),
+        ("2 ^ 3", r"a \*\* b"),
+        ("9 ** 9 ** 9", "exponents"),
+        ("10 ** 1001", "exponents"),
+        ("2 ** 999 * 2 ** 999", "too large"),
+        ("1" * 600, "longer than"),
+        ("", "empty"),
+        ("[1, 2]", "not allowed"),
+        ("True + 1", "only numbers"),
+        ("(-8) ** 0.5", "real"),
+        ("1e308 * 10", "too large"),
+        ("'a' * 3", "only numbers"),
+        ("1 if 1 else 2", "not allowed"),
+    ],
 )
 def test_calculator_rejects_with_a_message(expr, message):
     with pytest.raises(CalculatorError, match=message):
@@ -123,8 +147,12 @@ def test_sources_raise_named_errors(tmp_path, monkeypatch):
 
 
 def test_hf_source_offline_and_uncached_names_the_alternatives(tmp_path, monkeypatch):
-    for name, value in [("HF_DATASETS_OFFLINE", "1"), ("HF_HUB_OFFLINE", "1"), ("HF_HOME", str(tmp_path)),
-                        ("HF_DATASETS_CACHE", str(tmp_path / "datasets"))]:
+    for name, value in [
+        ("HF_DATASETS_OFFLINE", "1"),
+        ("HF_HUB_OFFLINE", "1"),
+        ("HF_HOME", str(tmp_path)),
+        ("HF_DATASETS_CACHE", str(tmp_path / "datasets")),
+    ]:
         monkeypatch.setenv(name, value)
     datasets = pytest.importorskip("datasets")
     # datasets and huggingface_hub read these at import; another test may have imported them already

@@ -11,13 +11,22 @@ from agentgym_r1.envs.gsm8k.synthetic import LEVELS, generate_problem
 from agentgym_r1.error import ConfigError
 
 PINNED = {
-    ("easy", 0): ("Kira has 48 eggs. She buys 8 bags with 10 eggs in each. She splits the eggs equally into 4 piles "
-                  "and keeps one pile. How many eggs does Kira have now?", "32"),
-    ("medium", 0): ("Kira has 240 eggs. She buys 8 bags with 15 eggs in each. She buys 5 bags with 6 eggs in each. "
-                    "She buys 7 bags with 7 eggs in each. How many eggs does Kira have now?", "439"),
-    ("hard", 0): ("Kira has 480 eggs. Coach Rivera buys 14 bags with 26 eggs in each. She buys 8 bags with 15 eggs in "
-                  "each. She buys 5 bags with 6 eggs in each. She gets 4 dozen more eggs. Grandpa Joe has 608 eggs at "
-                  "home. She gives 278 eggs to Quinn. How many eggs does Kira have now?", "400"),
+    ("easy", 0): (
+        "Kira has 48 eggs. She buys 8 bags with 10 eggs in each. She splits the eggs equally into 4 piles "
+        "and keeps one pile. How many eggs does Kira have now?",
+        "32",
+    ),
+    ("medium", 0): (
+        "Kira has 240 eggs. She buys 8 bags with 15 eggs in each. She buys 5 bags with 6 eggs in each. "
+        "She buys 7 bags with 7 eggs in each. How many eggs does Kira have now?",
+        "439",
+    ),
+    ("hard", 0): (
+        "Kira has 480 eggs. Coach Rivera buys 14 bags with 26 eggs in each. She buys 8 bags with 15 eggs in "
+        "each. She buys 5 bags with 6 eggs in each. She gets 4 dozen more eggs. Grandpa Joe has 608 eggs at "
+        "home. She gives 278 eggs to Quinn. How many eggs does Kira have now?",
+        "400",
+    ),
 }
 
 
@@ -56,20 +65,24 @@ def test_harder_levels_have_more_steps_distractors_and_units():
 def test_a_dict_of_knobs_and_the_level_is_recorded():
     env = gym.make("AgentR1/GSM8K-v0", difficulty={"distractors": 1})
     assert env.reset(seed=0)[1]["env"] == {"difficulty": "custom"}
-    env = gym.make("AgentR1/GSM8K-v0", difficulty={"min_steps": 4, "max_steps": 5, "distractors": 2, "units": 0.5,
-                                                   "scale": 10})
+    env = gym.make(
+        "AgentR1/GSM8K-v0", difficulty={"min_steps": 4, "max_steps": 5, "distractors": 2, "units": 0.5, "scale": 10}
+    )
     assert env.reset(seed=0)[1]["env"] == {"difficulty": "hard"}
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"difficulty": "extreme"}, r"unknown difficulty 'extreme'.*'easy', 'medium', 'hard'"),
-    ({"difficulty": {"distractor": 1}}, r"unknown difficulty knob\(s\) \['distractor'\].*'distractors'"),
-    ({"difficulty": {"min_steps": 5, "max_steps": 3}}, "min_steps .5. is more than max_steps .3."),
-    ({"difficulty": "hard", "max_steps": 3}, "min_steps .4. is more than max_steps .3."),
-    ({"difficulty": {"units": 1.5}}, r"units must be a number in \[0, 1\]"),
-    ({"difficulty": {"scale": 0}}, r"scale must be an int in \[1, 100\]"),
-    ({"difficulty": 3}, "must be one of"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"difficulty": "extreme"}, r"unknown difficulty 'extreme'.*'easy', 'medium', 'hard'"),
+        ({"difficulty": {"distractor": 1}}, r"unknown difficulty knob\(s\) \['distractor'\].*'distractors'"),
+        ({"difficulty": {"min_steps": 5, "max_steps": 3}}, "min_steps .5. is more than max_steps .3."),
+        ({"difficulty": "hard", "max_steps": 3}, "min_steps .4. is more than max_steps .3."),
+        ({"difficulty": {"units": 1.5}}, r"units must be a number in \[0, 1\]"),
+        ({"difficulty": {"scale": 0}}, r"scale must be an int in \[1, 100\]"),
+        ({"difficulty": 3}, "must be one of"),
+    ],
+)
 def test_bad_difficulty_is_a_named_error_at_construction(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         gym.make("AgentR1/GSM8K-v0", **kwargs)

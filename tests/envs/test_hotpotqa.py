@@ -64,8 +64,14 @@ def test_qa_scores_follow_the_official_evaluation(prediction, gold, em, f1, sube
 def test_reward_metric_picks_the_outcome_and_reports_all_four(metric):
     task = Task("t", "q?", "Chief of Protocol")
     grade = qa_reward(metric)("Chief of Protocol of the United States", task)
-    assert grade.metrics == pytest.approx({"em": 0.0, "f1": 2 / 3, "subem": 1.0,
-                                           "char_f1": char_f1("Chief of Protocol of the United States", task.answer)})
+    assert grade.metrics == pytest.approx(
+        {
+            "em": 0.0,
+            "f1": 2 / 3,
+            "subem": 1.0,
+            "char_f1": char_f1("Chief of Protocol of the United States", task.answer),
+        }
+    )
     assert 0.0 < grade.metrics["char_f1"] < 1.0
     assert grade.score == pytest.approx(grade.metrics[metric])
     assert grade.success == (metric == "subem")
@@ -170,8 +176,12 @@ def test_http_backend_against_a_real_server_then_the_server_goes_down():
         deadline = time.monotonic() + 30
         while not server.started and time.monotonic() < deadline:
             time.sleep(0.02)
-        env = gym.make("AgentR1/HotpotQA-v0", kb_size=200, retriever="http",
-                       retriever_options={"url": url, "timeout": 2.0, "retries": 0})
+        env = gym.make(
+            "AgentR1/HotpotQA-v0",
+            kb_size=200,
+            retriever="http",
+            retriever_options={"url": url, "timeout": 2.0, "retries": 0},
+        )
         results = [run_episode(env, HotpotQAOraclePolicy(), seed) for seed in range(5)]
         assert all(r.success for r in results)
     finally:
@@ -214,8 +224,10 @@ def test_tag_format_reads_search_tags_and_answers_in_information():
     title = env.unwrapped.task.meta["supporting_titles"][1]
     obs, *_, info = env.step(f"<think>I need {title}.</think>\n<search>{title}</search>")
     assert obs.startswith("\n\n<information>Doc 1 (Title: ") and obs.endswith("</information>\n\n")
-    assert title in obs and info["action"] == {"kind": "tool_call",
-                                               "calls": [{"name": "search", "arguments": {"query": title}}]}
+    assert title in obs and info["action"] == {
+        "kind": "tool_call",
+        "calls": [{"name": "search", "arguments": {"query": title}}],
+    }
 
 
 def test_process_rewards_are_configurable():
@@ -235,13 +247,16 @@ def test_reward_metric_f1_gives_partial_credit():
     assert term and 0 < reward < 1 and info["metrics"]["f1"] == reward and info["metrics"]["em"] == 0.0
 
 
-@pytest.mark.parametrize(("action", "message"), [
-    (hermes_call("search", query=3), "invalid arguments for search"),
-    ("<search></search>", "no tool call or answer found"),
-    ('<tool_call>{"name": "lookup", "arguments": {"query": "a"}}</tool_call>', "unknown tool 'lookup'"),
-    ("Paris", "give the final answer as <answer>...</answer>"),
-    ("<answer>Paris", "no tool call or answer found"),
-])
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        (hermes_call("search", query=3), "invalid arguments for search"),
+        ("<search></search>", "no tool call or answer found"),
+        ('<tool_call>{"name": "lookup", "arguments": {"query": "a"}}</tool_call>', "unknown tool 'lookup'"),
+        ("Paris", "give the final answer as <answer>...</answer>"),
+        ("<answer>Paris", "no tool call or answer found"),
+    ],
+)
 def test_bad_actions_get_a_clear_observation_and_the_episode_goes_on(action, message):
     env = _env()
     obs, _, term, trunc, info = env.step(action)
@@ -251,11 +266,14 @@ def test_bad_actions_get_a_clear_observation_and_the_episode_goes_on(action, mes
     assert "Doc 1 (Title: " in obs
 
 
-@pytest.mark.parametrize(("query", "message"), [
-    ("", "the search query is empty"),
-    (" \n ", "the search query is empty"),
-    ("x" * 5000, "the search query is 5000 characters long; the limit is 1000"),
-])
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("", "the search query is empty"),
+        (" \n ", "the search query is empty"),
+        ("x" * 5000, "the search query is 5000 characters long; the limit is 1000"),
+    ],
+)
 def test_empty_and_huge_queries_are_failed_calls_with_a_message(query, message):
     env = _env(failed_call_penalty=-0.2)
     obs, reward, term, trunc, info = env.step(hermes_call("search", query=query))
@@ -291,7 +309,9 @@ def test_a_search_after_the_answer_is_not_run():
 def test_an_answer_written_with_a_search_is_ignored_with_a_note():
     env = _env()
     obs, _, term, _, info = env.step(hermes_call("search", query="river") + "<answer>Paris</answer>")
-    assert not term and info["action"]["kind"] == "tool_call" and "answer written with this tool call was ignored" in obs
+    assert (
+        not term and info["action"]["kind"] == "tool_call" and "answer written with this tool call was ignored" in obs
+    )
 
 
 class _DownRetriever(Retriever):
@@ -354,9 +374,15 @@ def test_oracle_gets_em_one_on_the_shared_sample_with_real_bm25():
 
 def _official_layout(record: dict) -> dict:
     ctx, sf = record["context"], record["supporting_facts"]
-    return {"_id": record["id"], "question": record["question"], "answer": record["answer"], "type": record["type"],
-            "level": record["level"], "supporting_facts": [list(p) for p in zip(sf["title"], sf["sent_id"], strict=True)],
-            "context": [[t, s] for t, s in zip(ctx["title"], ctx["sentences"], strict=True)]}
+    return {
+        "_id": record["id"],
+        "question": record["question"],
+        "answer": record["answer"],
+        "type": record["type"],
+        "level": record["level"],
+        "supporting_facts": [list(p) for p in zip(sf["title"], sf["sent_id"], strict=True)],
+        "context": [[t, s] for t, s in zip(ctx["title"], ctx["sentences"], strict=True)],
+    }
 
 
 def test_official_json_and_hf_jsonl_layouts_load_the_same(tmp_path):
@@ -371,7 +397,8 @@ def test_official_json_and_hf_jsonl_layouts_load_the_same(tmp_path):
     assert len(titles) == len(set(titles)) and len(titles) <= 200  # deduplicated by title
     task = hf.tasks[0]
     assert task.id == records[0]["id"] and task.meta["supporting_titles"] == list(
-        dict.fromkeys(records[0]["supporting_facts"]["title"]))
+        dict.fromkeys(records[0]["supporting_facts"]["title"])
+    )
     env = HotpotQAEnv(str(tmp_path / "official.json"))
     obs, _ = env.reset(options={"task_id": task.id})
     assert obs.endswith(task.prompt)
@@ -379,14 +406,23 @@ def test_official_json_and_hf_jsonl_layouts_load_the_same(tmp_path):
 
 def test_questions_only_file_needs_a_user_corpus(tmp_path):
     questions = tmp_path / "questions.json"
-    questions.write_text(json.dumps([{"question": "Who wrote The Amber Velorin?", "answer": "Ana Lee",
-                                      "type": "bridge"}]), encoding="utf-8")
+    questions.write_text(
+        json.dumps([{"question": "Who wrote The Amber Velorin?", "answer": "Ana Lee", "type": "bridge"}]),
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError, match="corpus="):
         HotpotQAEnv(str(questions))
     corpus = tmp_path / "wiki.jsonl"
-    corpus.write_text("\n".join(json.dumps(r) for r in [
-        {"id": "1", "contents": '"The Amber Velorin"\nThe Amber Velorin is a novel by Ana Lee.'},
-        {"id": "2", "contents": '"Ana Lee"\nAna Lee is a novelist.'}]), encoding="utf-8")
+    corpus.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"id": "1", "contents": '"The Amber Velorin"\nThe Amber Velorin is a novel by Ana Lee.'},
+                {"id": "2", "contents": '"Ana Lee"\nAna Lee is a novelist.'},
+            ]
+        ),
+        encoding="utf-8",
+    )
     env = HotpotQAEnv(str(questions), corpus=str(corpus), top_k=1)
     env.reset(seed=0)
     obs, *_ = env.step(hermes_call("search", query="Amber Velorin"))

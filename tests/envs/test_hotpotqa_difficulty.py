@@ -11,10 +11,15 @@ from agentgym_r1.error import ConfigError
 
 PINNED = {
     ("easy", 0): ('In which city was the artist of the album "The Crimson Shourikum" born?', "Lairmere"),
-    ("medium", 0): ('On which river lies the birthplace of the director of the film "The Glass Theiveifound"?',
-                    "Shoshirk"),
-    ("hard", 2): ("Which has more inhabitants, the city where Caleinesk Museum has its headquarters or the city where "
-                  "Louveli Museum has its headquarters?", "Kragerford"),
+    ("medium", 0): (
+        'On which river lies the birthplace of the director of the film "The Glass Theiveifound"?',
+        "Shoshirk",
+    ),
+    ("hard", 2): (
+        "Which has more inhabitants, the city where Caleinesk Museum has its headquarters or the city where "
+        "Louveli Museum has its headquarters?",
+        "Kragerford",
+    ),
 }
 
 
@@ -56,11 +61,14 @@ def test_the_level_is_recorded_and_refused_on_real_data(tmp_path):
         gym.make("AgentR1/HotpotQA-v0", source=str(tmp_path / "x.json"), difficulty="hard")
 
 
-@pytest.mark.parametrize(("difficulty", "match"), [
-    ("impossible", r"unknown difficulty 'impossible'.*\['easy', 'medium', 'hard'\]"),
-    ({"hops": 3}, r"unknown difficulty knob\(s\) \['hops'\].*\['three_hop', 'bridged_comparison'\]"),
-    ({"three_hop": 2}, r"three_hop must be a number in \[0, 1\]"),
-])
+@pytest.mark.parametrize(
+    ("difficulty", "match"),
+    [
+        ("impossible", r"unknown difficulty 'impossible'.*\['easy', 'medium', 'hard'\]"),
+        ({"hops": 3}, r"unknown difficulty knob\(s\) \['hops'\].*\['three_hop', 'bridged_comparison'\]"),
+        ({"three_hop": 2}, r"three_hop must be a number in \[0, 1\]"),
+    ],
+)
 def test_bad_difficulty_is_a_named_error_at_construction(difficulty, match):
     with pytest.raises(ConfigError, match=match):
         gym.make("AgentR1/HotpotQA-v0", difficulty=difficulty)

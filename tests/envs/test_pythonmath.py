@@ -38,8 +38,16 @@ def test_hostile_programs_are_error_observations_and_the_episode_goes_on():
 @pytest.mark.parametrize("entry", PYTHON_MATH, ids=lambda e: dict(e.env_kwargs).get("difficulty", "easy"))
 def test_scripted_and_oracle_baselines_at_every_level(entry, tmp_path):
     make_env(ENV_ID).close()  # skips, with the reason, where bwrap cannot run
-    jobs = [Job(entry.env_id, entry.source, p, episodes=3, env_kwargs=json.dumps(dict(entry.env_kwargs)) if entry.env_kwargs else "")
-            for p in entry.policies]
+    jobs = [
+        Job(
+            entry.env_id,
+            entry.source,
+            p,
+            episodes=3,
+            env_kwargs=json.dumps(dict(entry.env_kwargs)) if entry.env_kwargs else "",
+        )
+        for p in entry.policies
+    ]
     outcomes = {o.job.policy: o for o in run_jobs(jobs, tmp_path / "r.sqlite", workers=1)}
     assert all(o.status == "done" for o in outcomes.values()), {p: o.message for p, o in outcomes.items()}
     assert outcomes["oracle"].successes == 3
@@ -51,8 +59,15 @@ def test_scripted_and_oracle_baselines_at_every_level(entry, tmp_path):
 
 def test_official_jsonl_source(tmp_path):
     path = tmp_path / "test.jsonl"
-    path.write_text(json.dumps({"question": "Tom has 3 boxes of 12 eggs and eats 5. How many are left?",
-                                "answer": "3 boxes hold <<3*12=36>>36 eggs. 36-5=<<36-5=31>>31\n#### 31"}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "question": "Tom has 3 boxes of 12 eggs and eats 5. How many are left?",
+                "answer": "3 boxes hold <<3*12=36>>36 eggs. 36-5=<<36-5=31>>31\n#### 31",
+            }
+        )
+        + "\n"
+    )
     env = make_env(ENV_ID, source=str(path))
     obs, _ = env.reset(seed=0)
     assert "python" in obs and "Tom has 3 boxes" in obs

@@ -32,12 +32,16 @@ def url():
 class ScriptedChat:
     """A chat backend whose replies depend only on the turn: a broken tool call, a calculator call, an answer."""
 
-    REPLIES = ('<tool_call>{"name": "calculator"', '<tool_call>{"name": "calculator", "arguments": '
-               '{"expression": "6 * 7"}}</tool_call>', "<answer>42</answer>")
+    REPLIES = (
+        '<tool_call>{"name": "calculator"',
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "6 * 7"}}</tool_call>',
+        "<answer>42</answer>",
+    )
 
     def chat(self, conversations, params):
-        return [ChatReply(self.REPLIES[min(sum(m["role"] == "assistant" for m in c), 2)], "stop")
-                for c in conversations]
+        return [
+            ChatReply(self.REPLIES[min(sum(m["role"] == "assistant" for m in c), 2)], "stop") for c in conversations
+        ]
 
 
 def test_gymnasium_checker_and_the_local_transcript(url):
@@ -49,7 +53,10 @@ def test_gymnasium_checker_and_the_local_transcript(url):
         assert env.step(action) == local.step(action)
     there, here = env.unwrapped, local.unwrapped
     assert (there.transcript.text, there.transcript.spans, there.transcript.messages()) == (
-        here.transcript.text, here.transcript.spans, here.transcript.messages())
+        here.transcript.text,
+        here.transcript.spans,
+        here.transcript.messages(),
+    )
     assert there.task == here.task and there.grade == here.grade
     assert env.action_space.max_length == local.action_space.max_length
     env.close()
@@ -58,9 +65,11 @@ def test_gymnasium_checker_and_the_local_transcript(url):
 def test_rollout_engine_unchanged(url):
     config = RolloutConfig(samples_per_prompt=2, seed=0)
     remote = RolloutEngine(ScriptedChat(), config=config).rollout(
-        [Prompt("AgentR1/Remote-v0", {"url": url}, seed=s) for s in (1, 2, 3)])
+        [Prompt("AgentR1/Remote-v0", {"url": url}, seed=s) for s in (1, 2, 3)]
+    )
     local = RolloutEngine(ScriptedChat(), config=config).rollout(
-        [Prompt("AgentR1/GSM8K-v0", GSM8K, seed=s) for s in (1, 2, 3)])
+        [Prompt("AgentR1/GSM8K-v0", GSM8K, seed=s) for s in (1, 2, 3)]
+    )
     assert len(remote.episodes) == 6
     for there, here in zip(remote.episodes, local.episodes, strict=True):
         there, here = dataclasses.asdict(there), dataclasses.asdict(here)

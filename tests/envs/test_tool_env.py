@@ -84,10 +84,15 @@ def test_custom_reward_and_tool_reward_and_command_parser():
         def __call__(self, q):
             return ToolResult(True, q.upper(), reward=0.25)
 
-    env = gym.make("AgentR1/ToolEnv-v0", tools=[Bonus()], tasks=TASKS, parser="command",
-                   reward_fn=lambda pred, task: Grade(0.5, False, {"len": float(len(pred))}))
+    env = gym.make(
+        "AgentR1/ToolEnv-v0",
+        tools=[Bonus()],
+        tasks=TASKS,
+        parser="command",
+        reward_fn=lambda pred, task: Grade(0.5, False, {"len": float(len(pred))}),
+    )
     env.reset(options={"index": 0})
-    obs, r, *_ , info = env.step("bonus[hi]")
+    obs, r, *_, info = env.step("bonus[hi]")
     assert obs == "HI" and r == 0.25 and info["action"]["calls"][0] == {"name": "bonus", "arguments": {"q": "hi"}}
     obs, r, *_, info = env.step("shout[hi]")
     assert "unknown command 'shout'" in obs
@@ -143,8 +148,11 @@ def test_non_finite_rewards_count_as_zero_and_nan_penalties_are_refused():
             make(**{option: float("nan")})
 
 
-@pytest.mark.parametrize("value", [float("inf"), -float("inf"), 10**400, Grade(float("inf"), True, {})],
-                         ids=["inf", "-inf", "10**400", "Grade(inf, True)"])
+@pytest.mark.parametrize(
+    "value",
+    [float("inf"), -float("inf"), 10**400, Grade(float("inf"), True, {})],
+    ids=["inf", "-inf", "10**400", "Grade(inf, True)"],
+)
 def test_a_non_finite_reward_is_never_a_success(value):
     def reward(prediction, task):
         return value

@@ -65,8 +65,9 @@ def shared_env():
 def test_search_results_page_and_paging(shared_env):
     env = shared_env
     obs, info = env.reset(options={"index": 2})
-    assert obs.endswith("WebShop [SEP] Instruction: [SEP] " + env.task.prompt + " [SEP] Search\n"
-                        "Available actions: search[<your query>]")
+    assert obs.endswith(
+        "WebShop [SEP] Instruction: [SEP] " + env.task.prompt + " [SEP] Search\nAvailable actions: search[<your query>]"
+    )
     assert info["env"]["available_actions"] == {"has_search_bar": True, "clickables": []}
     obs, *_, info = env.step("search[Black]")
     assert " [SEP] Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] " in obs
@@ -92,8 +93,10 @@ def test_item_page_options_sub_pages_and_back(shared_env):
     product = env.catalogue.by_asin(goal.asin)
     assert info["env"]["page"] == "item"
     assert " [SEP] Back to Search [SEP] < Prev [SEP] color [SEP] black [SEP] green" in obs
-    assert obs.split("\n")[0].endswith(f"{product.title} [SEP] Price: {product.price_tag} [SEP] Rating: "
-                                       f"{product.rating} [SEP] Description [SEP] Features [SEP] Reviews [SEP] Buy Now")
+    assert obs.split("\n")[0].endswith(
+        f"{product.title} [SEP] Price: {product.price_tag} [SEP] Rating: "
+        f"{product.rating} [SEP] Description [SEP] Features [SEP] Reviews [SEP] Buy Now"
+    )
     obs, *_, info = env.step("click[orange]")
     obs, *_, info = env.step("click[x-large]")
     assert info["env"]["options"] == {"color": "orange", "size": "x-large"}
@@ -141,8 +144,11 @@ BAD = [
     ("", "the action is empty"),
     ('<tool_call>{"name": "buy", "arguments": {}}</tool_call>', "the tools are search"),
     ('<tool_call>{"name": "search", "arguments": {"query": 3}}</tool_call>', "the tools are search"),
-    ('<tool_call>{"name": "search", "arguments": {"query": "a"}}</tool_call><tool_call>{"name": "search", '
-     '"arguments": {"query": "b"}}</tool_call>', "one tool call per turn"),
+    (
+        '<tool_call>{"name": "search", "arguments": {"query": "a"}}</tool_call><tool_call>{"name": "search", '
+        '"arguments": {"query": "b"}}</tool_call>',
+        "one tool call per turn",
+    ),
     ("<tool_call>{oops</tool_call>", "not valid JSON"),
 ]
 
@@ -164,9 +170,12 @@ def test_bad_input_on_the_item_page(shared_env):
     goal = env.task.meta["goal"]
     env.step(f"search[{goal.name}]")
     env.step(f"click[{goal.asin}]")
-    for action, message in [("search[hair mask]", "only possible on the search page"),
-                            ("click[purple]", "not a button on this page"), ("click[next >]", "not a button"),
-                            ("click[[]]", "not a button")]:
+    for action, message in [
+        ("search[hair mask]", "only possible on the search page"),
+        ("click[purple]", "not a button on this page"),
+        ("click[next >]", "not a button"),
+        ("click[[]]", "not a button"),
+    ]:
         obs, reward, terminated, _, info = env.step(action)
         assert obs.startswith(info["error"] + "\n\nWebShop [SEP] Instruction:")
         assert message in info["error"] and reward == -0.1 and not terminated
@@ -174,7 +183,9 @@ def test_bad_input_on_the_item_page(shared_env):
     obs, *_, info = env.step('<tool_call>{"name": "click", "arguments": {"button": "120ML"}}</tool_call>')
     assert info["valid"] and info["action"]["kind"] == "tool_call" and info["env"]["options"] == {"color": "120ml"}
     assert obs.startswith("<tool_response>\nWebShop [SEP] Instruction:") and obs.endswith("\n</tool_response>")
-    assert env.transcript.messages()[-1]["role"] == "tool" and env.transcript.messages()[-1]["content"].startswith("WebShop")
+    assert env.transcript.messages()[-1]["role"] == "tool" and env.transcript.messages()[-1]["content"].startswith(
+        "WebShop"
+    )
     _, reward, terminated, _, info = env.step("<think>done</think>click[Buy Now]")
     assert terminated and reward == 1.0 and info["success"]
 
@@ -202,21 +213,39 @@ def test_envs_share_one_catalogue_and_reject_bad_config(tmp_path):
 
 
 def _raw_product(asin: str, name: str, options: dict) -> dict:
-    return {"asin": asin, "name": name, "full_description": f"{name}. Made of steel.", "small_description": ["Sturdy"],
-            "pricing": "$12.50", "images": [""], "category": "garden", "query": "Tables ",
-            "product_category": "Home & Kitchen › Furniture › Tables",
-            "customization_options": {k: [{"value": v, "image": None} for v in vs] for k, vs in options.items()}}
+    return {
+        "asin": asin,
+        "name": name,
+        "full_description": f"{name}. Made of steel.",
+        "small_description": ["Sturdy"],
+        "pricing": "$12.50",
+        "images": [""],
+        "category": "garden",
+        "query": "Tables ",
+        "product_category": "Home & Kitchen › Furniture › Tables",
+        "customization_options": {k: [{"value": v, "image": None} for v in vs] for k, vs in options.items()},
+    }
 
 
 def test_official_raw_items_shuffle_format(tmp_path):
-    products = [_raw_product("B000000001", "Oak Side Table", {"Color": ["Walnut/Brown", "White"]}),
-                _raw_product("B000000002", "Glass Coffee Table", {}),
-                _raw_product("B000000001", "Duplicate", {})]
+    products = [
+        _raw_product("B000000001", "Oak Side Table", {"Color": ["Walnut/Brown", "White"]}),
+        _raw_product("B000000002", "Glass Coffee Table", {}),
+        _raw_product("B000000001", "Duplicate", {}),
+    ]
     (tmp_path / "items_shuffle_1000.json").write_text(json.dumps(products))
-    (tmp_path / "items_ins_v2_1000.json").write_text(json.dumps({
-        "B000000001": {"attributes": ["easy assemble"], "instruction": "i need a side table that is easy assemble",
-                       "instruction_attributes": ["easy assemble"]},
-        "B000000002": {"attributes": []}}))
+    (tmp_path / "items_ins_v2_1000.json").write_text(
+        json.dumps(
+            {
+                "B000000001": {
+                    "attributes": ["easy assemble"],
+                    "instruction": "i need a side table that is easy assemble",
+                    "instruction_attributes": ["easy assemble"],
+                },
+                "B000000002": {"attributes": []},
+            }
+        )
+    )
     catalogue = load_catalogue(tmp_path)
     assert len(catalogue) == 2 and catalogue.by_asin("b000000002").attributes == ("DUMMY_ATTR",)
     product = catalogue.by_asin("B000000001")
@@ -225,8 +254,10 @@ def test_official_raw_items_shuffle_format(tmp_path):
     texts = [catalogue.goals[i].prompt for i in range(len(catalogue.goals))]
     limit = catalogue.goals[0].meta["goal"].price_upper
     assert limit in (30.0, 40.0, 50.0)  # the larger of two of the four steps above $12.50
-    assert texts == [f"i need a side table that is easy assemble with color: {c}, and price lower than {limit:.2f} "
-                     "dollars" for c in ("walnut | brown", "white")]
+    assert texts == [
+        f"i need a side table that is easy assemble with color: {c}, and price lower than {limit:.2f} dollars"
+        for c in ("walnut | brown", "white")
+    ]
     env = WebShopEnv(tmp_path)
     assert [play(env, WebShopOraclePolicy(), options={"index": i})["metrics"]["score"] for i in (0, 1)] == [1.0, 1.0]
 
@@ -295,9 +326,20 @@ def test_official_files_in_bad_shapes_raise_named_errors(tmp_path):
         load_catalogue(good, goals="human")
     with pytest.raises(DataFormatError, match="no synthetic goals"):
         load_catalogue(good)
-    (good.parent / "items_human_ins.json").write_text(json.dumps({"B000000001": [
-        {"instruction": "i want an oak side table.", "instruction_attributes": ["oak"], "instruction_options": []},
-        {"instruction": "no attributes: skipped", "instruction_attributes": [], "instruction_options": []}]}))
+    (good.parent / "items_human_ins.json").write_text(
+        json.dumps(
+            {
+                "B000000001": [
+                    {
+                        "instruction": "i want an oak side table.",
+                        "instruction_attributes": ["oak"],
+                        "instruction_options": [],
+                    },
+                    {"instruction": "no attributes: skipped", "instruction_attributes": [], "instruction_options": []},
+                ]
+            }
+        )
+    )
     catalogue = load_catalogue(good.parent, goals="human")
     assert len(catalogue.goals) == 1 and catalogue.goals[0].prompt.startswith("i want an oak side table, and price")
 

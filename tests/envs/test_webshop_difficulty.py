@@ -11,11 +11,11 @@ from agentgym_r1.error import ConfigError
 
 PINNED = {
     ("easy", 0): "i want to buy a makeup brush set which is sulfate free, hair growth and anti aging with scent: "
-                 "coconut, and price lower than 90.00 dollars",
+    "coconut, and price lower than 90.00 dollars",
     ("medium", 0): "i want to buy a makeup brush set; long lasting, sulfate free, hair growth and fights wrinkles "
-                   "with scent: vanilla, and price lower than 80.00 dollars",
+    "with scent: vanilla, and price lower than 80.00 dollars",
     ("hard", 1): "show me a trainers, with rubber soles, with a stretchy waistband and with long sleeves with size: "
-                 "s, and price lower than 120.00 dollars",
+    "s, and price lower than 120.00 dollars",
 }
 
 
@@ -47,8 +47,10 @@ def test_hard_goals_are_written_in_other_words_with_tight_prices():
     literal = sum(all(a in g.instruction_text for a in g.attributes) for g in hard)
     assert literal < 20  # most goals name some attribute in a person's words
     product_prices = [generate_product(0, int(g.asin[2:])).price for g in hard if g.price_upper < 1e6]
-    assert all(upper - price <= 10.0 for upper, price in zip([g.price_upper for g in hard if g.price_upper < 1e6],
-                                                             product_prices, strict=True))
+    assert all(
+        upper - price <= 10.0
+        for upper, price in zip([g.price_upper for g in hard if g.price_upper < 1e6], product_prices, strict=True)
+    )
 
 
 def test_a_level_is_recorded_and_shares_the_catalogue():
@@ -58,13 +60,19 @@ def test_a_level_is_recorded_and_shares_the_catalogue():
     assert hard.reset(seed=0)[1]["env"]["difficulty"] == "hard"
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"difficulty": "expert"}, r"unknown difficulty 'expert'.*\['easy', 'medium', 'hard'\]"),
-    ({"difficulty": {"paraphrases": 1}}, r"unknown difficulty knob\(s\) \['paraphrases'\]"),
-    ({"difficulty": {"min_attributes": 4, "max_attributes": 3}}, r"min_attributes \(4\) is more than max_attributes"),
-    ({"difficulty": {"max_attributes": 6}}, r"max_attributes must be an int in \[1, 5\]"),
-    ({"difficulty": {"tight_price": -0.1}}, r"tight_price must be a number in \[0, 1\]"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"difficulty": "expert"}, r"unknown difficulty 'expert'.*\['easy', 'medium', 'hard'\]"),
+        ({"difficulty": {"paraphrases": 1}}, r"unknown difficulty knob\(s\) \['paraphrases'\]"),
+        (
+            {"difficulty": {"min_attributes": 4, "max_attributes": 3}},
+            r"min_attributes \(4\) is more than max_attributes",
+        ),
+        ({"difficulty": {"max_attributes": 6}}, r"max_attributes must be an int in \[1, 5\]"),
+        ({"difficulty": {"tight_price": -0.1}}, r"tight_price must be a number in \[0, 1\]"),
+    ],
+)
 def test_bad_difficulty_is_a_named_error_at_construction(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         gym.make("AgentR1/WebShop-v0", **kwargs)

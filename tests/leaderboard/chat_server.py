@@ -39,8 +39,12 @@ class ChatServer:
                     content = "<answer>" + last.split("<tool_response>\n")[1].split("\n</tool_response>")[0]
                 else:
                     content = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "6 * 7"}}\n'
-                reply = (garbage or json.dumps({"choices": [{"message": {"role": "assistant", "content": content},
-                                                             "finish_reason": "stop"}]})).encode()
+                reply = (
+                    garbage
+                    or json.dumps(
+                        {"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+                    )
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(reply)))

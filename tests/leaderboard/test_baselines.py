@@ -39,12 +39,16 @@ def test_suite_baselines_on_the_env(entry, tmp_path):
     assert outcomes["random"].successes <= outcomes["oracle"].successes
 
 
-HOTPOT_OBS = ("You answer questions by searching.\n\nQuestion: Which magazine was started first, Arthur's Magazine "
-              "or First for Women?")
-RESULTS = ('<tool_response>\nDoc 1 (Title: "Arthur\'s Magazine") Arthur\'s Magazine (1844-1846) was an American '
-           "literary periodical published in Philadelphia.\nDoc 2 (Title: \"First for Women\") First for Women is a "
-           "woman's magazine published by Bauer Media Group in the USA. The magazine was started in 1989.\n"
-           "</tool_response>")
+HOTPOT_OBS = (
+    "You answer questions by searching.\n\nQuestion: Which magazine was started first, Arthur's Magazine "
+    "or First for Women?"
+)
+RESULTS = (
+    "<tool_response>\nDoc 1 (Title: \"Arthur's Magazine\") Arthur's Magazine (1844-1846) was an American "
+    'literary periodical published in Philadelphia.\nDoc 2 (Title: "First for Women") First for Women is a '
+    "woman's magazine published by Bauer Media Group in the USA. The magazine was started in 1989.\n"
+    "</tool_response>"
+)
 
 
 def test_hotpotqa_reader_on_search_r1_style_results():
@@ -66,13 +70,16 @@ def test_hotpotqa_supporting_titles_in_both_layouts():
     assert supporting_titles({}) == []
 
 
-@pytest.mark.parametrize(("text", "goal"), [
-    ("Your task is to: put some spraybottle on toilet.", alfworld.Goal("spraybottle", "toilet")),
-    ("Your task is to: put a clean apple in fridge.", alfworld.Goal("apple", "fridge", "clean")),
-    ("Your task is to: heat some egg and put it in countertop.", alfworld.Goal("egg", "countertop", "heat")),
-    ("Your task is to: find two pillow and put them in sofa.", alfworld.Goal("pillow", "sofa", count=2)),
-    ("Your task is to: look at bowl under the desklamp.", alfworld.Goal("bowl", None, lamp="desklamp")),
-])
+@pytest.mark.parametrize(
+    ("text", "goal"),
+    [
+        ("Your task is to: put some spraybottle on toilet.", alfworld.Goal("spraybottle", "toilet")),
+        ("Your task is to: put a clean apple in fridge.", alfworld.Goal("apple", "fridge", "clean")),
+        ("Your task is to: heat some egg and put it in countertop.", alfworld.Goal("egg", "countertop", "heat")),
+        ("Your task is to: find two pillow and put them in sofa.", alfworld.Goal("pillow", "sofa", count=2)),
+        ("Your task is to: look at bowl under the desklamp.", alfworld.Goal("bowl", None, lamp="desklamp")),
+    ],
+)
 def test_alfworld_goals_parse(text, goal):
     assert alfworld.parse_goal("-= Welcome to TextWorld, ALFRED! =-\n\n" + text) == goal
 
@@ -86,8 +93,10 @@ def test_alfworld_rule_agent_takes_cleans_and_places():
     assert policy.act("You see an apple 1.", {"env": {"admissible_commands": here}}) == "take apple 1 from countertop 1"
     assert policy.act("You pick up the apple 1.", {"env": {"admissible_commands": here}}) == "go to sinkbasin 1"
     sink = ["clean apple 1 with sinkbasin 1", "go to fridge 1", "go to countertop 1"]
-    assert policy.act("You arrive at sinkbasin 1.", {"env": {"admissible_commands": sink}}) == \
-        "clean apple 1 with sinkbasin 1"
+    assert (
+        policy.act("You arrive at sinkbasin 1.", {"env": {"admissible_commands": sink}})
+        == "clean apple 1 with sinkbasin 1"
+    )
     assert policy.act("You clean the apple 1.", {"env": {"admissible_commands": sink}}) == "go to fridge 1"
     fridge = ["open fridge 1", "go to countertop 1"]
     assert policy.act("The fridge 1 is closed.", {"env": {"admissible_commands": fridge}}) == "open fridge 1"
@@ -97,22 +106,40 @@ def test_alfworld_rule_agent_takes_cleans_and_places():
 
 def test_webshop_available_actions_in_both_shapes_and_the_rule_shopper():
     assert webshop.available({"env": {"available_actions": {"has_search_bar": True, "clickables": ["search"]}}}) == (
-        True, ["search"])
+        True,
+        ["search"],
+    )
     assert webshop.available({"env": {"available_actions": ["search[...]", "click[B01]", "Buy Now"]}}) == (
-        True, ["B01", "Buy Now"])
+        True,
+        ["B01", "Buy Now"],
+    )
     policy = webshop.RuleShopperPolicy()
     obs = "WebShop [SEP] Instruction: [SEP] i need a blue cotton shirt, and price lower than 30.00 dollars [SEP] Search"
     policy.reset(None, obs, {})  # the policy reads only the page
     search_page = {"env": {"available_actions": {"has_search_bar": True, "clickables": []}}}
     assert policy.act(obs, search_page) == "search[i need a blue cotton shirt]"
-    results = {"env": {"available_actions": {"has_search_bar": False,
-                                             "clickables": ["back to search", "next >", "b0aaaaaaaa", "b0bbbbbbbb"]}}}
-    page = ("WebShop [SEP] Instruction: [SEP] i need ... [SEP] Back to Search [SEP] Page 1 (Total results: 2) [SEP] "
-            "Next > [SEP] B0AAAAAAAA [SEP] Red Cotton Shirt [SEP] $45.0 [SEP] B0BBBBBBBB [SEP] Blue Shirt [SEP] $19.99")
+    results = {
+        "env": {
+            "available_actions": {
+                "has_search_bar": False,
+                "clickables": ["back to search", "next >", "b0aaaaaaaa", "b0bbbbbbbb"],
+            }
+        }
+    }
+    page = (
+        "WebShop [SEP] Instruction: [SEP] i need ... [SEP] Back to Search [SEP] Page 1 (Total results: 2) [SEP] "
+        "Next > [SEP] B0AAAAAAAA [SEP] Red Cotton Shirt [SEP] $45.0 [SEP] B0BBBBBBBB [SEP] Blue Shirt [SEP] $19.99"
+    )
     assert policy.act(page, results) == "click[b0bbbbbbbb]"  # the first result under the price limit
     assert policy.act(page.replace("$19.99", "$39.99"), results) == "click[b0aaaaaaaa]"  # none is: the first one
-    item = {"env": {"available_actions": {"has_search_bar": False, "clickables": [
-        "back to search", "< prev", "red", "blue", "small", "description", "buy now"]}}}
+    item = {
+        "env": {
+            "available_actions": {
+                "has_search_bar": False,
+                "clickables": ["back to search", "< prev", "red", "blue", "small", "description", "buy now"],
+            }
+        }
+    }
     assert policy.act("", item) == "click[blue]"
     assert policy.act("", item) == "click[buy now]"
 
@@ -121,21 +148,26 @@ def test_random_policies_are_seeded():
     info = {"env": {"admissible_commands": [f"go to shelf {i}" for i in range(20)]}}
     a, b = alfworld.RandomAdmissiblePolicy(seed=1), alfworld.RandomAdmissiblePolicy(seed=1)
     assert [a.act("", info) for _ in range(5)] == [b.act("", info) for _ in range(5)]
-    assert make_policy("random", "AgentR1/WebShop-v0", seed=2).rng.integers(100) == \
-        make_policy("random", "AgentR1/WebShop-v0", seed=2).rng.integers(100)
+    assert make_policy("random", "AgentR1/WebShop-v0", seed=2).rng.integers(100) == make_policy(
+        "random", "AgentR1/WebShop-v0", seed=2
+    ).rng.integers(100)
 
 
 def test_reader_compares_the_asked_attribute_and_answers_same_questions_from_the_passages():
-    city = [reader.Passage("Mommere", "Mommere is a city. It was founded in 1164 and has a population of 1,446,366."),
-            reader.Passage("Taithirford", "Taithirford is a city. It was founded in 945 and has a population of "
-                                          "1,982,467.")]
+    city = [
+        reader.Passage("Mommere", "Mommere is a city. It was founded in 1164 and has a population of 1,446,366."),
+        reader.Passage(
+            "Taithirford", "Taithirford is a city. It was founded in 945 and has a population of 1,982,467."
+        ),
+    ]
     assert reader.read("Which city has more inhabitants, Mommere or Taithirford?", city) == "Taithirford"
     assert reader.read("Which was founded earlier, Mommere or Taithirford?", city) == "Taithirford"
     assert reader.read("Which was founded later, Mommere or Taithirford?", city) == "Mommere"
-    people = [reader.Passage("Ana Lind", "Ana Lind (born 1986 in Teskhaven, Seimounmark) is a physician from "
-                                         "Seimounmark."),
-              reader.Passage("Bo Stru", "Bo Stru (born 1875 in Trapoulvale, Veluthuxia) is a diplomat from Veluthuxia."),
-              reader.Passage("Cy Dorn", "Cy Dorn (born 1901 in Teskhaven, Seimounmark) is a painter from Seimounmark.")]
+    people = [
+        reader.Passage("Ana Lind", "Ana Lind (born 1986 in Teskhaven, Seimounmark) is a physician from Seimounmark."),
+        reader.Passage("Bo Stru", "Bo Stru (born 1875 in Trapoulvale, Veluthuxia) is a diplomat from Veluthuxia."),
+        reader.Passage("Cy Dorn", "Cy Dorn (born 1901 in Teskhaven, Seimounmark) is a painter from Seimounmark."),
+    ]
     assert reader.read("Are Ana Lind and Bo Stru from the same country?", people) == "no"
     assert reader.read("Are Ana Lind and Cy Dorn from the same country?", people) == "yes"
 
@@ -148,9 +180,13 @@ def test_rule_react_searches_the_bridge_entity_and_reads_its_passage():
     obs = "Search to answer.\n\nIn which city is the brewery that Faetath Vaimask works at headquartered?"
     policy.reset(None, obs, {})  # the policy reads only the observation
     assert '"query": "In which city' in policy.act(obs, {})
-    hop1 = ("<tool_response>\nDoc 1 (Title: Faetath Vaimask) Faetath Vaimask (born 1965 in Breivelarkport) is a "
-            "painter. He works at Kevu Brewery.\n</tool_response>")
+    hop1 = (
+        "<tool_response>\nDoc 1 (Title: Faetath Vaimask) Faetath Vaimask (born 1965 in Breivelarkport) is a "
+        "painter. He works at Kevu Brewery.\n</tool_response>"
+    )
     assert '"query": "Kevu Brewery"' in policy.act(hop1, {})
-    hop2 = ("<tool_response>\nDoc 1 (Title: Kevu Brewery) Kevu Brewery is a craft brewery founded in 1945 by Staimoril "
-            "Kremaidre. Its headquarters are in Treinvale, Rustendavia.\n</tool_response>")
+    hop2 = (
+        "<tool_response>\nDoc 1 (Title: Kevu Brewery) Kevu Brewery is a craft brewery founded in 1945 by Staimoril "
+        "Kremaidre. Its headquarters are in Treinvale, Rustendavia.\n</tool_response>"
+    )
     assert policy.act(hop2, {}) == "<answer>Treinvale</answer>"

@@ -23,8 +23,11 @@ GSM8K = "AgentR1/GSM8K-v0"
 def test_openai_policy_keeps_concurrency_requests_in_flight(tmp_path):
     server = ChatServer(delay=0.5)
     try:
-        (outcome,) = run_jobs([Job(GSM8K, "synthetic", f"openai:{server.url}#m", episodes=8, concurrency=4)],
-                              tmp_path / "r.sqlite", workers=1)
+        (outcome,) = run_jobs(
+            [Job(GSM8K, "synthetic", f"openai:{server.url}#m", episodes=8, concurrency=4)],
+            tmp_path / "r.sqlite",
+            workers=1,
+        )
     finally:
         server.close()
     assert outcome.status == "done" and outcome.episodes == 8, outcome.message
@@ -38,8 +41,14 @@ def test_openai_policy_keeps_concurrency_requests_in_flight(tmp_path):
 def test_an_endpoint_answering_garbage_fails_its_episodes_with_the_reason_and_the_board_counts_them(tmp_path):
     server = ChatServer(garbage="<html>502 bad gateway</html>")
     try:
-        bad, ok = run_jobs([Job(GSM8K, "synthetic", f"openai:{server.url}#m", episodes=10, concurrency=2),
-                            Job(GSM8K, "synthetic", "scripted", episodes=3)], tmp_path / "r.sqlite", workers=1)
+        bad, ok = run_jobs(
+            [
+                Job(GSM8K, "synthetic", f"openai:{server.url}#m", episodes=10, concurrency=2),
+                Job(GSM8K, "synthetic", "scripted", episodes=3),
+            ],
+            tmp_path / "r.sqlite",
+            workers=1,
+        )
     finally:
         server.close()
     assert ok.status == "done" and ok.successes == 3  # the rest of the run goes on
@@ -54,8 +63,9 @@ def test_an_endpoint_answering_garbage_fails_its_episodes_with_the_reason_and_th
 
 
 def test_samples_play_each_task_k_times_and_the_board_shows_pass_at_k(tmp_path):
-    (outcome,) = run_jobs([Job(GSM8K, "synthetic", "random", seed=5, episodes=3, samples=4)], tmp_path / "r.sqlite",
-                          workers=1)
+    (outcome,) = run_jobs(
+        [Job(GSM8K, "synthetic", "random", seed=5, episodes=3, samples=4)], tmp_path / "r.sqlite", workers=1
+    )
     assert outcome.status == "done" and outcome.episodes == 12
     store = ResultsStore(tmp_path / "r.sqlite")
     (run,) = store.runs()
@@ -97,8 +107,9 @@ def test_hf_policy_plays_its_episodes_in_batches_on_the_rollout_engine(tmp_path,
         return generate(self, contexts, budgets, params)
 
     monkeypatch.setattr(HFBackend, "generate", spy)
-    (outcome,) = run_jobs([Job(GSM8K, "synthetic", f"hf:{path}?max_new_tokens=8", episodes=5, concurrency=3)],
-                          tmp_path / "r.sqlite")
+    (outcome,) = run_jobs(
+        [Job(GSM8K, "synthetic", f"hf:{path}?max_new_tokens=8", episodes=5, concurrency=3)], tmp_path / "r.sqlite"
+    )
     assert outcome.status == "done" and outcome.episodes == 5, outcome.message
     assert max(sizes) == 3 and sizes[0] == 3 and 2 in sizes  # a batch of 3, then the last 2
     store = ResultsStore(tmp_path / "r.sqlite")

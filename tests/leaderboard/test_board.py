@@ -35,8 +35,10 @@ def _store(tmp_path, env_id, policy, kind, episodes):
 
 
 def test_hotpotqa_rows_have_em_and_f1_with_intervals_and_reported_rows(tmp_path):
-    eps = [EpisodeRecord(i, i, f"t{i}", i % 2 == 0, 0.0, 2, i % 3 == 0, metrics={"em": float(i % 2 == 0), "f1": f})
-           for i, f in enumerate([1.0, 0.5, 1.0, 0.25])]
+    eps = [
+        EpisodeRecord(i, i, f"t{i}", i % 2 == 0, 0.0, 2, i % 3 == 0, metrics={"em": float(i % 2 == 0), "f1": f})
+        for i, f in enumerate([1.0, 0.5, 1.0, 0.25])
+    ]
     store = _store(tmp_path, "AgentR1/HotpotQA-v0", "rag", "baseline", eps)
     (rows,) = board(store).values()
     rag = rows[0]
@@ -61,8 +63,9 @@ def test_oracles_sort_after_honest_policies(tmp_path):
         meta = RunMeta("AgentR1/GSM8K-v0", "synthetic", policy, 0, 4, policy_kind=kind)
         run_id = store.begin_run(meta)
         for i in range(4):
-            store.add_episode(meta, run_id, EpisodeRecord(i, i, None, i < wins, 0.0, 1, 0,
-                                                          metrics={"accuracy": float(i < wins)}))
+            store.add_episode(
+                meta, run_id, EpisodeRecord(i, i, None, i < wins, 0.0, 1, 0, metrics={"accuracy": float(i < wins)})
+            )
     rows = board(store, references=False)["AgentR1/GSM8K-v0"]
     assert [r.policy for r in rows] == ["scripted", "random", "oracle"]
     assert rows[0].metrics["accuracy"].value == 0.75

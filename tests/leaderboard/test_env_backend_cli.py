@@ -24,13 +24,22 @@ def test_hf_policy_plays_the_same_episodes_with_envs_in_worker_processes(tmp_pat
     make_model(train_tokenizer(corpus, path, vocab_size=300), path, hidden=16, layers=1, heads=2)
     played = {}
     for backend in ("thread", "process"):
-        job = Job(GSM8K, "synthetic", f"hf:{path}?max_new_tokens=8", episodes=4, concurrency=4, env_backend=backend,
-                  env_workers=2)
+        job = Job(
+            GSM8K,
+            "synthetic",
+            f"hf:{path}?max_new_tokens=8",
+            episodes=4,
+            concurrency=4,
+            env_backend=backend,
+            env_workers=2,
+        )
         (outcome,) = run_jobs([job], tmp_path / f"{backend}.sqlite", workers=1)
         assert outcome.status == "done" and outcome.episodes == 4, outcome.message
         store = ResultsStore(tmp_path / f"{backend}.sqlite")
-        played[backend] = [(e.seed, e.task_id, e.reward, e.turns, e.invalid, e.success, e.error)
-                           for e in store.episodes(store.runs()[0]["id"])]
+        played[backend] = [
+            (e.seed, e.task_id, e.reward, e.turns, e.invalid, e.success, e.error)
+            for e in store.episodes(store.runs()[0]["id"])
+        ]
         store.close()
     assert played["process"] == played["thread"] and len(played["thread"]) == 4
 
@@ -41,10 +50,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    (["--env-workers", "-1"], "--env-workers: must be at least 0, got -1"),
-    (["--env-backend", "ray", "--ray-address", "127.0.0.1:PORT"], "cannot be reached"),
-])
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--env-workers", "-1"], "--env-workers: must be at least 0, got -1"),
+        (["--env-backend", "ray", "--ray-address", "127.0.0.1:PORT"], "cannot be reached"),
+    ],
+)
 def test_bad_env_backend_options_are_one_line(extra, message, capsys):
     if "ray" in extra:
         pytest.importorskip("ray", reason="the ray extra is not installed")

@@ -16,8 +16,19 @@ from agentgym_r1.leaderboard.suites import SUITES, parse_env_kwargs
 
 def test_eval_records_the_options_and_prints_them(tmp_path, capsys):
     db = tmp_path / "e.sqlite"
-    argv = ["eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0", "--source", "synthetic", "--episodes", "20",
-            "--results", str(db)]
+    argv = [
+        "eval",
+        "--policy",
+        "scripted",
+        "--env",
+        "AgentR1/GSM8K-v0",
+        "--source",
+        "synthetic",
+        "--episodes",
+        "20",
+        "--results",
+        str(db),
+    ]
     assert main([*argv, "--env-kwargs", '{"difficulty": "hard"}']) == 0
     hard = capsys.readouterr().out
     assert "source=synthetic difficulty=hard episodes=20" in hard and "env options" in hard
@@ -34,11 +45,14 @@ def test_eval_records_the_options_and_prints_them(tmp_path, capsys):
     assert sorted(r["env_options"] for r in rows if r["kind"] != "reported") == ["", "difficulty=hard"]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("{difficulty: hard}", "is not JSON"),
-    ('["hard"]', "must be a JSON object"),
-    ('{"source": "hf"}', "give the source with --source"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{difficulty: hard}", "is not JSON"),
+        ('["hard"]', "must be a JSON object"),
+        ('{"source": "hf"}', "give the source with --source"),
+    ],
+)
 def test_bad_env_kwargs_are_refused(text, message):
     with pytest.raises(Exception, match=message):
         parse_env_kwargs(text)
@@ -53,8 +67,10 @@ def test_eval_with_an_unknown_level_or_option_is_a_usage_error(capsys):
 
 
 def test_a_suite_run_with_options_skips_the_envs_that_do_not_take_them(tmp_path):
-    jobs = [Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=2, env_kwargs='{"difficulty":"hard"}'),
-            Job("AgentR1/GSM8K-v0", "synthetic", "oracle", episodes=2, env_kwargs='{"difficulty":"hard"}')]
+    jobs = [
+        Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=2, env_kwargs='{"difficulty":"hard"}'),
+        Job("AgentR1/GSM8K-v0", "synthetic", "oracle", episodes=2, env_kwargs='{"difficulty":"hard"}'),
+    ]
     tool, gsm = run_jobs(jobs, tmp_path / "r.sqlite", workers=1)
     assert tool.status == "skipped" and "does not take --env-kwargs" in tool.message
     assert gsm.status == "done" and gsm.successes == 2
@@ -69,11 +85,13 @@ def test_run_keys_without_options_are_as_before_so_old_results_resume():
 def test_a_results_file_from_before_env_options_gets_the_column(tmp_path):
     db = tmp_path / "old.sqlite"
     con = sqlite3.connect(db)
-    con.executescript("CREATE TABLE runs (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, suite TEXT, env_id TEXT "
-                      "NOT NULL, env_version TEXT, source TEXT, policy TEXT NOT NULL, policy_kind TEXT, seed INTEGER, "
-                      "episodes INTEGER, package_version TEXT, git_commit TEXT, started_at TEXT, updated_at TEXT, "
-                      "status TEXT, message TEXT);"
-                      "INSERT INTO runs (key, env_id, policy) VALUES ('k', 'AgentR1/GSM8K-v0', 'random');")
+    con.executescript(
+        "CREATE TABLE runs (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, suite TEXT, env_id TEXT "
+        "NOT NULL, env_version TEXT, source TEXT, policy TEXT NOT NULL, policy_kind TEXT, seed INTEGER, "
+        "episodes INTEGER, package_version TEXT, git_commit TEXT, started_at TEXT, updated_at TEXT, "
+        "status TEXT, message TEXT);"
+        "INSERT INTO runs (key, env_id, policy) VALUES ('k', 'AgentR1/GSM8K-v0', 'random');"
+    )
     con.commit()
     con.close()
     store = ResultsStore(db)

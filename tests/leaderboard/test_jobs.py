@@ -17,9 +17,11 @@ class Terminal(io.StringIO):
 
 def test_unregistered_env_and_unknown_policy_are_recorded_and_the_rest_runs(tmp_path):
     stream = Terminal()
-    jobs = [Job("AgentR1/NotHere-v0", "synthetic", "random", episodes=2),
-            Job("AgentR1/GSM8K-v0", "synthetic", "no-such-policy", episodes=2),
-            Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=4)]
+    jobs = [
+        Job("AgentR1/NotHere-v0", "synthetic", "random", episodes=2),
+        Job("AgentR1/GSM8K-v0", "synthetic", "no-such-policy", episodes=2),
+        Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=4),
+    ]
     skipped, unknown, ok = run_jobs(jobs, tmp_path / "r.sqlite", workers=1, progress=Progress(stream))
     assert skipped.status == "skipped" and "not registered in this checkout" in skipped.message
     assert unknown.status == "failed" and "unknown policy 'no-such-policy'" in unknown.message
@@ -32,8 +34,10 @@ def test_unregistered_env_and_unknown_policy_are_recorded_and_the_rest_runs(tmp_
 
 def test_progress_is_quiet_when_not_a_terminal_but_says_why_a_job_stopped(tmp_path):
     stream = io.StringIO()
-    jobs = [Job("AgentR1/NotHere-v0", "synthetic", "random", episodes=2),
-            Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=3)]
+    jobs = [
+        Job("AgentR1/NotHere-v0", "synthetic", "random", episodes=2),
+        Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=3),
+    ]
     run_jobs(jobs, tmp_path / "r.sqlite", workers=1, progress=Progress(stream))
     assert "SKIPPED" in stream.getvalue() and "scripted" not in stream.getvalue()
     runs = {(r["env_id"], r["policy"]): r for r in ResultsStore(tmp_path / "r.sqlite").runs()}
@@ -41,9 +45,11 @@ def test_progress_is_quiet_when_not_a_terminal_but_says_why_a_job_stopped(tmp_pa
 
 
 def test_envs_run_in_parallel_processes_into_one_store(tmp_path):
-    jobs = [Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=5),
-            Job("AgentR1/GSM8K-v0", "synthetic", "random", episodes=5),
-            Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=5)]
+    jobs = [
+        Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=5),
+        Job("AgentR1/GSM8K-v0", "synthetic", "random", episodes=5),
+        Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=5),
+    ]
     outcomes = run_jobs(jobs, tmp_path / "r.sqlite", workers=2)
     assert [o.status for o in outcomes] == ["done"] * 3, [o.message for o in outcomes]
     store = ResultsStore(tmp_path / "r.sqlite")
@@ -54,8 +60,13 @@ def test_envs_run_in_parallel_processes_into_one_store(tmp_path):
 
 
 def test_suites_name_all_five_envs_with_offline_sources():
-    five = {("AgentR1/GSM8K-v0", "synthetic"), ("AgentR1/ToolEnv-v0", "lookup"), ("AgentR1/HotpotQA-v0", "synthetic"),
-            ("AgentR1/ALFWorld-v1", "generated"), ("AgentR1/WebShop-v0", "generated")}
+    five = {
+        ("AgentR1/GSM8K-v0", "synthetic"),
+        ("AgentR1/ToolEnv-v0", "lookup"),
+        ("AgentR1/HotpotQA-v0", "synthetic"),
+        ("AgentR1/ALFWorld-v1", "generated"),
+        ("AgentR1/WebShop-v0", "generated"),
+    }
     # the full suite also plays GSM8K with the sandboxed python tool; the quick suite (the main job) stays the five
     extra = {"quick": set(), "full": {("AgentR1/PythonMath-v0", "synthetic")}}
     for name, entries in SUITES.items():
@@ -91,8 +102,11 @@ run_jobs(jobs, sys.argv[1], workers=int(sys.argv[3]), progress=pace)
 
 
 def _driver(store: Path, episodes: int, workers: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", _DRIVER, str(store), str(episodes), str(workers)], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    return subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, str(store), str(episodes), str(workers)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+    )
 
 
 def _alive_children(pid: int) -> list[int]:
@@ -140,9 +154,21 @@ def test_workers_die_with_the_main_process(tmp_path, sig):
 def _episodes(store_path: Path) -> dict:
     store = ResultsStore(store_path)
     try:
-        return {(r["env_id"], r["seed"], e.idx): (e.seed, e.task_id, e.success, e.reward, e.turns, e.invalid, e.truncated,
-                                      json.dumps(e.metrics, sort_keys=True), e.error)
-                for r in store.runs() for e in store.episodes(r["id"])}
+        return {
+            (r["env_id"], r["seed"], e.idx): (
+                e.seed,
+                e.task_id,
+                e.success,
+                e.reward,
+                e.turns,
+                e.invalid,
+                e.truncated,
+                json.dumps(e.metrics, sort_keys=True),
+                e.error,
+            )
+            for r in store.runs()
+            for e in store.episodes(r["id"])
+        }
     finally:
         store.close()
 
@@ -176,8 +202,10 @@ def test_a_run_killed_at_a_random_point_and_resumed_equals_a_clean_run(tmp_path)
 def test_an_error_a_worker_lets_out_is_reported_as_itself_not_as_a_dead_worker(tmp_path):
     """A worker that raised (here: a results path it cannot open) is alive: its jobs fail with the error's own
     message; 'worker process died' is kept for a pool that lost a process."""
-    jobs = [Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=1),
-            Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=1)]
+    jobs = [
+        Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=1),
+        Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=1),
+    ]
     outcomes = run_jobs(jobs, tmp_path, workers=2)  # a directory: no database can be opened there
     assert [o.status for o in outcomes] == ["failed", "failed"]
     for o in outcomes:

@@ -69,8 +69,12 @@ def test_a_well_formed_line_of_the_wrong_type_is_skipped_and_the_lines_after_it_
     assert [e.idx for e in store.episodes(row["id"])] == [0, 1, 3]
 
 
-NON_FINITE_SHAPES = {"a metric": ("metrics", {"accuracy": "@"}), "the metrics": ("metrics", "@"),
-                     "the reward": ("reward", "@"), "the seconds": ("seconds", "@")}
+NON_FINITE_SHAPES = {
+    "a metric": ("metrics", {"accuracy": "@"}),
+    "the metrics": ("metrics", "@"),
+    "the reward": ("reward", "@"),
+    "the seconds": ("seconds", "@"),
+}
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
@@ -100,8 +104,11 @@ def test_non_finite_metrics_of_a_live_episode_are_left_out_with_a_warning(tmp_pa
     meta = RunMeta("AgentR1/GSM8K-v0", "synthetic", "scripted", 0, 2)
     run_id = store.begin_run(meta)
     with pytest.warns(RuntimeWarning, match=r"non-finite \['accuracy', 'reward'\]"):
-        store.add_episode(meta, run_id, EpisodeRecord(0, 0, "t-0", False, float("inf"), 2, 0,
-                                                      metrics={"accuracy": float("nan"), "turns": 2}))
+        store.add_episode(
+            meta,
+            run_id,
+            EpisodeRecord(0, 0, "t-0", False, float("inf"), 2, 0, metrics={"accuracy": float("nan"), "turns": 2}),
+        )
     (ep,) = store.episodes(run_id)
     assert ep.metrics == {"turns": 2.0} and ep.reward == 0.0
     store.close()
@@ -132,9 +139,20 @@ def test_a_live_episode_with_numpy_numbers_journals_a_line_that_replays(tmp_path
     store = ResultsStore(path)
     meta = RunMeta("AgentR1/GSM8K-v0", "synthetic", "scripted", 0, 1)
     run_id = store.begin_run(meta)
-    store.add_episode(meta, run_id, EpisodeRecord(np.int64(0), np.int64(0), 7, np.bool_(True), np.float32(1.0),
-                                                  np.int64(2), np.int64(0), metrics={"accuracy": np.float64(1.0),
-                                                                                     "steps": np.int64(3)}))
+    store.add_episode(
+        meta,
+        run_id,
+        EpisodeRecord(
+            np.int64(0),
+            np.int64(0),
+            7,
+            np.bool_(True),
+            np.float32(1.0),
+            np.int64(2),
+            np.int64(0),
+            metrics={"accuracy": np.float64(1.0), "steps": np.int64(3)},
+        ),
+    )
     store.close()
     path.unlink()
     rebuilt = ResultsStore(path)  # no unreadable line: the writer stored plain values
@@ -147,8 +165,21 @@ def test_a_live_episode_with_numpy_numbers_journals_a_line_that_replays(tmp_path
 def test_a_training_record_replays_and_a_bad_one_is_skipped(tmp_path):
     path = tmp_path / "r.sqlite"
     store = ResultsStore(path)
-    rec = TrainingRecord("k", "AgentR1/GSM8K-v0", "synthetic", "", "done", None, "hf:a", "hf:b", 40,
-                         [[0, 0.25, 20], [40, 0.5, 20]], {"sft_steps": 850, "lr": 1e-4}, "/tmp/ckpt", 123)
+    rec = TrainingRecord(
+        "k",
+        "AgentR1/GSM8K-v0",
+        "synthetic",
+        "",
+        "done",
+        None,
+        "hf:a",
+        "hf:b",
+        40,
+        [[0, 0.25, 20], [40, 0.5, 20]],
+        {"sft_steps": 850, "lr": 1e-4},
+        "/tmp/ckpt",
+        123,
+    )
     store.save_training(rec)
     store.close()
     with open(f"{path}.jsonl", "a") as f:

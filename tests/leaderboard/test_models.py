@@ -57,8 +57,10 @@ def _closed_port() -> int:
 
 def test_unreachable_endpoint_fails_its_job_with_a_clear_message_and_the_run_goes_on(tmp_path):
     url = f"http://127.0.0.1:{_closed_port()}/v1"
-    jobs = [Job("AgentR1/GSM8K-v0", "synthetic", f"openai:{url}#m", episodes=3),
-            Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=3)]
+    jobs = [
+        Job("AgentR1/GSM8K-v0", "synthetic", f"openai:{url}#m", episodes=3),
+        Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=3),
+    ]
     down, ok = run_jobs(jobs, tmp_path / "r.sqlite", workers=1)
     assert down.status == "failed" and "cannot reach" in down.message and url in down.message
     assert ok.status == "done" and ok.episodes == 3
@@ -75,8 +77,11 @@ def test_a_model_that_times_out_ends_episodes_unsolved_then_stops_its_job(tmp_pa
             policy.reset(make_env("AgentR1/GSM8K-v0", "synthetic"), "", {})
             policy.env.reset(seed=0)
             policy.act("", {})
-        (outcome,) = run_jobs([Job("AgentR1/GSM8K-v0", "synthetic", f"openai:{slow.url}#m", episodes=10,
-                                   timeout=0.2)], tmp_path / "r.sqlite", workers=1)
+        (outcome,) = run_jobs(
+            [Job("AgentR1/GSM8K-v0", "synthetic", f"openai:{slow.url}#m", episodes=10, timeout=0.2)],
+            tmp_path / "r.sqlite",
+            workers=1,
+        )
     finally:
         slow.close()
     assert outcome.status == "failed" and "in a row failed" in outcome.message
@@ -105,9 +110,10 @@ def _tiny_qwen2(path):
 
 def test_hf_policy_runs_a_tiny_local_qwen2_through_the_runner(tmp_path):
     _tiny_qwen2(tmp_path / "tiny")
-    (outcome,) = run_jobs([Job("AgentR1/GSM8K-v0", "synthetic", f"hf:{tmp_path / 'tiny'}?max_new_tokens=12",
-                              episodes=1)],
-                          tmp_path / "r.sqlite")
+    (outcome,) = run_jobs(
+        [Job("AgentR1/GSM8K-v0", "synthetic", f"hf:{tmp_path / 'tiny'}?max_new_tokens=12", episodes=1)],
+        tmp_path / "r.sqlite",
+    )
     assert outcome.status == "done", outcome.message
     store = ResultsStore(tmp_path / "r.sqlite")
     (run,) = store.runs()

@@ -30,8 +30,19 @@ def test_hf_policy_resolves_parser_auto_to_the_model_s_family(tmp_path, monkeypa
         return generate(self, contexts, budgets, params)
 
     monkeypatch.setattr(HFBackend, "generate", spy)
-    argv = ["eval", "--policy", f"hf:{path}?max_new_tokens=4", "--env", GSM8K, "--source", "synthetic",
-            "--episodes", "1", "--results", str(tmp_path / "r.sqlite")]
+    argv = [
+        "eval",
+        "--policy",
+        f"hf:{path}?max_new_tokens=4",
+        "--env",
+        GSM8K,
+        "--source",
+        "synthetic",
+        "--episodes",
+        "1",
+        "--results",
+        str(tmp_path / "r.sqlite"),
+    ]
     assert main([*argv, "--env-kwargs", '{"parser": "auto"}']) == 0
     native = prompts[0]
     # the Llama 3.1 parser: the template lists the tools (its tools=), the system prompt no longer does

@@ -18,8 +18,10 @@ BEFORE, AFTER = "hf:/ckpt/sft?max_new_tokens=40", "hf:/ckpt/grpo?max_new_tokens=
 
 
 def episodes(outcomes: list[bool], start: int = 0) -> list[EpisodeRecord]:
-    return [EpisodeRecord(start + i, start + i, None, ok, float(ok), 1, 0, metrics={"accuracy": float(ok)})
-            for i, ok in enumerate(outcomes)]
+    return [
+        EpisodeRecord(start + i, start + i, None, ok, float(ok), 1, 0, metrics={"accuracy": float(ok)})
+        for i, ok in enumerate(outcomes)
+    ]
 
 
 def test_mcnemar_exact_p_matches_the_binomial_sums_by_hand():
@@ -67,8 +69,21 @@ def _run(store, policy, outcomes, options='{"seed":1}', start=0, kind="model"):
 
 def _trained_store(tmp_path):
     store = ResultsStore(tmp_path / "r.sqlite")
-    store.save_training(TrainingRecord("k", GSM8K, "synthetic", '{"seed":1}', "done", None, BEFORE, AFTER, 2,
-                                       [[0, 0.25, 8], [2, 0.75, 8]], {"sft_steps": 2, "grpo_steps": 2}))
+    store.save_training(
+        TrainingRecord(
+            "k",
+            GSM8K,
+            "synthetic",
+            '{"seed":1}',
+            "done",
+            None,
+            BEFORE,
+            AFTER,
+            2,
+            [[0, 0.25, 8], [2, 0.75, 8]],
+            {"sft_steps": 2, "grpo_steps": 2},
+        )
+    )
     return store
 
 
@@ -88,8 +103,10 @@ def test_the_board_pairs_the_trained_rows_of_the_same_episodes_and_prints_the_te
     (after,) = [r for r in rows if r.options == "seed=1" and r.paired is not None]
     assert after.policy.startswith("tiny agent, after training") and after.paired == got
     assert not any(r.paired for r in rows if "before" in r.policy)
-    line = (f"'{after.policy}' against its start on the same 8 episodes: 6 newly solved, 1 lost; McNemar's exact "
-            f"p = {mcnemar(6, 1):.2g}")
+    line = (
+        f"'{after.policy}' against its start on the same 8 episodes: 6 newly solved, 1 lost; McNemar's exact "
+        f"p = {mcnemar(6, 1):.2g}"
+    )
     boards = board(store, references=False)
     assert line in render.terminal(boards) and line in render.markdown(boards)
     page = render.to_html(boards)

@@ -23,8 +23,10 @@ from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore, RunMeta, 
 def boards(tmp_path_factory):
     path = tmp_path_factory.mktemp("board") / "r.sqlite"
     jobs = [Job("AgentR1/GSM8K-v0", "synthetic", p, episodes=12) for p in ("random", "scripted", "oracle")]
-    jobs += [Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=6),
-             Job("AgentR1/NoSuchEnv-v0", "synthetic", "random", episodes=6)]
+    jobs += [
+        Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=6),
+        Job("AgentR1/NoSuchEnv-v0", "synthetic", "random", episodes=6),
+    ]
     run_jobs(jobs, path, workers=1)
     store = ResultsStore(path)
     yield board(store)
@@ -52,8 +54,15 @@ def test_csv_has_one_row_per_run_and_reported_row(boards):
     assert sum(r["kind"] == "reported" for r in gsm) == 5
 
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def _chromium() -> str:
@@ -71,16 +80,31 @@ def test_html_page_opens_in_headless_chromium_with_its_table_and_plots(boards, t
     text = page.read_text()
     assert not re.search(r"""(src|href)=["'](?!#)|<link|<script|url\(http""", text)  # nothing to fetch
     base = [browser, *CHROMIUM_FLAGS]
-    dom = subprocess.run([*base, f"--user-data-dir={tmp_path / 'profile-dom'}", "--dump-dom", page.as_uri()],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
+    dom = subprocess.run(
+        [*base, f"--user-data-dir={tmp_path / 'profile-dom'}", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     assert dom.count('<table class="board">') == len(boards) == 3
     assert dom.count('<svg class="plot"') == 3 and "matplotlib" in text  # matplotlib's SVG, inline
     assert len(re.findall(r'<g id="bar-baseline-\d+"', dom)) == 2  # GSM8K and ToolEnv scripted
     assert '<g id="bar-reported-' in dom and '<g id="bar-oracle-' in dom
     assert re.search(r'<tr class="baseline"><td>scripted</td>', dom)
     shot = tmp_path / "shot.png"
-    subprocess.run([*base, f"--user-data-dir={tmp_path / 'profile-shot'}", f"--screenshot={shot}",
-                    "--window-size=1200,1600", page.as_uri()], capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [
+            *base,
+            f"--user-data-dir={tmp_path / 'profile-shot'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,1600",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     image = Image.open(shot).convert("RGB")
     assert image.size == (1200, 1600)
     colours = {c for _, c in image.getcolors(maxcolors=1 << 20)}
@@ -101,18 +125,39 @@ def _run(store: ResultsStore, policy: str, solved: int, options: str = "", kind:
     meta = RunMeta(GSM8K, "synthetic", policy, 0, 8, policy_kind=kind, status="done", env_kwargs=options)
     run_id = store.begin_run(meta)
     for i in range(8):
-        store.add_episode(meta, run_id, EpisodeRecord(i, i, None, i < solved, float(i < solved), 1, 0,
-                                                      metrics={"accuracy": float(i < solved)}))
+        store.add_episode(
+            meta,
+            run_id,
+            EpisodeRecord(i, i, None, i < solved, float(i < solved), 1, 0, metrics={"accuracy": float(i < solved)}),
+        )
     store.finish_run(meta, "done")
 
 
 @pytest.fixture(scope="module")
 def options_page(tmp_path_factory) -> str:
     store = ResultsStore(tmp_path_factory.mktemp("options") / "r.sqlite")
-    store.save_training(TrainingRecord("k", GSM8K, "synthetic", "", "done", None, BEFORE, AFTER, 40,
-                                       [[0, 0.25, 8], [40, 0.75, 8]], {"sft_steps": 20, "grpo_steps": 40}))
-    for policy, solved, kind in ((BEFORE, 2, "model"), (AFTER, 7, "model"), ("scripted", 8, "baseline"),
-                                 ("random", 1, "random"), (LONG_SPEC, 3, "model")):
+    store.save_training(
+        TrainingRecord(
+            "k",
+            GSM8K,
+            "synthetic",
+            "",
+            "done",
+            None,
+            BEFORE,
+            AFTER,
+            40,
+            [[0, 0.25, 8], [40, 0.75, 8]],
+            {"sft_steps": 20, "grpo_steps": 40},
+        )
+    )
+    for policy, solved, kind in (
+        (BEFORE, 2, "model"),
+        (AFTER, 7, "model"),
+        ("scripted", 8, "baseline"),
+        ("random", 1, "random"),
+        (LONG_SPEC, 3, "model"),
+    ):
         _run(store, policy, solved, kind=kind)
     for options in (HARD, NESTED):
         _run(store, "scripted", 5, options)
@@ -201,12 +246,25 @@ def test_every_label_lies_inside_its_chart_in_headless_chromium(options_page, tm
     browser = _chromium()
     page = tmp_path / "measured.html"
     page.write_text(options_page.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
-    dom = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,1600",
-                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True).stdout
+    dom = subprocess.run(
+        [
+            browser,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1200,1600",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     measured = json.loads(html.unescape(re.search(r'<pre id="measured">(.*?)</pre>', dom, re.S).group(1)))
     texts = {m["text"] for m in measured}
     assert {AFTER_LABEL, "scripted", "accuracy (%)", "GRPO step (0: the SFT checkpoint)"} <= texts
-    cut = [(m["chart"], m["text"], [round(x, 1) for x in m["margins"]]) for m in measured
-           if min(m["margins"]) < -0.5]  # half a pixel for rounding
+    cut = [
+        (m["chart"], m["text"], [round(x, 1) for x in m["margins"]]) for m in measured if min(m["margins"]) < -0.5
+    ]  # half a pixel for rounding
     assert not cut, f"texts out of their chart (margins left, top, right, bottom in px): {cut}"
     assert any(LONG_SPEC.startswith(t) and len(t) < len(LONG_SPEC) for t in texts)  # the long spec wrapped

@@ -31,10 +31,25 @@ def _count(path: Path) -> int:
 
 def test_a_killed_run_keeps_its_episodes_and_resumes_where_it_stopped(tmp_path):
     db = tmp_path / "r.sqlite"
-    cmd = [sys.executable, "-m", "agentgym_r1.cli", "eval", "--policy", "scripted", "--env", "AgentR1/GSM8K-v0",
-           "--source", "synthetic", "--episodes", "100000", "--results", str(db)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    cmd = [
+        sys.executable,
+        "-m",
+        "agentgym_r1.cli",
+        "eval",
+        "--policy",
+        "scripted",
+        "--env",
+        "AgentR1/GSM8K-v0",
+        "--source",
+        "synthetic",
+        "--episodes",
+        "100000",
+        "--results",
+        str(db),
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     deadline = time.monotonic() + 60
     while (not db.exists() or _count(db) < 5) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -59,8 +74,14 @@ def test_a_killed_run_keeps_its_episodes_and_resumes_where_it_stopped(tmp_path):
 
 def _filled(tmp_path: Path) -> Path:
     db = tmp_path / "r.sqlite"
-    run_jobs([Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=4),
-              Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=3)], db, workers=1)
+    run_jobs(
+        [
+            Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=4),
+            Job("AgentR1/ToolEnv-v0", "lookup", "scripted", episodes=3),
+        ],
+        db,
+        workers=1,
+    )
     return db
 
 
@@ -80,7 +101,7 @@ def test_damaged_pages_are_detected_and_the_run_goes_on(tmp_path):
     data = bytearray(db.read_bytes())
     page = 4096
     for offset in range(page, len(data), page):  # wreck every page but the header's
-        data[offset:offset + 64] = b"\xff" * 64
+        data[offset : offset + 64] = b"\xff" * 64
     db.write_bytes(bytes(data))
     (outcome,) = run_jobs([Job("AgentR1/GSM8K-v0", "synthetic", "scripted", episodes=6)], db, workers=1)
     assert outcome.status == "done" and outcome.episodes == 6
@@ -107,7 +128,12 @@ def test_run_metadata_is_recorded(tmp_path):
     store.add_episode(meta, run_id, EpisodeRecord(0, 3, "t-0", True, 1.0, 2, 0, metrics={"accuracy": 1.0}))
     (run,) = store.runs()
     assert (run["env_id"], run["env_version"], run["source"], run["policy"], run["seed"]) == (
-        "AgentR1/GSM8K-v0", "v0", "synthetic", "scripted", 3)
+        "AgentR1/GSM8K-v0",
+        "v0",
+        "synthetic",
+        "scripted",
+        3,
+    )
     assert run["package_version"] == "0.1.0" and run["git_commit"] == "abc" and run["started_at"]
     (ep,) = store.episodes(run_id)
     assert ep.metrics == {"accuracy": 1.0} and ep.finished_at
@@ -169,8 +195,9 @@ print("released", flush=True)
 @contextlib.contextmanager
 def _holding_lock(path: Path, seconds: float) -> Iterator[subprocess.Popen]:
     """A second process that holds ``path`` locked for ``seconds`` (entered once it holds the lock; killed at exit)."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(path), str(seconds)], stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(path), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         with sqlite3.connect(path, timeout=0) as probe, pytest.raises(sqlite3.OperationalError, match="locked"):

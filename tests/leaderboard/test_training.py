@@ -27,14 +27,42 @@ from agentgym_r1.leaderboard.store import ResultsStore, TrainingRecord  # noqa: 
 from agentgym_r1.leaderboard.training import DEPENDS, TrainBudget, TrainPlan  # noqa: E402
 
 GSM8K = "AgentR1/GSM8K-v0"
-TINY = TrainBudget(sft_steps=2, grpo_steps=2, eval_every=1, sft_episodes=16, sft_batch=4, grpo_prompts=2,
-                   generations=2, layers=1, hidden=32, vocab=300, tokenizer_episodes=20, max_new_tokens=16,
-                   max_turns=2, max_completion_length=64)
+TINY = TrainBudget(
+    sft_steps=2,
+    grpo_steps=2,
+    eval_every=1,
+    sft_episodes=16,
+    sft_batch=4,
+    grpo_prompts=2,
+    generations=2,
+    layers=1,
+    hidden=32,
+    vocab=300,
+    tokenizer_episodes=20,
+    max_new_tokens=16,
+    max_turns=2,
+    max_completion_length=64,
+)
 
 
 def board_args(results, *extra: str):
-    return build_parser().parse_args(["leaderboard", "run", "--suite", "quick", "--env", GSM8K, "--episodes", "4",
-                                      "--workers", "1", "--results", str(results), *extra])
+    return build_parser().parse_args(
+        [
+            "leaderboard",
+            "run",
+            "--suite",
+            "quick",
+            "--env",
+            GSM8K,
+            "--episodes",
+            "4",
+            "--workers",
+            "1",
+            "--results",
+            str(results),
+            *extra,
+        ]
+    )
 
 
 def trainings(results) -> list[TrainingRecord]:
@@ -123,8 +151,11 @@ def test_the_rows_score_1024_held_out_problems_and_the_curve_reads_the_first_of_
     plan = TrainPlan(str(tmp_path / "lb.sqlite"), tmp_path / "train", budget=TINY)
     assert plan.episodes == 1024 and len(plan.job("sft").items()) == 1024
     assert plan.curve_items() == plan.job("grpo").items()[:128] == [(i, i) for i in range(128)]
-    assert TrainPlan(plan.results, plan.out_dir, 10, curve_episodes=3, budget=TINY).curve_items() == \
-        [(0, 0), (1, 1), (2, 2)]
+    assert TrainPlan(plan.results, plan.out_dir, 10, curve_episodes=3, budget=TINY).curve_items() == [
+        (0, 0),
+        (1, 1),
+        (2, 2),
+    ]
     with pytest.raises(ConfigError, match="curve_episodes must be at least 1, got 0"):
         TrainPlan(plan.results, plan.out_dir, curve_episodes=0)
 
@@ -153,8 +184,26 @@ def test_training_is_reproducible(trained, tmp_path):
 
 def test_no_train_skips_the_training(tmp_path, capsys):
     results = tmp_path / "lb.sqlite"
-    assert main(["leaderboard", "run", "--suite", "quick", "--env", GSM8K, "--episodes", "2", "--workers", "1",
-                 "--no-train", "--results", str(results)]) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                "run",
+                "--suite",
+                "quick",
+                "--env",
+                GSM8K,
+                "--episodes",
+                "2",
+                "--workers",
+                "1",
+                "--no-train",
+                "--results",
+                str(results),
+            ]
+        )
+        == 0
+    )
     assert trainings(results) == []
     assert not results.with_name("lb-train").exists()
     assert "tiny agent" not in capsys.readouterr().out
@@ -196,11 +245,17 @@ def test_ctrl_c_during_training_prints_the_board_and_exits_130(tmp_path, capsys)
 def test_a_killed_training_process_is_reported_as_missing(tmp_path, capsys):
     """SIGKILL runs no cleanup: the record stays ``running``; once its process is gone the board says so."""
     results = tmp_path / "lb.sqlite"
-    code = ("import sys; from agentgym_r1.leaderboard.cli import run_board; from agentgym_r1.cli import build_parser;"
-            "from tests.leaderboard.test_training import TINY, board_args; import dataclasses;"
-            "run_board(board_args(sys.argv[1]), dataclasses.replace(TINY, grpo_steps=1000))")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(results)], cwd=os.getcwd(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    code = (
+        "import sys; from agentgym_r1.leaderboard.cli import run_board; from agentgym_r1.cli import build_parser;"
+        "from tests.leaderboard.test_training import TINY, board_args; import dataclasses;"
+        "run_board(board_args(sys.argv[1]), dataclasses.replace(TINY, grpo_steps=1000))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(results)],
+        cwd=os.getcwd(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
@@ -226,8 +281,23 @@ def test_a_killed_training_process_is_reported_as_missing(tmp_path, capsys):
 
 
 def test_a_bad_step_budget_is_refused_before_any_work(tmp_path, capsys):
-    assert main(["leaderboard", "run", "--suite", "quick", "--env", GSM8K, "--train-steps", "0",
-                 "--results", str(tmp_path / "lb.sqlite")]) == 2
+    assert (
+        main(
+            [
+                "leaderboard",
+                "run",
+                "--suite",
+                "quick",
+                "--env",
+                GSM8K,
+                "--train-steps",
+                "0",
+                "--results",
+                str(tmp_path / "lb.sqlite"),
+            ]
+        )
+        == 2
+    )
     assert "argument --train-steps: must be at least 1, got 0" in capsys.readouterr().err  # the flag's type
     assert not (tmp_path / "lb.sqlite").exists()
 
@@ -235,9 +305,11 @@ def test_a_bad_step_budget_is_refused_before_any_work(tmp_path, capsys):
 def test_without_the_train_extra_the_agent_is_skipped_saying_so(tmp_path):
     """The board's own install (no ``train`` extra): the training is skipped with the install line, the rest runs."""
     results = tmp_path / "lb.sqlite"
-    code = ("import sys; sys.modules['trl'] = None;"  # an import of trl now raises ImportError, as if not installed
-            "from agentgym_r1.cli import main; sys.exit(main(['leaderboard', 'run', '--suite', 'quick', '--env', "
-            f"'{GSM8K}', '--episodes', '2', '--workers', '1', '--results', sys.argv[1]]))")
+    code = (
+        "import sys; sys.modules['trl'] = None;"  # an import of trl now raises ImportError, as if not installed
+        "from agentgym_r1.cli import main; sys.exit(main(['leaderboard', 'run', '--suite', 'quick', '--env', "
+        f"'{GSM8K}', '--episodes', '2', '--workers', '1', '--results', sys.argv[1]]))"
+    )
     done = subprocess.run([sys.executable, "-c", code, str(results)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
@@ -251,8 +323,19 @@ def test_a_training_record_is_journaled_and_rebuilt_with_the_results_file(tmp_pa
     back, so the board still shows the curve and why a row is missing."""
     results = tmp_path / "lb.sqlite"
     store = ResultsStore(results)
-    rec = TrainingRecord("k", GSM8K, "synthetic", '{"seed":1}', "failed", "training failed during GRPO (3/40 steps)",
-                         "hf:a", "hf:b", 40, [[0, 0.25, 8], [10, 0.5, 8]], {"sft_steps": 1, "grpo_steps": 40})
+    rec = TrainingRecord(
+        "k",
+        GSM8K,
+        "synthetic",
+        '{"seed":1}',
+        "failed",
+        "training failed during GRPO (3/40 steps)",
+        "hf:a",
+        "hf:b",
+        40,
+        [[0, 0.25, 8], [10, 0.5, 8]],
+        {"sft_steps": 1, "grpo_steps": 40},
+    )
     store.save_training(rec)
     store.close()
     results.unlink()

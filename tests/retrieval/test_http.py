@@ -18,8 +18,10 @@ from agentgym_r1.envs.hotpotqa.env import HotpotQAEnv
 from agentgym_r1.error import ConfigError, RetrievalError
 from agentgym_r1.retrieval.http import HttpRetriever
 
-THREE_SEARCHES = "".join(f'<tool_call>{json.dumps({"name": "search", "arguments": {"query": q}})}</tool_call>'
-                         for q in ("first entity", "second entity", "third entity"))
+THREE_SEARCHES = "".join(
+    f"<tool_call>{json.dumps({'name': 'search', 'arguments': {'query': q}})}</tool_call>"
+    for q in ("first entity", "second entity", "third entity")
+)
 
 
 def _closed_port() -> int:
@@ -101,9 +103,18 @@ def test_refused_connections_get_a_short_bounded_retry():
     client.close()
 
 
-@pytest.mark.parametrize(("option", "value"), [("timeout", 0), ("timeout", float("inf")), ("timeout", "2"),
-                                               ("retries", -1), ("retries", 1.5), ("backoff", float("nan")),
-                                               ("cooldown", -1)])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("timeout", 0),
+        ("timeout", float("inf")),
+        ("timeout", "2"),
+        ("retries", -1),
+        ("retries", 1.5),
+        ("backoff", float("nan")),
+        ("cooldown", -1),
+    ],
+)
 def test_bad_client_options_are_refused(option, value):
     with pytest.raises(ConfigError, match=option):
         HttpRetriever("http://127.0.0.1:1", **{option: value})

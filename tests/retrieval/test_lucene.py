@@ -44,8 +44,9 @@ def test_bad_queries_never_raise(lucene, query):
 def test_reloaded_through_the_factory(lucene):
     clear_retriever_cache()
     loaded = load_retriever(lucene.index_dir, backend="lucene", cache=False)
-    assert [h.doc.id for h in loaded.search("coral reef Queensland")] == \
-           [h.doc.id for h in lucene.search("coral reef Queensland")]
+    assert [h.doc.id for h in loaded.search("coral reef Queensland")] == [
+        h.doc.id for h in lucene.search("coral reef Queensland")
+    ]
     loaded.close()
     with pytest.raises(IndexMismatchError):
         load_retriever(lucene.index_dir, backend="bm25")

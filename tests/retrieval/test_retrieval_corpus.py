@@ -10,10 +10,14 @@ from agentgym_r1.retrieval.store import DocStore
 
 
 def test_hf_and_official_layouts_give_the_same_paragraphs():
-    hf = [{"id": "a", "context": {"title": ["X", "Y"], "sentences": [["X is ", "big."], ["Y is small."]]}},
-          {"id": "b", "context": {"title": ["Y", "Z"], "sentences": [["Y again."], ["Z."]]}}]
-    official = [{"_id": "a", "context": [["X", ["X is ", "big."]], ["Y", ["Y is small."]]]},
-                {"_id": "b", "context": [["Y", ["Y again."]], ["Z", ["Z."]]]}]
+    hf = [
+        {"id": "a", "context": {"title": ["X", "Y"], "sentences": [["X is ", "big."], ["Y is small."]]}},
+        {"id": "b", "context": {"title": ["Y", "Z"], "sentences": [["Y again."], ["Z."]]}},
+    ]
+    official = [
+        {"_id": "a", "context": [["X", ["X is ", "big."]], ["Y", ["Y is small."]]]},
+        {"_id": "b", "context": [["Y", ["Y again."]], ["Z", ["Z."]]]},
+    ]
     expected = [Document("X", "X", "X is big."), Document("Y", "Y", "Y is small."), Document("Z", "Z", "Z.")]
     assert hotpotqa_paragraphs(hf) == expected
     assert hotpotqa_paragraphs(official) == expected

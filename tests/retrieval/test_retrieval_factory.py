@@ -84,13 +84,25 @@ def test_unknown_backend_and_missing_index_raise(tmp_path):
 
 
 def test_corpus_files_in_both_layouts(tmp_path):
-    wiki = _write_jsonl(tmp_path / "wiki.jsonl", [{"id": "1", "contents": '"Ada Lovelace"\nShe wrote an algorithm.'},
-                                                  {"id": "2", "contents": '"Kilimanjaro"\nA volcano in Tanzania.'}])
-    titled = _write_jsonl(tmp_path / "t.jsonl", [{"title": "Ada Lovelace", "text": "She wrote an algorithm."},
-                                                 {"title": "Kilimanjaro", "text": "A volcano in Tanzania."}])
+    wiki = _write_jsonl(
+        tmp_path / "wiki.jsonl",
+        [
+            {"id": "1", "contents": '"Ada Lovelace"\nShe wrote an algorithm.'},
+            {"id": "2", "contents": '"Kilimanjaro"\nA volcano in Tanzania.'},
+        ],
+    )
+    titled = _write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            {"title": "Ada Lovelace", "text": "She wrote an algorithm."},
+            {"title": "Kilimanjaro", "text": "A volcano in Tanzania."},
+        ],
+    )
     docs = load_corpus(wiki)
-    assert [(d.id, d.title, d.text) for d in docs] == [("1", "Ada Lovelace", "She wrote an algorithm."),
-                                                      ("2", "Kilimanjaro", "A volcano in Tanzania.")]
+    assert [(d.id, d.title, d.text) for d in docs] == [
+        ("1", "Ada Lovelace", "She wrote an algorithm."),
+        ("2", "Kilimanjaro", "A volcano in Tanzania."),
+    ]
     assert [(d.title, d.text) for d in load_corpus(titled)] == [(d.title, d.text) for d in docs]
     r = build_retriever("bm25", wiki, tmp_path / "idx")
     assert r.search("volcano")[0].doc.title == "Kilimanjaro"
@@ -111,9 +123,11 @@ def test_missing_corpus_file_raises(tmp_path):
 
 
 def test_importing_retrieval_loads_no_backend():
-    code = ("import sys, agentgym_r1.retrieval; "
-            "print(sorted(m for m in ('tantivy', 'faiss', 'torch', 'httpx', 'fastapi', 'jnius', 'pyserini', "
-            "'sentence_transformers') if m in sys.modules))")
+    code = (
+        "import sys, agentgym_r1.retrieval; "
+        "print(sorted(m for m in ('tantivy', 'faiss', 'torch', 'httpx', 'fastapi', 'jnius', 'pyserini', "
+        "'sentence_transformers') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 

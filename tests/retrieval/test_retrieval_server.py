@@ -52,9 +52,26 @@ def server(tmp_path_factory):
     build_retriever("bm25", SMALL_DOCS, index, cache=False).close()
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym_r1.cli", "serve", "retriever", "--index", str(index),
-                             "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentgym_r1.cli",
+            "serve",
+            "retriever",
+            "--index",
+            str(index),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, proc)
@@ -101,12 +118,14 @@ def test_pooled_client_is_thread_safe(server):
     url, _ = server
     errors: list[BaseException] = []
     with HttpRetriever(url, timeout=5.0) as client:
+
         def work(i: int) -> None:
             try:
                 query, doc_id = QUERIES[i % len(QUERIES)]
                 assert client.search(query, k=1)[0].doc.id == doc_id
             except BaseException as e:
                 errors.append(e)
+
         threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
         for t in threads:
             t.start()
@@ -170,8 +189,11 @@ def test_non_finite_k_and_oversized_bodies_are_refused_not_500():
     retriever = build_retriever("bm25", SMALL_DOCS, cache=False)
     with TestClient(create_app(retriever), raise_server_exceptions=False) as tc:
         for k in ("NaN", "Infinity", "1e400", "-1e400"):
-            response = tc.post("/retrieve", content='{"queries": ["reef"], "k": ' + k + '}',
-                               headers={"content-type": "application/json"})
+            response = tc.post(
+                "/retrieve",
+                content='{"queries": ["reef"], "k": ' + k + "}",
+                headers={"content-type": "application/json"},
+            )
             assert response.status_code == 422, (k, response.text)
         big = b'{"queries": ["' + b"a" * (MAX_BODY_BYTES + 1) + b'"]}'
         assert tc.post("/retrieve", content=big, headers={"content-type": "application/json"}).status_code == 413
@@ -183,7 +205,10 @@ def test_non_finite_k_and_oversized_bodies_are_refused_not_500():
             yield b'"]}'
 
         assert tc.post("/retrieve", content=streamed(), headers={"content-type": "application/json"}).status_code in (
-            400, 413)
-        lone = tc.post("/retrieve", content='{"queries": ["reef\\ud800"], "k": 1}',
-                       headers={"content-type": "application/json"})
+            400,
+            413,
+        )
+        lone = tc.post(
+            "/retrieve", content='{"queries": ["reef\\ud800"], "k": 1}', headers={"content-type": "application/json"}
+        )
         assert lone.status_code == 200 and lone.json()["results"][0]

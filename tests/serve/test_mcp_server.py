@@ -58,16 +58,22 @@ def check(tools, found, empty, unknown, title: str) -> None:
 def test_an_mcp_client_calls_hotpotqa_search_over_stdio(title):
     # the SDK passes only a few variables to a stdio server (mcp.client.stdio.get_default_environment): the checkout
     # goes by PYTHONPATH
-    params = StdioServerParameters(command=CLI[0], args=[*CLI[1:], "--transport", "stdio"], cwd=ROOT,
-                                   env={"PYTHONPATH": ROOT})
+    params = StdioServerParameters(
+        command=CLI[0], args=[*CLI[1:], "--transport", "stdio"], cwd=ROOT, env={"PYTHONPATH": ROOT}
+    )
     with open(os.devnull, "w") as errlog:
         check(*anyio.run(use, stdio_client(params, errlog=errlog), title), title)
 
 
 def test_an_mcp_client_calls_hotpotqa_search_over_streamable_http(title):
     port = free_port()
-    proc = subprocess.Popen([*CLI, "--port", str(port)], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*CLI, "--port", str(port)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def listening() -> bool:
         import socket

@@ -120,8 +120,14 @@ def test_unknown_id_and_bad_kwargs_refused_before_serving(tmp_path):
     with pytest.raises(ConfigError, match="max_sessions"):
         make_app("AgentR1/GSM8K-v0", {"source": "synthetic"}, max_sessions=0)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "agentgym_r1.cli", "serve", "env", "AgentR1/Nope-v0", "--port", "1"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentgym_r1.cli", "serve", "env", "AgentR1/Nope-v0", "--port", "1"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert "not serving AgentR1/Nope-v0" in proc.stderr  # logged
     assert "agentgym-r1: error: unknown env id" in proc.stderr
@@ -135,7 +141,10 @@ def test_session_cap_clear_error_and_close_code(caplog):
     with served("AgentR1/GSM8K-v0", {"source": "synthetic"}, max_sessions=2) as url:
         a = gym.make("AgentR1/Remote-v0", url=url)
         b = gym.make("AgentR1/Remote-v0", url=url)
-        with pytest.raises(SessionLimitError, match=r"(2/2 sessions|cap \(2\)).*Close other sessions or start the server with a larger --max-sessions"):
+        with pytest.raises(
+            SessionLimitError,
+            match=r"(2/2 sessions|cap \(2\)).*Close other sessions or start the server with a larger --max-sessions",
+        ):
             gym.make("AgentR1/Remote-v0", url=url)
         with connect(url.replace("http", "ws") + "/ws") as ws:  # the server answers at once, then closes
             error = json.loads(ws.recv(timeout=10))
@@ -164,13 +173,21 @@ def test_idle_session_closed_and_reopened_at_next_reset():
 
 
 def test_killed_client_frees_its_session():
-    script = ("import sys, gymnasium as gym, agentgym_r1\n"
-              "env = gym.make('AgentR1/Remote-v0', url=sys.argv[1])\n"
-              "env.reset(seed=0); env.step('hello')\n"
-              "print('mid-episode', flush=True); sys.stdin.read()\n")
+    script = (
+        "import sys, gymnasium as gym, agentgym_r1\n"
+        "env = gym.make('AgentR1/Remote-v0', url=sys.argv[1])\n"
+        "env.reset(seed=0); env.step('hello')\n"
+        "print('mid-episode', flush=True); sys.stdin.read()\n"
+    )
     with served("AgentR1/GSM8K-v0", {"source": "synthetic"}, max_sessions=1) as url:
-        proc = subprocess.Popen([sys.executable, "-c", script, url], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, url],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert proc.stdout.readline().strip() == "mid-episode"
             assert sessions(url)["live_envs"] == 1

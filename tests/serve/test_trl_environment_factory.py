@@ -26,8 +26,9 @@ def test_grpo_with_trl_tool_loop_on_a_served_env(tmp_path, monkeypatch):
 
     torch.set_num_threads(1)
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-    spec = importlib.util.spec_from_file_location("trl_environment_factory", ROOT / "examples" /
-                                                  "trl_environment_factory.py")
+    spec = importlib.util.spec_from_file_location(
+        "trl_environment_factory", ROOT / "examples" / "trl_environment_factory.py"
+    )
     example = importlib.util.module_from_spec(spec)
     sys.modules["trl_environment_factory"] = example
     spec.loader.exec_module(example)

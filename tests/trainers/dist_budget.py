@@ -25,8 +25,10 @@ def refuse(out: str, tmp: str) -> None:
 
     tok = tiny_tokenizer()
     errors = {}
-    for name, cls, args in [("grpo", AgentGRPOTrainer, grpo_args(f"{tmp}/g", use_cpu=False, bf16=False)),
-                            ("ppo", AgentPPOTrainer, ppo_args(f"{tmp}/p", use_cpu=False))]:
+    for name, cls, args in [
+        ("grpo", AgentGRPOTrainer, grpo_args(f"{tmp}/g", use_cpu=False, bf16=False)),
+        ("ppo", AgentPPOTrainer, ppo_args(f"{tmp}/p", use_cpu=False)),
+    ]:
         try:
             cls(tiny_model(tok), args, tok, make_env=CountEnv)
         except ConfigError as e:
@@ -56,15 +58,25 @@ def main(out: str, tmp: str) -> None:
     model = tiny_model(tok)
     clock = Clock()
     budget = WallClockBudget(5 / 60, clock=clock)  # 5 s: rank 0's clock spends it at step 5, rank 1's at step 3
-    args = grpo_args(tmp, per_device_train_batch_size=4, num_generations=4, max_steps=12, learning_rate=1e-2,
-                     lr_scheduler_type="constant", seed=0, data_seed=0)
-    trainer = AgentGRPOTrainer(model, args, tok, make_env=CountEnv,
-                               callbacks=[Tick(clock, 1.0 + state.process_index), budget])
+    args = grpo_args(
+        tmp,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_steps=12,
+        learning_rate=1e-2,
+        lr_scheduler_type="constant",
+        seed=0,
+        data_seed=0,
+    )
+    trainer = AgentGRPOTrainer(
+        model, args, tok, make_env=CountEnv, callbacks=[Tick(clock, 1.0 + state.process_index), budget]
+    )
     trainer.train()
     lrs = [log["learning_rate"] for log in trainer.state.log_history if "learning_rate" in log]
-    torch.save({"steps": trainer.state.global_step, "lrs": lrs,
-                "params": flat_parameters(model)},
-               f"{out}.rank{state.process_index}.pt")
+    torch.save(
+        {"steps": trainer.state.global_step, "lrs": lrs, "params": flat_parameters(model)},
+        f"{out}.rank{state.process_index}.pt",
+    )
 
 
 if __name__ == "__main__":

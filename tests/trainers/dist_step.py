@@ -66,9 +66,17 @@ def main(algo: str, out_path: str, tmp: str) -> None:
     if algo.startswith("grpo"):
         from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
-        args = grpo_args(tmp, per_device_train_batch_size=local, num_generations=4, optim="sgd",
-                         skip_zero_advantage=algo == "grpo-skip", layout="step" if algo == "grpo-step" else
-                         "concatenated", loss_type="grpo" if algo == "grpo-rowmean" else "dapo", seed=0, data_seed=0)
+        args = grpo_args(
+            tmp,
+            per_device_train_batch_size=local,
+            num_generations=4,
+            optim="sgd",
+            skip_zero_advantage=algo == "grpo-skip",
+            layout="step" if algo == "grpo-step" else "concatenated",
+            loss_type="grpo" if algo == "grpo-rowmean" else "dapo",
+            seed=0,
+            data_seed=0,
+        )
         env = ShortEnv if algo == "grpo-step" else CountEnv
         trainer = AgentGRPOTrainer(model, args, tok, make_env=env, backend=backend)
         score = trainer._generate_and_score_completions
@@ -82,8 +90,9 @@ def main(algo: str, out_path: str, tmp: str) -> None:
     else:
         from agentgym_r1.trainers.ppo import AgentPPOTrainer
 
-        args = ppo_args(tmp, rollout_batch_size=local, mini_batch_size=local, ppo_epochs=1, optim="sgd", seed=0,
-                        data_seed=0)
+        args = ppo_args(
+            tmp, rollout_batch_size=local, mini_batch_size=local, ppo_epochs=1, optim="sgd", seed=0, data_seed=0
+        )
         trainer = AgentPPOTrainer(model, args, tok, make_env=CountEnv, backend=backend)
         score, seen = trainer._score, {}
 
@@ -103,8 +112,16 @@ def main(algo: str, out_path: str, tmp: str) -> None:
     trained = trainer.accelerator.gather(mask.sum(dim=1).float().contiguous())
     if state.is_main_process:
         update = [(p.detach() - b) for p, b in zip(params.parameters(), before, strict=True)]
-        torch.save({"processes": trainer.accelerator.num_processes, "advantages": rows.cpu(), "trained": trained.cpu(),
-                    "loss": trainer.state.log_history[0]["loss"], "update": update}, out_path)
+        torch.save(
+            {
+                "processes": trainer.accelerator.num_processes,
+                "advantages": rows.cpu(),
+                "trained": trained.cpu(),
+                "loss": trainer.state.log_history[0]["loss"],
+                "update": update,
+            },
+            out_path,
+        )
 
 
 if __name__ == "__main__":

@@ -20,15 +20,30 @@ def main(model_dir: str, out: str, tmp: str) -> None:
     state = PartialState(cpu=True)  # the trainers' use_cpu=True: gloo under torchrun
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    args = grpo_args(tmp, use_vllm=True, vllm_mode="colocate", max_steps=2, model_init=model_dir,
-                     vllm_max_model_length=512, per_device_train_batch_size=4)
+    args = grpo_args(
+        tmp,
+        use_vllm=True,
+        vllm_mode="colocate",
+        max_steps=2,
+        model_init=model_dir,
+        vllm_max_model_length=512,
+        per_device_train_batch_size=4,
+    )
     trainer = AgentGRPOTrainer(model, args, tok, make_env=CountEnv)
     before = flat_parameters(model)
     with counted_generate(vllm=VLLMBackend, hf=HFBackend) as calls:
         trainer.train()
     after = flat_parameters(model)
-    torch.save({"processes": trainer.accelerator.num_processes, "calls": calls, "steps": trainer.state.global_step,
-                "moved": not torch.equal(before, after), "params": after}, f"{out}.rank{state.process_index}.pt")
+    torch.save(
+        {
+            "processes": trainer.accelerator.num_processes,
+            "calls": calls,
+            "steps": trainer.state.global_step,
+            "moved": not torch.equal(before, after),
+            "params": after,
+        },
+        f"{out}.rank{state.process_index}.pt",
+    )
 
 
 if __name__ == "__main__":

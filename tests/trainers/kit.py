@@ -59,8 +59,10 @@ class ProcessEnv(CountEnv):
 
 
 def tiny_tokenizer() -> Any:
-    texts = ["<|im_start|>system\nWrite digits.<|im_end|>\n<|im_start|>user\nGo.<|im_end|>\n<|im_start|>assistant\n"
-             "12 ab 345 cd<|im_end|>\n<|im_start|>user\nAgain, more digits.<|im_end|>\n"] * 20
+    texts = [
+        "<|im_start|>system\nWrite digits.<|im_end|>\n<|im_start|>user\nGo.<|im_end|>\n<|im_start|>assistant\n"
+        "12 ab 345 cd<|im_end|>\n<|im_start|>user\nAgain, more digits.<|im_end|>\n"
+    ] * 20
     return train_tokenizer(texts, vocab_size=300, split_digits=True, cross_spaces=True)
 
 
@@ -69,16 +71,42 @@ def tiny_model(tokenizer: Any, **kw: Any) -> Any:
 
 
 def grpo_args(tmp_path, **kw) -> AgentGRPOConfig:
-    base = dict(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4, max_steps=1,
-                max_completion_length=64, max_new_tokens=8, max_turns=2, learning_rate=1e-2, beta=0.0,
-                logging_steps=1, report_to="none", save_strategy="no", use_cpu=True, num_tasks=16, seed=0)
+    base = dict(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_steps=1,
+        max_completion_length=64,
+        max_new_tokens=8,
+        max_turns=2,
+        learning_rate=1e-2,
+        beta=0.0,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        num_tasks=16,
+        seed=0,
+    )
     return AgentGRPOConfig(**{**base, **kw})
 
 
 def ppo_args(tmp_path, **kw) -> AgentPPOConfig:
-    base = dict(output_dir=str(tmp_path), rollout_batch_size=8, mini_batch_size=4, max_steps=1,
-                max_completion_length=64, max_new_tokens=8, max_turns=2, learning_rate=1e-2, report_to="none",
-                save_strategy="no", use_cpu=True, num_tasks=16, logging_steps=1)
+    base = dict(
+        output_dir=str(tmp_path),
+        rollout_batch_size=8,
+        mini_batch_size=4,
+        max_steps=1,
+        max_completion_length=64,
+        max_new_tokens=8,
+        max_turns=2,
+        learning_rate=1e-2,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        num_tasks=16,
+        logging_steps=1,
+    )
     return AgentPPOConfig(**{**base, **kw})
 
 
@@ -153,6 +181,7 @@ def counted_generate(**backends: type) -> Iterator[dict[str, int]]:
         def wrapped(self: Any, *a: Any, **k: Any) -> Any:
             calls[name] += 1
             return fn(self, *a, **k)
+
         return wrapped
 
     for name, cls in backends.items():
@@ -171,16 +200,27 @@ def torchrun(processes: int, module: str, *args: str, timeout: float = 300) -> N
     Not ``accelerate launch --cpu --num_processes N``: accelerate 1.15's ``launch_command`` sends ``--cpu`` to its
     ``simple_launcher``, which starts one process whatever N is (``accelerate/commands/launch.py``), so such a test
     compares one process with itself."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), "-m",
-           module, *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(processes),
+        "-m",
+        module,
+        *args,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TRL_EXPERIMENTAL_SILENCE": "1"}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # the launcher and the workers it started
         proc.communicate()
-        pytest.fail(f"{module} under {processes} processes did not finish in {timeout:.0f} s (processes waiting on "
-                    "each other)")
+        pytest.fail(
+            f"{module} under {processes} processes did not finish in {timeout:.0f} s (processes waiting on each other)"
+        )
     assert proc.returncode == 0, err[-3000:]

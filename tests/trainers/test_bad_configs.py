@@ -49,48 +49,119 @@ PORT = ("0", "70000")
 NAME = ("nope",)
 
 SHARED = {  # fields both configs have: ours (EnvArguments) and transformers' TrainingArguments
-    "learning_rate": (*POSITIVE, "2.0", "abc", "true"), "max_turns": COUNT, "max_new_tokens": COUNT,
-    "max_prompt_tokens": COUNT, "max_failed_steps": COUNT, "num_tasks": (*COUNT, "abc"), "env_workers": COUNT0,
-    "eval_episodes": COUNT0, "env_backend": ("fork",), "env_kwargs": ("5", "[1]"), "env_id": ("5",),
+    "learning_rate": (*POSITIVE, "2.0", "abc", "true"),
+    "max_turns": COUNT,
+    "max_new_tokens": COUNT,
+    "max_prompt_tokens": COUNT,
+    "max_failed_steps": COUNT,
+    "num_tasks": (*COUNT, "abc"),
+    "env_workers": COUNT0,
+    "eval_episodes": COUNT0,
+    "env_backend": ("fork",),
+    "env_kwargs": ("5", "[1]"),
+    "env_id": ("5",),
     "eval_env_kwargs": ("5",),
-    "temperature": POSITIVE, "top_p": OPEN_UNIT, "top_k": COUNT0, "max_completion_length": (*COUNT, "1"),
-    "vllm_gpu_memory_utilization": OPEN_UNIT, "vllm_max_model_length": COUNT,
-    "per_device_train_batch_size": COUNT, "per_device_eval_batch_size": COUNT, "max_steps": ("0", "-2", "2.5", "abc"),
-    "num_train_epochs": POSITIVE, "warmup_steps": NON_NEGATIVE, "weight_decay": NON_NEGATIVE,
-    "adam_beta1": HALF_OPEN_UNIT, "adam_beta2": HALF_OPEN_UNIT, "adam_epsilon": POSITIVE,
-    "max_grad_norm": NON_NEGATIVE, "label_smoothing_factor": HALF_OPEN_UNIT, "neftune_noise_alpha": NON_NEGATIVE,
-    "logging_steps": POSITIVE, "save_steps": POSITIVE, "eval_steps": POSITIVE, "eval_delay": NON_NEGATIVE,
-    "seed": SEED, "data_seed": SEED, "dataloader_num_workers": COUNT0, "dataloader_prefetch_factor": COUNT,
-    "torch_empty_cache_steps": COUNT, "eval_accumulation_steps": COUNT, "save_total_limit": COUNT0,
-    "ddp_bucket_cap_mb": COUNT, "ddp_timeout": COUNT, "local_rank": ("-2", "2.5"),
-    "lr_scheduler_type": NAME, "optim": NAME,
+    "temperature": POSITIVE,
+    "top_p": OPEN_UNIT,
+    "top_k": COUNT0,
+    "max_completion_length": (*COUNT, "1"),
+    "vllm_gpu_memory_utilization": OPEN_UNIT,
+    "vllm_max_model_length": COUNT,
+    "per_device_train_batch_size": COUNT,
+    "per_device_eval_batch_size": COUNT,
+    "max_steps": ("0", "-2", "2.5", "abc"),
+    "num_train_epochs": POSITIVE,
+    "warmup_steps": NON_NEGATIVE,
+    "weight_decay": NON_NEGATIVE,
+    "adam_beta1": HALF_OPEN_UNIT,
+    "adam_beta2": HALF_OPEN_UNIT,
+    "adam_epsilon": POSITIVE,
+    "max_grad_norm": NON_NEGATIVE,
+    "label_smoothing_factor": HALF_OPEN_UNIT,
+    "neftune_noise_alpha": NON_NEGATIVE,
+    "logging_steps": POSITIVE,
+    "save_steps": POSITIVE,
+    "eval_steps": POSITIVE,
+    "eval_delay": NON_NEGATIVE,
+    "seed": SEED,
+    "data_seed": SEED,
+    "dataloader_num_workers": COUNT0,
+    "dataloader_prefetch_factor": COUNT,
+    "torch_empty_cache_steps": COUNT,
+    "eval_accumulation_steps": COUNT,
+    "save_total_limit": COUNT0,
+    "ddp_bucket_cap_mb": COUNT,
+    "ddp_timeout": COUNT,
+    "local_rank": ("-2", "2.5"),
+    "lr_scheduler_type": NAME,
+    "optim": NAME,
 }
 GRPO_ONLY = {  # TRL's GRPOConfig and our AgentGRPOConfig fields
     "gradient_accumulation_steps": COUNT,
-    "num_generations": ("1", "0", "2.5"), "num_generations_eval": COUNT, "generation_batch_size": COUNT,
-    "steps_per_generation": COUNT, "num_iterations": COUNT, "beta": NON_NEGATIVE, "epsilon": POSITIVE,
-    "epsilon_high": POSITIVE, "delta": (".nan", "0.5"), "min_p": UNIT,
-    "sapo_temperature_neg": POSITIVE, "sapo_temperature_pos": POSITIVE, "vespo_k_pos": POSITIVE,
-    "vespo_lambda_pos": POSITIVE, "vespo_k_neg": POSITIVE, "vespo_lambda_neg": POSITIVE,
-    "ref_model_mixup_alpha": UNIT, "ref_model_sync_steps": COUNT, "top_entropy_quantile": UNIT,
-    "entropy_coef": NON_NEGATIVE, "entropy_coef_min": NON_NEGATIVE, "entropy_coef_max": NON_NEGATIVE,
-    "entropy_coef_delta": NON_NEGATIVE, "entropy_target": NON_NEGATIVE, "router_aux_loss_coef": NON_NEGATIVE,
-    "vllm_tensor_parallel_size": COUNT, "vllm_server_port": PORT, "vllm_group_port": PORT,
-    "vllm_server_timeout": POSITIVE, "vllm_importance_sampling_clip_max": POSITIVE,
-    "vllm_importance_sampling_clip_min": NON_NEGATIVE, "vllm_importance_sampling_cap": POSITIVE,
-    "off_policy_mask_threshold": NON_NEGATIVE, "max_tool_calling_iterations": COUNT,
-    "num_completions_to_print": COUNT0, "repetition_penalty": (".nan", "1.2"),
-    "reward_weights": ("[.nan]", "[1.0, 2.0]"), "pad_to_multiple_of": ("0", "-8", "2.5"),
-    "loss_type": NAME, "importance_sampling_level": NAME, "multi_objective_aggregation": NAME,
-    "scale_rewards": NAME, "vllm_mode": NAME, "vllm_importance_sampling_mode": NAME,
-    "advantage_estimator": NAME, "layout": NAME, "step_context": ("x",),
-    "process_reward_weight": NON_NEGATIVE, "keep_ratio": OPEN_UNIT, "echo_trap_window": COUNT,
+    "num_generations": ("1", "0", "2.5"),
+    "num_generations_eval": COUNT,
+    "generation_batch_size": COUNT,
+    "steps_per_generation": COUNT,
+    "num_iterations": COUNT,
+    "beta": NON_NEGATIVE,
+    "epsilon": POSITIVE,
+    "epsilon_high": POSITIVE,
+    "delta": (".nan", "0.5"),
+    "min_p": UNIT,
+    "sapo_temperature_neg": POSITIVE,
+    "sapo_temperature_pos": POSITIVE,
+    "vespo_k_pos": POSITIVE,
+    "vespo_lambda_pos": POSITIVE,
+    "vespo_k_neg": POSITIVE,
+    "vespo_lambda_neg": POSITIVE,
+    "ref_model_mixup_alpha": UNIT,
+    "ref_model_sync_steps": COUNT,
+    "top_entropy_quantile": UNIT,
+    "entropy_coef": NON_NEGATIVE,
+    "entropy_coef_min": NON_NEGATIVE,
+    "entropy_coef_max": NON_NEGATIVE,
+    "entropy_coef_delta": NON_NEGATIVE,
+    "entropy_target": NON_NEGATIVE,
+    "router_aux_loss_coef": NON_NEGATIVE,
+    "vllm_tensor_parallel_size": COUNT,
+    "vllm_server_port": PORT,
+    "vllm_group_port": PORT,
+    "vllm_server_timeout": POSITIVE,
+    "vllm_importance_sampling_clip_max": POSITIVE,
+    "vllm_importance_sampling_clip_min": NON_NEGATIVE,
+    "vllm_importance_sampling_cap": POSITIVE,
+    "off_policy_mask_threshold": NON_NEGATIVE,
+    "max_tool_calling_iterations": COUNT,
+    "num_completions_to_print": COUNT0,
+    "repetition_penalty": (".nan", "1.2"),
+    "reward_weights": ("[.nan]", "[1.0, 2.0]"),
+    "pad_to_multiple_of": ("0", "-8", "2.5"),
+    "loss_type": NAME,
+    "importance_sampling_level": NAME,
+    "multi_objective_aggregation": NAME,
+    "scale_rewards": NAME,
+    "vllm_mode": NAME,
+    "vllm_importance_sampling_mode": NAME,
+    "advantage_estimator": NAME,
+    "layout": NAME,
+    "step_context": ("x",),
+    "process_reward_weight": NON_NEGATIVE,
+    "keep_ratio": OPEN_UNIT,
+    "echo_trap_window": COUNT,
     "echo_trap_ratio": UNIT,
 }
 PPO_ONLY = {
-    "gradient_accumulation_steps": ("2",), "rollout_batch_size": COUNT, "mini_batch_size": COUNT,
-    "ppo_epochs": COUNT, "clip_range": POSITIVE, "value_clip_range": POSITIVE, "value_coef": NON_NEGATIVE,
-    "critic_learning_rate": (*POSITIVE, "2.0"), "gamma": UNIT, "lam": UNIT, "level": NAME,
+    "gradient_accumulation_steps": ("2",),
+    "rollout_batch_size": COUNT,
+    "mini_batch_size": COUNT,
+    "ppo_epochs": COUNT,
+    "clip_range": POSITIVE,
+    "value_clip_range": POSITIVE,
+    "value_coef": NON_NEGATIVE,
+    "critic_learning_rate": (*POSITIVE, "2.0"),
+    "gamma": UNIT,
+    "lam": UNIT,
+    "level": NAME,
 }
 # numeric fields not tried, with the reason
 NOT_TRIED: dict[str, str] = {}
@@ -112,10 +183,22 @@ def model_dir(tmp_path_factory) -> Path:
 
 def base_config(cls: type, model: Path, out: Path) -> dict:
     """A config every stage before the model load accepts (:func:`test_the_base_config_passes_every_check`)."""
-    common = {"model_init": str(model), "output_dir": str(out), "use_cpu": True, "report_to": "none",
-              "env_id": "AgentR1/GSM8K-v0", "env_kwargs": {"source": "synthetic"}, "max_steps": 1,
-              "max_completion_length": 64, "max_new_tokens": 8, "max_turns": 2, "num_tasks": 8,
-              "max_prompt_tokens": 4096, "save_strategy": "no", "learning_rate": 1e-3}
+    common = {
+        "model_init": str(model),
+        "output_dir": str(out),
+        "use_cpu": True,
+        "report_to": "none",
+        "env_id": "AgentR1/GSM8K-v0",
+        "env_kwargs": {"source": "synthetic"},
+        "max_steps": 1,
+        "max_completion_length": 64,
+        "max_new_tokens": 8,
+        "max_turns": 2,
+        "num_tasks": 8,
+        "max_prompt_tokens": 4096,
+        "save_strategy": "no",
+        "learning_rate": 1e-3,
+    }
     if cls is AgentPPOConfig:
         return {**common, "rollout_batch_size": 2, "mini_batch_size": 2}
     return {**common, "num_generations": 2, "per_device_train_batch_size": 2}
@@ -151,8 +234,9 @@ def test_the_base_config_passes_every_check(tmp_path, model_dir) -> None:
         check_prompt_fits(args, load_tokenizer(args.model_init))
 
 
-@pytest.mark.parametrize(("cls", "field", "value"), GRPO_CASES + PPO_CASES,
-                         ids=lambda x: x.__name__[5:-6] if isinstance(x, type) else str(x))
+@pytest.mark.parametrize(
+    ("cls", "field", "value"), GRPO_CASES + PPO_CASES, ids=lambda x: x.__name__[5:-6] if isinstance(x, type) else str(x)
+)
 def test_a_bad_field_value_is_refused_before_the_model_loads(tmp_path, model_dir, cls, field, value) -> None:
     config = base_config(cls, model_dir, tmp_path / "out")
     config.pop(field, None)
@@ -206,8 +290,12 @@ MODEL_DAMAGE = {  # what is done to a copy of the model directory -> what the me
     "no tokenizer": (lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json"),
     "damaged tokenizer": (lambda d: (d / "tokenizer.json").write_text('{"model": 5}'), "tokenizer"),
     "bad shard index": (lambda d: (d / "model.safetensors.index.json").write_text("[]"), "index"),
-    "missing shard": (lambda d: (d / "model.safetensors.index.json").write_text(
-        json.dumps({"weight_map": {"w": "model-00002-of-00002.safetensors"}})), "model-00002-of-00002"),
+    "missing shard": (
+        lambda d: (d / "model.safetensors.index.json").write_text(
+            json.dumps({"weight_map": {"w": "model-00002-of-00002.safetensors"}})
+        ),
+        "model-00002-of-00002",
+    ),
 }
 
 
@@ -242,8 +330,9 @@ def test_a_bad_resume_from_checkpoint_is_refused_before_the_model_loads(tmp_path
     config["resume_from_checkpoint"] = {
         "missing": lambda: str(tmp_path / "nope"),
         "no trainer state": lambda: str(_checkpoint(model_dir, tmp_path / "ckpt", state=False)),
-        "truncated weights": lambda: str(_checkpoint(model_dir, tmp_path / "ckpt",
-                                                     harm=lambda d: _truncate(_weights(d)))),
+        "truncated weights": lambda: str(
+            _checkpoint(model_dir, tmp_path / "ckpt", harm=lambda d: _truncate(_weights(d)))
+        ),
         "true without checkpoints": lambda: True,
     }[case]()
     message = str(refused(cls, write_config(tmp_path, config)))
@@ -266,14 +355,17 @@ def test_an_output_dir_that_cannot_be_a_directory_is_refused(tmp_path, model_dir
 
 
 # -- the env and the first prompt -----------------------------------------------------------------------------------
-@pytest.mark.parametrize(("change", "names"), [
-    ({"env_id": "AgentR1/Nope-v0"}, "AgentR1/Nope-v0"),
-    ({"env_kwargs": {"sourc": "synthetic"}}, "sourc"),
-    ({"env_id": "AgentR1/WebShop-v0", "env_kwargs": {"source": "synthetic"}}, "source"),
-    ({"max_prompt_tokens": 5}, "max_prompt_tokens"),
-    ({"model_init": None}, "model_init"),
-    ({"model_init": "no/such/dir"}, "model_init"),
-])
+@pytest.mark.parametrize(
+    ("change", "names"),
+    [
+        ({"env_id": "AgentR1/Nope-v0"}, "AgentR1/Nope-v0"),
+        ({"env_kwargs": {"sourc": "synthetic"}}, "sourc"),
+        ({"env_id": "AgentR1/WebShop-v0", "env_kwargs": {"source": "synthetic"}}, "source"),
+        ({"max_prompt_tokens": 5}, "max_prompt_tokens"),
+        ({"model_init": None}, "model_init"),
+        ({"model_init": "no/such/dir"}, "model_init"),
+    ],
+)
 def test_the_env_and_the_prompt_are_checked_before_the_model_loads(tmp_path, model_dir, change, names) -> None:
     """Before: the model was loaded before the env id was looked up, and a max_prompt_tokens below the prompt was
     accepted (every episode a failed row)."""
@@ -285,6 +377,7 @@ def test_the_env_and_the_prompt_are_checked_before_the_model_loads(tmp_path, mod
 def test_a_refused_run_makes_no_output_dir(tmp_path, model_dir) -> None:
     """A refused run leaves nothing behind (no output directory with a half-written run)."""
     out = tmp_path / "out"
-    refused(AgentGRPOConfig, write_config(tmp_path, base_config(AgentGRPOConfig, model_dir, out),
-                                          "learning_rate: .inf\n"))
+    refused(
+        AgentGRPOConfig, write_config(tmp_path, base_config(AgentGRPOConfig, model_dir, out), "learning_rate: .inf\n")
+    )
     assert not os.path.exists(out)

@@ -21,8 +21,9 @@ def tokenizer():
 
 
 def _train(trainer_class, args, tokenizer, budget, clock, seconds_a_step=1.0):
-    trainer = trainer_class(tiny_model(tokenizer), args, tokenizer, make_env=CountEnv,
-                            callbacks=[Tick(clock, seconds_a_step), budget])
+    trainer = trainer_class(
+        tiny_model(tokenizer), args, tokenizer, make_env=CountEnv, callbacks=[Tick(clock, seconds_a_step), budget]
+    )
     trainer.train()
     return trainer
 
@@ -58,10 +59,17 @@ def test_evaluation_time_counts_only_when_asked(tmp_path, tokenizer) -> None:
     steps = {}
     for counted in (True, False):
         clock = Clock()
-        budget = WallClockBudget(6 / 60, evaluate=slow_evaluation(clock), every=1, count_evaluation=counted,
-                                 cosine=False, clock=clock)
-        trainer = _train(AgentPPOTrainer, ppo_args(tmp_path / str(counted), max_steps=20), tokenizer, budget, clock,
-                         seconds_a_step=2.0)
+        budget = WallClockBudget(
+            6 / 60, evaluate=slow_evaluation(clock), every=1, count_evaluation=counted, cosine=False, clock=clock
+        )
+        trainer = _train(
+            AgentPPOTrainer,
+            ppo_args(tmp_path / str(counted), max_steps=20),
+            tokenizer,
+            budget,
+            clock,
+            seconds_a_step=2.0,
+        )
         steps[counted] = trainer.state.global_step
     assert steps == {True: 1, False: 3}  # counted, the start's evaluation alone spends 10 of the 6 s
 
@@ -73,15 +81,26 @@ def test_a_cosine_needs_a_lambda_schedule(tmp_path, tokenizer) -> None:
     model = tiny_model(tokenizer)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     step_lr = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)  # a scheduler of the user's, not a LambdaLR
-    trainer = AgentGRPOTrainer(model, grpo_args(tmp_path), tokenizer, make_env=CountEnv,
-                               callbacks=[WallClockBudget(1.0)], optimizers=(optimizer, step_lr))
+    trainer = AgentGRPOTrainer(
+        model,
+        grpo_args(tmp_path),
+        tokenizer,
+        make_env=CountEnv,
+        callbacks=[WallClockBudget(1.0)],
+        optimizers=(optimizer, step_lr),
+    )
     with pytest.raises(ConfigError, match="got StepLR"):
         trainer.train()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [({"minutes": 0}, "minutes must be a positive number"),
-                                                 ({"minutes": True}, "minutes must be a positive number"),
-                                                 ({"minutes": 1, "every": -1}, "every must be an int >= 0")])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"minutes": 0}, "minutes must be a positive number"),
+        ({"minutes": True}, "minutes must be a positive number"),
+        ({"minutes": 1, "every": -1}, "every must be an int >= 0"),
+    ],
+)
 def test_bad_budgets_are_refused(kwargs, message) -> None:
     from agentgym_r1.trainers.budget import WallClockBudget
 

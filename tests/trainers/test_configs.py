@@ -57,8 +57,10 @@ def test_trainers_package_and_cli_import_no_torch() -> None:
     assert out.stdout.strip() == "False"
 
 
-@pytest.mark.parametrize("module, name", [("grpo_config", "AgentGRPOConfig"), ("ppo_config", "AgentPPOConfig"),
-                                          ("env_config", "EnvArguments")])
+@pytest.mark.parametrize(
+    "module, name",
+    [("grpo_config", "AgentGRPOConfig"), ("ppo_config", "AgentPPOConfig"), ("env_config", "EnvArguments")],
+)
 def test_each_config_lives_beside_its_trainer_and_documents_its_fields(module: str, name: str) -> None:
     """Issue 39 item 6, TRL's layout: the config in its own module (configs.py re-exports it for older callers) and
     a Parameters section, as TRL writes its configs, naming every field the class adds."""
@@ -71,8 +73,7 @@ def test_each_config_lives_beside_its_trainer_and_documents_its_fields(module: s
     assert getattr(configs, name) is cls
     doc = cls.__doc__ or ""
     assert "Parameters:" in doc
-    inherited = {f.name for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)
-                 for f in dataclasses.fields(base)}
+    inherited = {f.name for base in cls.__mro__[1:] if dataclasses.is_dataclass(base) for f in dataclasses.fields(base)}
     own = [f.name for f in dataclasses.fields(cls) if f.name not in inherited]
     assert own and [f for f in own if f"        {f} (`" not in doc] == []
 

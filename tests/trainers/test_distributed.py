@@ -28,8 +28,11 @@ def _launch(algo: str, processes: int, tmp_path: Path) -> dict:
 def _trained_rows(run: dict) -> list[tuple[float, float]]:
     """(advantage sum, trained tokens) of each row with a gradient (trained tokens and a nonzero advantage), sorted:
     the same multiset however the rows are spread over processes and padded."""
-    return sorted((round(float(a), 4), float(t)) for a, t in zip(run["advantages"], run["trained"], strict=True)
-                  if t > 0 and a != 0)
+    return sorted(
+        (round(float(a), 4), float(t))
+        for a, t in zip(run["advantages"], run["trained"], strict=True)
+        if t > 0 and a != 0
+    )
 
 
 @pytest.mark.parametrize("algo", ["grpo", "grpo-rowmean", "grpo-skip", "grpo-step", "ppo"])

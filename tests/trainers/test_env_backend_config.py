@@ -18,8 +18,9 @@ def test_a_grpo_step_with_envs_in_worker_processes_sees_the_same_rows(tmp_path) 
     for backend in ("thread", "process"):
         torch.manual_seed(0)
         model = tiny_model(tokenizer)
-        captured, changed = run_one_step(model, grpo_args(tmp_path / backend, env_backend=backend, env_workers=2),
-                                         tokenizer)
+        captured, changed = run_one_step(
+            model, grpo_args(tmp_path / backend, env_backend=backend, env_workers=2), tokenizer
+        )
         assert changed
         out = captured["out"]
         rows[backend] = (out["completion_ids"].tolist(), out["advantages"].tolist())

@@ -60,8 +60,9 @@ def test_loss_mask_false_is_a_clean_ablation(tmp_path, tokenizer) -> None:
 
 
 def test_no_masks_gives_env_tokens_the_episode_advantage(tmp_path, tokenizer) -> None:
-    captured, _ = run_one_step(tiny_model(tokenizer), grpo_args(tmp_path, loss_mask=False, advantage_mask=False),
-                               tokenizer)
+    captured, _ = run_one_step(
+        tiny_model(tokenizer), grpo_args(tmp_path, loss_mask=False, advantage_mask=False), tokenizer
+    )
     out = captured["out"]
     adv, completion = out["advantages"], out["completion_mask"] == 1
     per_row = adv.abs().amax(dim=1, keepdim=True)
@@ -74,8 +75,9 @@ def test_skipping_rows_without_advantage_keeps_the_update(tmp_path, tokenizer) -
         torch.manual_seed(0)
         model = tiny_model(tokenizer)
         start = [p.detach().clone() for p in model.parameters()]
-        args = grpo_args(tmp_path / str(skip), skip_zero_advantage=skip, per_device_train_batch_size=16,
-                         optim="sgd")  # the update is the gradient itself (Adam's first step is about its sign)
+        args = grpo_args(
+            tmp_path / str(skip), skip_zero_advantage=skip, per_device_train_batch_size=16, optim="sgd"
+        )  # the update is the gradient itself (Adam's first step is about its sign)
         captured, changed = run_one_step(model, args, tokenizer, HalfConstantEnv)
         assert changed
         updates.append([p.detach() - s for p, s in zip(model.parameters(), start, strict=True)])
@@ -94,8 +96,13 @@ def test_default_row_skipping_never_changes_the_update(tmp_path, tokenizer, loss
         torch.manual_seed(0)
         model = tiny_model(tokenizer)
         start = [p.detach().clone() for p in model.parameters()]
-        args = grpo_args(tmp_path / f"{loss_type}{skip}", skip_zero_advantage=skip, per_device_train_batch_size=16,
-                         optim="sgd", loss_type=loss_type)
+        args = grpo_args(
+            tmp_path / f"{loss_type}{skip}",
+            skip_zero_advantage=skip,
+            per_device_train_batch_size=16,
+            optim="sgd",
+            loss_type=loss_type,
+        )
         run_one_step(model, args, tokenizer, HalfConstantEnv)
         updates.append([p.detach() - s for p, s in zip(model.parameters(), start, strict=True)])
     for default, full in zip(*updates, strict=True):
@@ -105,8 +112,9 @@ def test_default_row_skipping_never_changes_the_update(tmp_path, tokenizer, loss
 def test_clipped_ratio_counts_episodes_cut_by_the_budget_not_rows_without_eos(tmp_path, tokenizer) -> None:
     """W5: turns end on the per-turn budget or a stop string, not EOS; TRL called ~every such row truncated and
     mask_truncated_completions=True then masked nearly every row."""
-    captured, changed = run_one_step(tiny_model(tokenizer), grpo_args(tmp_path, mask_truncated_completions=True),
-                                     tokenizer)
+    captured, changed = run_one_step(
+        tiny_model(tokenizer), grpo_args(tmp_path, mask_truncated_completions=True), tokenizer
+    )
     trainer, out = captured["trainer"], captured["out"]
     assert changed
     cut = [r.end_reason == "context_limit" for r in trainer._batch.samples]
@@ -150,8 +158,9 @@ def test_failed_rows_stay_out_of_statistics_and_loss(tmp_path, tokenizer) -> Non
                 raise RuntimeError("flaky reset")
             return super().reset(seed=seed, options=options)
 
-    captured, _ = run_one_step(tiny_model(tokenizer), grpo_args(tmp_path, skip_zero_advantage=False), tokenizer,
-                               FlakyEnv)
+    captured, _ = run_one_step(
+        tiny_model(tokenizer), grpo_args(tmp_path, skip_zero_advantage=False), tokenizer, FlakyEnv
+    )
     out, trainer = captured["out"], captured["trainer"]
     failed = torch.tensor([r.failed for r in trainer._batch.samples])
     assert failed.any() and not failed.all()
@@ -168,8 +177,9 @@ def test_a_backend_that_always_fails_stops_the_run(tmp_path, tokenizer) -> None:
             raise RuntimeError("CUDA out of memory (simulated)")
 
     with pytest.raises(RolloutFailedError, match="out of memory"):
-        run_one_step(tiny_model(tokenizer), grpo_args(tmp_path, max_steps=3, max_failed_steps=2), tokenizer,
-                     backend=Broken())
+        run_one_step(
+            tiny_model(tokenizer), grpo_args(tmp_path, max_steps=3, max_failed_steps=2), tokenizer, backend=Broken()
+        )
 
 
 @pytest.mark.parametrize("estimator", ["grpo", "rloo"])
@@ -178,10 +188,16 @@ def test_eval_with_one_generation_per_prompt(tmp_path, tokenizer, estimator) -> 
     from agentgym_r1.trainers.common import task_dataset
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
-    args = grpo_args(tmp_path, advantage_estimator=estimator, num_generations_eval=1, per_device_eval_batch_size=4,
-                     eval_strategy="no")
-    trainer = AgentGRPOTrainer(tiny_model(tokenizer), args, tokenizer, make_env=CountEnv,
-                               eval_dataset=task_dataset(4, seed=1))
+    args = grpo_args(
+        tmp_path,
+        advantage_estimator=estimator,
+        num_generations_eval=1,
+        per_device_eval_batch_size=4,
+        eval_strategy="no",
+    )
+    trainer = AgentGRPOTrainer(
+        tiny_model(tokenizer), args, tokenizer, make_env=CountEnv, eval_dataset=task_dataset(4, seed=1)
+    )
     metrics = trainer.evaluate()
     assert "eval_loss" in metrics
 
@@ -241,8 +257,11 @@ def test_step_layout_config_errors(tmp_path) -> None:
     # a loss that averages over a micro-batch's rows would be diluted by the rows padding step rows to a multiple of
     # steps_per_generation (issue 12, bad input)
     for kw in ({"steps_per_generation": 2}, {"gradient_accumulation_steps": 2}):
-        with pytest.raises(ConfigError, match=r"layout='step' with loss_type='grpo' and steps_per_generation=2.*"
-                                              r"Use a token-sum loss"):
+        with pytest.raises(
+            ConfigError,
+            match=r"layout='step' with loss_type='grpo' and steps_per_generation=2.*"
+            r"Use a token-sum loss",
+        ):
             grpo_args(tmp_path, layout="step", loss_type="grpo", **kw)
     with pytest.raises(ConfigError, match="loss_type='dr_grpo'"):
         grpo_args(tmp_path, layout="step", loss_type="dr_grpo", steps_per_generation=2)
@@ -264,9 +283,17 @@ def test_hotpotqa_grpo_step_keeps_env_tokens_at_zero_gradient(tmp_path, tokenize
     inside a completion (concatenated rows) get exactly zero; in step rows the env tokens are in the prompt (the
     context of the next turn), which takes no loss, and every completion token is the agent's."""
     pytest.importorskip("tantivy")
-    args = grpo_args(tmp_path, env_id="AgentR1/HotpotQA-v0", env_kwargs={"source": "synthetic"},
-                     max_prompt_tokens=4096, max_completion_length=256, max_new_tokens=48, max_turns=2,
-                     skip_zero_advantage=False, layout=layout)
+    args = grpo_args(
+        tmp_path,
+        env_id="AgentR1/HotpotQA-v0",
+        env_kwargs={"source": "synthetic"},
+        max_prompt_tokens=4096,
+        max_completion_length=256,
+        max_new_tokens=48,
+        max_turns=2,
+        skip_zero_advantage=False,
+        layout=layout,
+    )
     model = tiny_model(tokenizer, max_positions=4096)
     captured, changed = run_one_step(model, args, tokenizer, make_env=None)
     assert changed
@@ -315,5 +342,6 @@ def test_rollout_func_hands_trl_only_the_columns_it_reads(tmp_path, tokenizer, m
     monkeypatch.setattr(AgentGRPOTrainer, "_rollout", spy)
     _, changed = run_one_step(tiny_model(tokenizer), grpo_args(tmp_path), tokenizer)
     assert changed and returned
-    assert all(set(out) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "failed"}
-               for out in returned)
+    assert all(
+        set(out) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "failed"} for out in returned
+    )

@@ -34,11 +34,24 @@ def test_grpo_run_that_diverges_stops_and_saves_nothing(tmp_path) -> None:
     poisoned_model(tok).save_pretrained(tmp_path / "model")
     tok.save_pretrained(tmp_path / "model")
     out = tmp_path / "out"
-    config = {"model_init": str(tmp_path / "model"), "output_dir": str(out), "use_cpu": True, "report_to": "none",
-              "env_id": "AgentR1/GSM8K-v0", "env_kwargs": {"source": "synthetic"}, "max_steps": 2,
-              "max_completion_length": 32, "max_new_tokens": 8, "max_turns": 2, "num_tasks": 8,
-              "max_prompt_tokens": 4096, "save_strategy": "no", "num_generations": 2,
-              "per_device_train_batch_size": 2, "learning_rate": 1e-3}
+    config = {
+        "model_init": str(tmp_path / "model"),
+        "output_dir": str(out),
+        "use_cpu": True,
+        "report_to": "none",
+        "env_id": "AgentR1/GSM8K-v0",
+        "env_kwargs": {"source": "synthetic"},
+        "max_steps": 2,
+        "max_completion_length": 32,
+        "max_new_tokens": 8,
+        "max_turns": 2,
+        "num_tasks": 8,
+        "max_prompt_tokens": 4096,
+        "save_strategy": "no",
+        "num_generations": 2,
+        "per_device_train_batch_size": 2,
+        "learning_rate": 1e-3,
+    }
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
     with pytest.raises(TrainingDivergedError, match=r"optimizer step 1: [\d,]+ of [\d,]+ weights are NaN"):
         run_from_argv(AgentGRPOConfig, AgentGRPOTrainer, ["--config", str(tmp_path / "run.yaml")])

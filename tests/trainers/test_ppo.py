@@ -66,8 +66,10 @@ def test_step_values_are_read_after_the_env_reply() -> None:
     token (the hidden state after the reply), not at the reply's first token."""
     from agentgym_r1.trainers.advantages import step_targets
 
-    turns = [TurnRecord([11, 12], [0.0, 0.0], "eos", "a", 3, env_ids=[90, 91, 92], reward=0.0),
-             TurnRecord([13, 14], [0.0, 0.0], "eos", "b", 8, reward=1.0)]
+    turns = [
+        TurnRecord([11, 12], [0.0, 0.0], "eos", "a", 3, env_ids=[90, 91, 92], reward=0.0),
+        TurnRecord([13, 14], [0.0, 0.0], "eos", "b", 8, reward=1.0),
+    ]
     batch = RolloutBatch([Episode("e", 0, 0, "x", [1, 2, 3], turns)])
     row = batch.samples[0]
     assert row.env_mask == [1, 1, 0, 0, 0, 1, 1] and row.step_ends == [1, 6]

@@ -23,11 +23,14 @@ def _yaml(tmp_path, extra: str) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    ("learning_rate: [oops\n", "not valid YAML at line"),
-    ("lerning_rate: 1e-5\n", "lerning_rate"),
-    ("learning_rate: -1e-5\n", "negative"),
-])
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("learning_rate: [oops\n", "not valid YAML at line"),
+        ("lerning_rate: 1e-5\n", "lerning_rate"),
+        ("learning_rate: -1e-5\n", "negative"),
+    ],
+)
 def test_config_mistakes_are_one_line_errors(tmp_path, extra, message) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_config(AgentGRPOConfig, ["--config", _yaml(tmp_path, extra)])
@@ -38,12 +41,15 @@ def test_missing_config_file(tmp_path) -> None:
         parse_config(AgentPPOConfig, ["--config", str(tmp_path / "nope.yaml")])
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    ("model_init: tiny\n", "not a local model directory"),
-    ("model_init: {out}/missing\n", "not a local model directory"),
-    ("model_init: MODEL\nenv_id: AgentR1/Nope-v0\n", "Nope-v0"),
-    ("model_init: MODEL\nenv_kwargs: {{sourc: synthetic}}\n", "sourc"),
-])
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("model_init: tiny\n", "not a local model directory"),
+        ("model_init: {out}/missing\n", "not a local model directory"),
+        ("model_init: MODEL\nenv_id: AgentR1/Nope-v0\n", "Nope-v0"),
+        ("model_init: MODEL\nenv_kwargs: {{sourc: synthetic}}\n", "sourc"),
+    ],
+)
 def test_train_command_fails_at_start_with_one_line(tmp_path, capsys, extra, message) -> None:
     """Unknown env ids and options used to 'train' on env errors and exit 0; a missing model a deep traceback."""
     model_dir = tmp_path / "model"
@@ -77,6 +83,7 @@ def test_a_bf16_checkpoint_loads_with_fp32_master_weights(tmp_path) -> None:
     tok.save_pretrained(tmp_path / "m")
     model, _ = build_model_and_tokenizer(grpo_args(tmp_path, model_init=str(tmp_path / "m")))
     assert next(model.parameters()).dtype == torch.float32
-    kept, _ = build_model_and_tokenizer(grpo_args(tmp_path, model_init=str(tmp_path / "m"),
-                                                  model_init_kwargs={"dtype": "bfloat16"}))
+    kept, _ = build_model_and_tokenizer(
+        grpo_args(tmp_path, model_init=str(tmp_path / "m"), model_init_kwargs={"dtype": "bfloat16"})
+    )
     assert next(kept.parameters()).dtype == torch.bfloat16

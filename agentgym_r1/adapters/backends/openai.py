@@ -23,8 +23,16 @@ class OpenAIBackend:
     """``base_url`` up to ``/v1`` (e.g. ``http://127.0.0.1:8000/v1``); ``model`` the served model's name.
     ``extra_body`` is merged into every request (e.g. vLLM's ``{"include_stop_str_in_output": True}``)."""
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, max_concurrency: int = 16,
-                 timeout: float = 120.0, extra_body: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        max_concurrency: int = 16,
+        timeout: float = 120.0,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
         httpx = require("httpx", "serve", "the OpenAI-compatible backend")
         if max_concurrency < 1:
             raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency}")
@@ -45,10 +53,15 @@ class OpenAIBackend:
             return list(ex.map(lambda ic: self._one(ic[1], params, ic[0]), enumerate(conversations)))
 
     def _one(self, messages: Sequence[dict[str, Any]], params: SamplingParams, row: int) -> ChatReply:
-        body: dict[str, Any] = {"model": self.model, "messages": [{"role": m["role"], "content": m["content"]}
-                                                                  for m in messages],
-                                "max_tokens": params.max_new_tokens, "temperature": params.temperature,
-                                "top_p": params.top_p, "logprobs": True, **self.extra_body}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "logprobs": True,
+            **self.extra_body,
+        }
         if params.stop:
             body["stop"] = list(params.stop)[:4]  # OpenAI accepts at most four
         if params.seed is not None:  # one seed per request, else the samples of a group would be the same

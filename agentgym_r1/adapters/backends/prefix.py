@@ -80,7 +80,7 @@ class PrefixCache:
         rows = _match(kept.prefixes, contexts)
         if rows is None:
             return None
-        fresh = [list(c[len(kept.prefixes[r]):]) for c, r in zip(contexts, rows, strict=True)]
+        fresh = [list(c[len(kept.prefixes[r]) :]) for c, r in zip(contexts, rows, strict=True)]
         width = max(len(f) for f in fresh)
         length = kept.valid.shape[1]
         if length + width > 2 * max(len(c) for c in contexts) + 64:  # too many holes: a tight prefill is cheaper
@@ -93,8 +93,9 @@ class PrefixCache:
         self.saved_tokens += sum(len(kept.prefixes[r]) for r in rows)
         return Reuse(ids, torch.cat([kept.valid[index].to(device).long(), mask[:, length:]], dim=1), kept.cache)
 
-    def keep(self, cache: Any, attention_mask: Any, contexts: Sequence[Sequence[int]],
-             sampled: Sequence[Sequence[int]]) -> None:
+    def keep(
+        self, cache: Any, attention_mask: Any, contexts: Sequence[Sequence[int]], sampled: Sequence[Sequence[int]]
+    ) -> None:
         """Keep what the call that fed ``attention_mask`` (its full width) left in ``cache``; inside a session only."""
         import torch
 
@@ -145,5 +146,8 @@ def _plain(cache: Any, rows: int) -> bool:
     several return sequences from a model's ``generation_config`` give other rows)."""
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
-    return (type(cache) is DynamicCache and bool(cache.layers)
-            and all(type(layer) is DynamicLayer and layer.keys.shape[0] == rows for layer in cache.layers))
+    return (
+        type(cache) is DynamicCache
+        and bool(cache.layers)
+        and all(type(layer) is DynamicLayer and layer.keys.shape[0] == rows for layer in cache.layers)
+    )

@@ -20,9 +20,13 @@ ACT_TOOL: dict[str, Any] = {
     "function": {
         "name": "act",
         "description": "Do one ALFWorld command in the household, e.g. 'go to desk 1', 'take mug 1 from desk 1', "
-                       "'open fridge 1', 'heat mug 1 with microwave 1', 'look', 'inventory'.",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string", "description": "one command"}},
-                       "required": ["command"], "additionalProperties": False},
+        "'open fridge 1', 'heat mug 1 with microwave 1', 'look', 'inventory'.",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "one command"}},
+            "required": ["command"],
+            "additionalProperties": False,
+        },
     },
 }
 EXAMPLE = "Write one command such as 'go to desk 1' or 'take mug 1 from desk 1'"
@@ -31,8 +35,7 @@ _PREFIX = re.compile(r"^\s*(?:>\s*|action\s*:\s*)", re.I)
 _SEPARATORS = re.compile(r";| and then |, ?then |\. (?=[a-z])", re.I)  # on text whose whitespace runs are one space
 _ALLOWED = re.compile(r"[a-z0-9 /\-']+")
 _PLACEHOLDER = re.compile(r"\[[^\]]*\]|\{[^}]*\}")
-_ROLE = {"r": "receptacle", "o": "object", "outerr": "receptacle", "outero": "object", "co": "object",
-         "ko": "object"}
+_ROLE = {"r": "receptacle", "o": "object", "outerr": "receptacle", "outero": "object", "co": "object", "ko": "object"}
 
 
 @dataclass(slots=True)
@@ -47,8 +50,11 @@ class ReadAction:
 
     def to_info(self) -> dict[str, Any]:
         if self.kind == "command":
-            info: dict[str, Any] = {"kind": "command", "verb": self.command.split(" ", 1)[0] if self.command else "",
-                                    "arg": self.command}
+            info: dict[str, Any] = {
+                "kind": "command",
+                "verb": self.command.split(" ", 1)[0] if self.command else "",
+                "arg": self.command,
+            }
             if self.via_tool:
                 info = {"kind": "tool_call", "calls": [{"name": "act", "arguments": {"command": self.command}}]}
             return info
@@ -105,8 +111,7 @@ def read_command(text: str) -> ReadAction:
         return _invalid(f"{len(parts)} commands in one action ({shown}); send one command per turn")
     command = " ".join(parts[0].lower().split()).rstrip(".!")
     if not command.isascii():
-        return _invalid(f"{command[:40]!r} is not an English command; commands use English words and ASCII "
-                        "letters")
+        return _invalid(f"{command[:40]!r} is not an English command; commands use English words and ASCII letters")
     if not _ALLOWED.fullmatch(command):
         bad = sorted(ch for ch in set(command) if not _ALLOWED.fullmatch(ch))
         return _invalid(f"{command[:40]!r} has characters no command uses ({''.join(bad)[:10]!r})")

@@ -21,9 +21,11 @@ from agentgym_r1.error import ConfigError, DataNotFoundError
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
 GAME_FILE = "game.tw-pddl"
-DOWNLOAD_HINT = ('Download the games with `alfworld-download` (installed by pip install "agentgym-r1[alfworld]"); '
-                 "it writes them to $ALFWORLD_DATA (default ~/.cache/alfworld). Or pass source=<path to that "
-                 'directory>, or source="generated" for games generated offline.')
+DOWNLOAD_HINT = (
+    'Download the games with `alfworld-download` (installed by pip install "agentgym-r1[alfworld]"); '
+    "it writes them to $ALFWORLD_DATA (default ~/.cache/alfworld). Or pass source=<path to that "
+    'directory>, or source="generated" for games generated offline.'
+)
 
 
 def data_root(source: str) -> Path:
@@ -49,8 +51,9 @@ def split_dir(root: Path, split: str) -> Path:
             return candidate
     if root.name == split:
         return root
-    raise DataNotFoundError(f"no split {split!r} under {str(root)!r} (looked for json_2.1.1/{split} and {split}). "
-                            f"{DOWNLOAD_HINT}")
+    raise DataNotFoundError(
+        f"no split {split!r} under {str(root)!r} (looked for json_2.1.1/{split} and {split}). {DOWNLOAD_HINT}"
+    )
 
 
 def _solvable(path: Path) -> bool:
@@ -86,19 +89,29 @@ def list_games(directory: str, task_types: tuple[str, ...]) -> ListSource:
         task_type = task_type_from_dir(rel.parts[0] if len(rel.parts) > 1 else trial.parent.name)
         if task_type not in task_types or not _solvable(trial / GAME_FILE):
             continue
-        tasks.append(Task(f"{base.name}/{rel.as_posix()}", "", None,
-                          {"game_file": str(trial / GAME_FILE), "task_type": task_type}))
+        tasks.append(
+            Task(
+                f"{base.name}/{rel.as_posix()}", "", None, {"game_file": str(trial / GAME_FILE), "task_type": task_type}
+            )
+        )
     if not tasks:
-        raise DataNotFoundError(f"no solvable {GAME_FILE} files of types {list(task_types)} under {directory!r}. "
-                                f"{DOWNLOAD_HINT}")
+        raise DataNotFoundError(
+            f"no solvable {GAME_FILE} files of types {list(task_types)} under {directory!r}. {DOWNLOAD_HINT}"
+        )
     return ListSource(tasks)
 
 
 class GeneratedGames(GeneratedSource):
     """Games made by :mod:`agentgym_r1.envs.alfworld.generator`: unlimited, or the first ``num_games``."""
 
-    def __init__(self, seed: int, task_types: tuple[str, ...], num_games: int | None, cache_dir: str | None,
-                 knobs: Knobs = LEVELS["easy"]) -> None:
+    def __init__(
+        self,
+        seed: int,
+        task_types: tuple[str, ...],
+        num_games: int | None,
+        cache_dir: str | None,
+        knobs: Knobs = LEVELS["easy"],
+    ) -> None:
         if num_games is not None and (not isinstance(num_games, int) or num_games < 1):
             raise ConfigError(f"num_games must be a positive int or None (unlimited), got {num_games!r}")
         self.seed, self.task_types, self.cache_dir, self.knobs = seed, task_types, cache_dir, knobs
@@ -109,21 +122,34 @@ class GeneratedGames(GeneratedSource):
         if index < 0 or (self.size is not None and index >= self.size):
             raise ConfigError(f"generated game index must be in [0, {len(self)}), got {index}")
         path = generate(self.seed, index, self.task_types, self.cache_dir, self.knobs)
-        return Task(f"{self.prefix}-{index}", "", None,
-                    {"game_file": str(path), "task_type": task_type_of(index, self.task_types)})
+        return Task(
+            f"{self.prefix}-{index}",
+            "",
+            None,
+            {"game_file": str(path), "task_type": task_type_of(index, self.task_types)},
+        )
 
 
 def difficulty_of(source: str, difficulty: object) -> tuple[str, Knobs]:
     """The level's label and knobs; a level other than ``easy`` is refused on a data directory."""
     label, knobs = resolve('ALFWorld source="generated"', LEVELS, difficulty)
     if source not in ("generated", "synthetic") and label != "easy":
-        raise ConfigError(f"difficulty is for source='generated'; the games of {source!r} are as they are "
-                          f"(got difficulty={difficulty!r})")
+        raise ConfigError(
+            f"difficulty is for source='generated'; the games of {source!r} are as they are "
+            f"(got difficulty={difficulty!r})"
+        )
     return label, knobs
 
 
-def load_source(source: str, split: str, task_types: object, seed: int, num_games: int | None,
-                cache_dir: str | None, knobs: Knobs = LEVELS["easy"]) -> TaskSource:
+def load_source(
+    source: str,
+    split: str,
+    task_types: object,
+    seed: int,
+    num_games: int | None,
+    cache_dir: str | None,
+    knobs: Knobs = LEVELS["easy"],
+) -> TaskSource:
     """``"generated"`` (alias ``"synthetic"``), ``"alfworld"`` ($ALFWORLD_DATA) or a directory in the official layout."""
     types = normalise_task_types(task_types)
     if source in ("generated", "synthetic"):

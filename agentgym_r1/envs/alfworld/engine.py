@@ -87,13 +87,20 @@ def read_game(path: str) -> dict[str, Any]:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataFormatError(f"ALFWorld game file {path!r} is not valid JSON ({e}); re-download it with "
-                              "`alfworld-download` or regenerate it") from e
-    missing = [k for k in ("pddl_domain", "grammar", "pddl_problem") if not isinstance(data, dict) or
-               not isinstance(data.get(k), str)]
+        raise DataFormatError(
+            f"ALFWorld game file {path!r} is not valid JSON ({e}); re-download it with "
+            "`alfworld-download` or regenerate it"
+        ) from e
+    missing = [
+        k
+        for k in ("pddl_domain", "grammar", "pddl_problem")
+        if not isinstance(data, dict) or not isinstance(data.get(k), str)
+    ]
     if missing:
-        raise DataFormatError(f"ALFWorld game file {path!r} lacks the string key(s) {missing}; a game.tw-pddl "
-                              "holds pddl_domain, grammar and pddl_problem")
+        raise DataFormatError(
+            f"ALFWorld game file {path!r} lacks the string key(s) {missing}; a game.tw-pddl "
+            "holds pddl_domain, grammar and pddl_problem"
+        )
     return data
 
 
@@ -108,8 +115,9 @@ def _translate(lib: Any, path: str, data: dict[str, Any]) -> tuple[Any, Any, dic
         logic = pddl_logic.GameLogic(domain=data["pddl_domain"], grammar=data["grammar"])
         state = pddl_logic.PddlState(lib, data["pddl_problem"], logic)
     except Exception as e:  # tatsu, fast-downward's translator and KeyErrors from bad PDDL all land here
-        raise DataFormatError(f"ALFWorld game file {path!r} could not be loaded by TextWorld: "
-                              f"{type(e).__name__}: {str(e)[:300]}") from e
+        raise DataFormatError(
+            f"ALFWorld game file {path!r} could not be loaded by TextWorld: {type(e).__name__}: {str(e)[:300]}"
+        ) from e
     finally:
         sys.argv[:] = argv  # fast-downward's translator overwrites sys.argv
     infos = {v.name: EntityInfo(v.name, v.type) for fact in state.facts for v in fact.arguments}
@@ -202,8 +210,13 @@ def _engine_class() -> type:
             self._moves = 0
             if game.initial is None:
                 self.state = GameState()
-                context = {"state": self._pddl_state, "facts": list(self._pddl_state.facts), "variables": {},
-                           "mapping": {}, "entity_infos": self._entity_infos}
+                context = {
+                    "state": self._pddl_state,
+                    "facts": list(self._pddl_state.facts),
+                    "variables": {},
+                    "mapping": {},
+                    "entity_infos": self._entity_infos,
+                }
                 self.state.feedback = self._logic.grammar.derive("#intro#", context)
                 self.state.raw = self.state.feedback
                 self._gather_infos()
@@ -283,6 +296,8 @@ class Engine:
 def check_engine(name: str) -> str:
     """``name`` when it is one of :data:`ENGINES`, else :class:`ConfigError` naming them."""
     if name not in ENGINES:
-        raise ConfigError(f"unknown ALFWorld engine {name!r}; choose one of {list(ENGINES)} ('fast': the compiled "
-                          "engine, same text; 'textworld': TextWorld's own PddlEnv)")
+        raise ConfigError(
+            f"unknown ALFWorld engine {name!r}; choose one of {list(ENGINES)} ('fast': the compiled "
+            "engine, same text; 'textworld': TextWorld's own PddlEnv)"
+        )
     return name

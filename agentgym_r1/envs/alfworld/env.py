@@ -120,8 +120,11 @@ class ALFWorldEnv(Env):
             self.games = load_source(source, split, task_types, seed, num_games, cache_dir, knobs)
         self.step_penalty = finite_option("step_penalty", step_penalty)
         self.format_penalty = finite_option("format_penalty", format_penalty)
-        self.system_prompt = (with_call_example(INSTRUCTIONS, self.parser, "act", {"command": "go to desk 1"})
-                              if system_prompt is None else system_prompt)
+        self.system_prompt = (
+            with_call_example(INSTRUCTIONS, self.parser, "act", {"command": "go to desk 1"})
+            if system_prompt is None
+            else system_prompt
+        )
         self._engine: Any = None
         self._state: Any = None
         self._played: list[str] = []  # the commands the engine applied this episode
@@ -141,8 +144,12 @@ class ALFWorldEnv(Env):
         self._state = engine.reset(game)
         self._played, self._initial_plan = [], None
         goal = self._state.feedback.rpartition("Your task is to: ")[2].strip()
-        self.task = Task(self.task.id, goal, None,
-                         {**self.task.meta, "task_type": self.task.meta.get("task_type") or task_type_of_game(game)})
+        self.task = Task(
+            self.task.id,
+            goal,
+            None,
+            {**self.task.meta, "task_type": self.task.meta.get("task_type") or task_type_of_game(game)},
+        )
         messages = [EnvMessage("system", self.system_prompt), EnvMessage(None, "\n\n")] if self.system_prompt else []
         return [*messages, EnvMessage("user", self._state.feedback)]
 
@@ -150,8 +157,13 @@ class ALFWorldEnv(Env):
     def _act(self, action: str) -> Turn:
         read = read_action(action, self.parser)
         if read.kind == "invalid":
-            return self._reply(read, read.error or "", Turn(read.to_info(), valid=False, error=read.error,
-                                                           process=self.step_penalty, format=self.format_penalty))
+            return self._reply(
+                read,
+                read.error or "",
+                Turn(
+                    read.to_info(), valid=False, error=read.error, process=self.step_penalty, format=self.format_penalty
+                ),
+            )
         turn = Turn(read.to_info(), process=self.step_penalty)
         if read.kind == "think":
             return self._reply(read, "OK.", turn)

@@ -15,16 +15,18 @@ from collections import defaultdict
 
 from agentgym_r1.envs.alfworld.engine import CompiledGame
 
-STATIONS = {"pick_heat_then_place_in_recep": ("heatobject", "microwavetype"),
-            "pick_cool_then_place_in_recep": ("coolobject", "fridgetype"),
-            "pick_clean_then_place_in_recep": ("cleanobject", "sinkbasintype")}
+STATIONS = {
+    "pick_heat_then_place_in_recep": ("heatobject", "microwavetype"),
+    "pick_cool_then_place_in_recep": ("coolobject", "fridgetype"),
+    "pick_clean_then_place_in_recep": ("cleanobject", "sinkbasintype"),
+}
 _GOAL_OBJECT = re.compile(r"\(objectType \?o\d? (\w+)\)", re.I)
 _GOAL_RECEP = re.compile(r"\(receptacleType \?r (\w+)\)", re.I)
 _GOAL_TOGGLE = re.compile(r"\(objectType \?ot (\w+)\)", re.I)
 
 
 def _goal(problem: str) -> tuple[str | None, str | None, str | None]:
-    goal = problem[problem.lower().rfind("(:goal"):]
+    goal = problem[problem.lower().rfind("(:goal") :]
     found = [p.search(goal) for p in (_GOAL_OBJECT, _GOAL_RECEP, _GOAL_TOGGLE)]
     obj, recep, toggle = (m.group(1).lower() if m else None for m in found)
     return obj, recep, toggle

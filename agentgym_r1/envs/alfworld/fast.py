@@ -100,8 +100,10 @@ class FastGame:
 
         name, *args = self.task.operators[i].name.split()
         params = self.schemas[name].parameters
-        mapping = {Placeholder(p.name.strip("?"), p.type_name): Variable(arg, p.type_name)
-                   for p, arg in zip(params, args, strict=False)}
+        mapping = {
+            Placeholder(p.name.strip("?"), p.type_name): Variable(arg, p.type_name)
+            for p, arg in zip(params, args, strict=False)
+        }
         return name, mapping, {ph.name: self.game.entity_infos[var.name] for ph, var in mapping.items()}
 
     def _static_commands(self) -> list[str | None]:
@@ -124,10 +126,18 @@ class FastGame:
             op = self.task.operators[i]
             name, mapping, variables = self._bind(i)
             action = self.game.logic.actions[name]
-            facts = [atom_fact(self.task.value_names[var][value], self.game.pristine.name2type)
-                     for var, value, _ in op.effects]
-            found = self._ops[i] = OperatorText(op.name, mapping, variables, action.template, action.feedback_rule,
-                                                tuple((fact.negate(), fact) for fact in facts))
+            facts = [
+                atom_fact(self.task.value_names[var][value], self.game.pristine.name2type)
+                for var, value, _ in op.effects
+            ]
+            found = self._ops[i] = OperatorText(
+                op.name,
+                mapping,
+                variables,
+                action.template,
+                action.feedback_rule,
+                tuple((fact.negate(), fact) for fact in facts),
+            )
         return found
 
     def command(self, i: int, facts: Any) -> str:

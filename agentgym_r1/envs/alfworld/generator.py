@@ -36,33 +36,84 @@ from agentgym_r1.error import AgentGymError, ConfigError
 
 GENERATOR_VERSION = 1
 MAX_ATTEMPTS = 8
-TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
-              "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
+TASK_TYPES = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
 
 # Receptacle classes of each room: (class, fewest, most).
 ROOMS: dict[str, tuple[tuple[str, int, int], ...]] = {
-    "kitchen": (("CounterTop", 1, 3), ("Cabinet", 2, 6), ("Drawer", 1, 4), ("Fridge", 1, 1), ("Microwave", 1, 1),
-                ("SinkBasin", 1, 1), ("StoveBurner", 1, 4), ("DiningTable", 0, 1), ("GarbageCan", 1, 1),
-                ("CoffeeMachine", 0, 1), ("Toaster", 0, 1), ("Shelf", 0, 3)),
-    "livingroom": (("Sofa", 1, 1), ("CoffeeTable", 1, 1), ("SideTable", 1, 2), ("TVStand", 0, 1), ("ArmChair", 0, 2),
-                   ("Drawer", 0, 4), ("Cabinet", 0, 4), ("Shelf", 0, 4), ("GarbageCan", 1, 1), ("Dresser", 0, 1),
-                   ("Ottoman", 0, 1)),
-    "bedroom": (("Bed", 1, 1), ("Desk", 1, 2), ("Drawer", 1, 6), ("Dresser", 0, 1), ("Shelf", 0, 6),
-                ("SideTable", 0, 2), ("GarbageCan", 1, 1), ("LaundryHamper", 0, 1), ("Safe", 0, 1), ("ArmChair", 0, 1)),
-    "bathroom": (("CounterTop", 1, 1), ("SinkBasin", 1, 2), ("Cabinet", 1, 4), ("Drawer", 0, 4), ("Toilet", 1, 1),
-                 ("ToiletPaperHanger", 1, 1), ("TowelHolder", 0, 1), ("HandTowelHolder", 0, 1), ("GarbageCan", 1, 1),
-                 ("BathtubBasin", 0, 1), ("Shelf", 0, 2)),
+    "kitchen": (
+        ("CounterTop", 1, 3),
+        ("Cabinet", 2, 6),
+        ("Drawer", 1, 4),
+        ("Fridge", 1, 1),
+        ("Microwave", 1, 1),
+        ("SinkBasin", 1, 1),
+        ("StoveBurner", 1, 4),
+        ("DiningTable", 0, 1),
+        ("GarbageCan", 1, 1),
+        ("CoffeeMachine", 0, 1),
+        ("Toaster", 0, 1),
+        ("Shelf", 0, 3),
+    ),
+    "livingroom": (
+        ("Sofa", 1, 1),
+        ("CoffeeTable", 1, 1),
+        ("SideTable", 1, 2),
+        ("TVStand", 0, 1),
+        ("ArmChair", 0, 2),
+        ("Drawer", 0, 4),
+        ("Cabinet", 0, 4),
+        ("Shelf", 0, 4),
+        ("GarbageCan", 1, 1),
+        ("Dresser", 0, 1),
+        ("Ottoman", 0, 1),
+    ),
+    "bedroom": (
+        ("Bed", 1, 1),
+        ("Desk", 1, 2),
+        ("Drawer", 1, 6),
+        ("Dresser", 0, 1),
+        ("Shelf", 0, 6),
+        ("SideTable", 0, 2),
+        ("GarbageCan", 1, 1),
+        ("LaundryHamper", 0, 1),
+        ("Safe", 0, 1),
+        ("ArmChair", 0, 1),
+    ),
+    "bathroom": (
+        ("CounterTop", 1, 1),
+        ("SinkBasin", 1, 2),
+        ("Cabinet", 1, 4),
+        ("Drawer", 0, 4),
+        ("Toilet", 1, 1),
+        ("ToiletPaperHanger", 1, 1),
+        ("TowelHolder", 0, 1),
+        ("HandTowelHolder", 0, 1),
+        ("GarbageCan", 1, 1),
+        ("BathtubBasin", 0, 1),
+        ("Shelf", 0, 2),
+    ),
 }
-TASK_ROOMS = {"pick_and_place_simple": ("kitchen", "livingroom", "bedroom", "bathroom"),
-              "pick_two_obj_and_place": ("kitchen", "livingroom", "bedroom", "bathroom"),
-              "look_at_obj_in_light": ("livingroom", "bedroom"),
-              "pick_clean_then_place_in_recep": ("kitchen", "bathroom"),
-              "pick_heat_then_place_in_recep": ("kitchen",),
-              "pick_cool_then_place_in_recep": ("kitchen",)}
+TASK_ROOMS = {
+    "pick_and_place_simple": ("kitchen", "livingroom", "bedroom", "bathroom"),
+    "pick_two_obj_and_place": ("kitchen", "livingroom", "bedroom", "bathroom"),
+    "look_at_obj_in_light": ("livingroom", "bedroom"),
+    "pick_clean_then_place_in_recep": ("kitchen", "bathroom"),
+    "pick_heat_then_place_in_recep": ("kitchen",),
+    "pick_cool_then_place_in_recep": ("kitchen",),
+}
 # The state-change tasks: the property the object needs, and the receptacle class that gives it.
-CHANGES = {"pick_clean_then_place_in_recep": ("Cleanable", "SinkBasin"),
-           "pick_heat_then_place_in_recep": ("Heatable", "Microwave"),
-           "pick_cool_then_place_in_recep": ("Coolable", "Fridge")}
+CHANGES = {
+    "pick_clean_then_place_in_recep": ("Cleanable", "SinkBasin"),
+    "pick_heat_then_place_in_recep": ("Heatable", "Microwave"),
+    "pick_cool_then_place_in_recep": ("Coolable", "Fridge"),
+}
 LAMP, LAMP_HOSTS = "DeskLamp", ("Desk", "SideTable", "Dresser")
 # Types the domain names in preconditions: they must exist in every problem.
 DOMAIN_RTYPES, DOMAIN_OTYPES = ("SinkBasin", "Microwave", "Fridge"), ("Knife", "ButterKnife")
@@ -102,9 +153,11 @@ class Knobs:
 
 
 MAX_RECEPTACLES, MAX_DISTRACTORS = 60, 80
-LEVELS = {"easy": Knobs(),
-          "medium": Knobs(min_receptacles=28, closed=0.0, spare_goal_objects=0, min_distractors=10, max_distractors=25),
-          "hard": Knobs(min_receptacles=55, closed=0.0, spare_goal_objects=0, min_distractors=20, max_distractors=40)}
+LEVELS = {
+    "easy": Knobs(),
+    "medium": Knobs(min_receptacles=28, closed=0.0, spare_goal_objects=0, min_distractors=10, max_distractors=25),
+    "hard": Knobs(min_receptacles=55, closed=0.0, spare_goal_objects=0, min_distractors=20, max_distractors=40),
+}
 
 
 class GenerationError(AgentGymError, RuntimeError):
@@ -158,8 +211,9 @@ def _room_receptacles(rng: np.random.Generator, room: str, task_type: str, knobs
         classes += [cls] * int(rng.integers(lo, hi + 1))
     if task_type == "look_at_obj_in_light" and not set(classes) & set(LAMP_HOSTS):
         classes.append(_choice(rng, [h for h in LAMP_HOSTS if h in {c for c, _, _ in ROOMS[room]}]))
-    more = [cls for cls, _, _ in ROOMS[room] if cls in REPEATABLE and cls in CLOSED] or \
-        [cls for cls, _, _ in ROOMS[room] if cls in REPEATABLE]  # as in ALFRED, rooms grow by cabinets and drawers
+    more = [cls for cls, _, _ in ROOMS[room] if cls in REPEATABLE and cls in CLOSED] or [
+        cls for cls, _, _ in ROOMS[room] if cls in REPEATABLE
+    ]  # as in ALFRED, rooms grow by cabinets and drawers
     while len(classes) < knobs.min_receptacles:  # no draw at all on easy: its rooms stay as they were
         classes.append(_choice(rng, more))
     return sorted(classes, key=[c for c, _, _ in ROOMS[room]].index) if knobs.min_receptacles else classes
@@ -191,12 +245,14 @@ def _describe(rng: np.random.Generator, spec: GameSpec) -> str:
 
     templates = glib.gdict[spec.task_type]["templates"]
     template = templates[int(rng.integers(len(templates)))]
-    return template.format(obj=spec.obj.lower(), recep=(spec.recep or "").lower(),
-                           toggle=(spec.toggle or "").lower(), mrecep="")
+    return template.format(
+        obj=spec.obj.lower(), recep=(spec.recep or "").lower(), toggle=(spec.toggle or "").lower(), mrecep=""
+    )
 
 
-def _place_objects(rng: np.random.Generator, spec: GameSpec, receps: list[tuple[str, str]],
-                   c: Any, knobs: Knobs) -> list[tuple[str, str, str]]:
+def _place_objects(
+    rng: np.random.Generator, spec: GameSpec, receps: list[tuple[str, str]], c: Any, knobs: Knobs
+) -> list[tuple[str, str, str]]:
     """``(id, class, receptacle id)`` for the goal's objects and some distractors, never already done."""
     fits = c.VAL_RECEPTACLE_OBJECTS
     placed: list[tuple[str, str, str]] = []
@@ -228,16 +284,23 @@ def _place_objects(rng: np.random.Generator, spec: GameSpec, receps: list[tuple[
     return placed
 
 
-def _problem(name: str, spec: GameSpec, receps: list[tuple[str, str]], objects: list[tuple[str, str, str]],
-             c: Any) -> str:
+def _problem(
+    name: str, spec: GameSpec, receps: list[tuple[str, str]], objects: list[tuple[str, str, str]], c: Any
+) -> str:
     import alfworld.gen.goal_library as glib
 
     rtypes = sorted({r for _, r in receps} | set(DOMAIN_RTYPES))
     otypes = sorted({o for _, o, _ in objects} | set(DOMAIN_OTYPES))
     loc = {rid: f"loc_bar_{i + 1}" for i, (rid, _) in enumerate(receps)}
-    decl = (["agent1 - agent"] + [f"{o}Type - otype" for o in otypes] + [f"{r}Type - rtype" for r in rtypes]
-            + [f"{oid} - object" for oid, _, _ in objects] + [f"{rid} - receptacle" for rid, _ in receps]
-            + ["loc_bar_0 - location"] + [f"{v} - location" for v in loc.values()])
+    decl = (
+        ["agent1 - agent"]
+        + [f"{o}Type - otype" for o in otypes]
+        + [f"{r}Type - rtype" for r in rtypes]
+        + [f"{oid} - object" for oid, _, _ in objects]
+        + [f"{rid} - receptacle" for rid, _ in receps]
+        + ["loc_bar_0 - location"]
+        + [f"{v} - location" for v in loc.values()]
+    )
     init = ["(atLocation agent1 loc_bar_0)"]
     for rid, r in receps:
         init += [f"(receptacleType {rid} {r}Type)", f"(receptacleAtLocation {rid} {loc[rid]})"]
@@ -245,19 +308,34 @@ def _problem(name: str, spec: GameSpec, receps: list[tuple[str, str]], objects: 
     for oid, o, rid in objects:
         init += [f"(objectType {oid} {o}Type)", f"(inReceptacle {oid} {rid})", f"(objectAtLocation {oid} {loc[rid]})"]
         init += [f"(toggleable {oid})"] if o in c.VAL_ACTION_OBJECTS["Toggleable"] else [f"(pickupable {oid})"]
-        init += [f"({p.lower()} {oid})" for p in ("Cleanable", "Heatable", "Coolable", "Sliceable")
-                 if o in c.VAL_ACTION_OBJECTS[p]]
+        init += [
+            f"({p.lower()} {oid})"
+            for p in ("Cleanable", "Heatable", "Coolable", "Sliceable")
+            if o in c.VAL_ACTION_OBJECTS[p]
+        ]
         init += [f"(isReceptacleObject {oid})"] if o in c.MOVABLE_RECEPTACLES_SET else []
-    init += [f"(canContain {r}Type {o}Type)" for r in rtypes for o in otypes
-             if o in c.VAL_RECEPTACLE_OBJECTS.get(r, ())]
-    goal = glib.gdict[spec.task_type]["pddl"].replace("#", "-").format(
-        obj=spec.obj, recep=spec.recep or "", toggle=spec.toggle or "", mrecep="")
-    return (f"(define (problem {name})\n(:domain alfred)\n(:objects\n  " + "\n  ".join(decl) + "\n)\n(:init\n  "
-            + "\n  ".join(init) + "\n)\n" + goal.strip() + "\n")
+    init += [
+        f"(canContain {r}Type {o}Type)" for r in rtypes for o in otypes if o in c.VAL_RECEPTACLE_OBJECTS.get(r, ())
+    ]
+    goal = (
+        glib.gdict[spec.task_type]["pddl"]
+        .replace("#", "-")
+        .format(obj=spec.obj, recep=spec.recep or "", toggle=spec.toggle or "", mrecep="")
+    )
+    return (
+        f"(define (problem {name})\n(:domain alfred)\n(:objects\n  "
+        + "\n  ".join(decl)
+        + "\n)\n(:init\n  "
+        + "\n  ".join(init)
+        + "\n)\n"
+        + goal.strip()
+        + "\n"
+    )
 
 
-def make_game(seed: int, index: int, task_type: str, attempt: int = 0,
-              knobs: Knobs = LEVELS["easy"]) -> tuple[GameSpec, dict[str, Any]] | None:
+def make_game(
+    seed: int, index: int, task_type: str, attempt: int = 0, knobs: Knobs = LEVELS["easy"]
+) -> tuple[GameSpec, dict[str, Any]] | None:
     """The spec and the ``game.tw-pddl`` data (no walkthrough yet) of one try; ``None`` when the room cannot host it."""
     c = _constants()
     rng = np.random.default_rng([seed, index, attempt, GENERATOR_VERSION])
@@ -276,9 +354,14 @@ def make_game(seed: int, index: int, task_type: str, attempt: int = 0,
     objects = _place_objects(rng, spec, receps, c, knobs)
     domain, grammar = shipped_logic()
     problem = _problem(f"gen_{seed}_{index}_{attempt}", spec, receps, objects, c)
-    data = {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", spec.description),
-            "pddl_problem": problem, "solvable": False, "task_type": task_type,
-            "generator": {"version": GENERATOR_VERSION, "seed": seed, "index": index, "attempt": attempt}}
+    data = {
+        "pddl_domain": domain,
+        "grammar": grammar.replace("UNKNOWN GOAL", spec.description),
+        "pddl_problem": problem,
+        "solvable": False,
+        "task_type": task_type,
+        "generator": {"version": GENERATOR_VERSION, "seed": seed, "index": index, "attempt": attempt},
+    }
     if not knobs.planned:
         data["generator"]["difficulty"] = dataclasses.asdict(knobs)
     return spec, data
@@ -318,12 +401,14 @@ def solve(engine: Engine, game: CompiledGame) -> list[str] | None:
 
 def default_cache_dir() -> Path:
     root = os.environ.get("AGENTGYM_R1_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "agentgym-r1")
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "agentgym-r1"
+    )
     return Path(root) / "alfworld"
 
 
-def game_path(cache_dir: str | Path, seed: int, index: int, task_types: tuple[str, ...],
-              knobs: Knobs = LEVELS["easy"]) -> Path:
+def game_path(
+    cache_dir: str | Path, seed: int, index: int, task_types: tuple[str, ...], knobs: Knobs = LEVELS["easy"]
+) -> Path:
     key = ",".join(task_types) + ("" if knobs.planned else json.dumps(dataclasses.asdict(knobs), sort_keys=True))
     tag = hashlib.sha1(key.encode()).hexdigest()[:8]
     return Path(cache_dir) / f"generated-v{GENERATOR_VERSION}" / f"seed{seed}-{tag}" / f"{index}.tw-pddl"
@@ -334,8 +419,13 @@ def task_type_of(index: int, task_types: tuple[str, ...]) -> str:
     return task_types[index % len(task_types)]
 
 
-def generate(seed: int, index: int, task_types: tuple[str, ...] = TASK_TYPES,
-             cache_dir: str | Path | None = None, knobs: Knobs = LEVELS["easy"]) -> Path:
+def generate(
+    seed: int,
+    index: int,
+    task_types: tuple[str, ...] = TASK_TYPES,
+    cache_dir: str | Path | None = None,
+    knobs: Knobs = LEVELS["easy"],
+) -> Path:
     """The path of game ``index`` under ``seed``: read from the cache, or generated, solved, checked and written."""
     path = game_path(cache_dir or default_cache_dir(), seed, index, task_types, knobs)
     if path.is_file():

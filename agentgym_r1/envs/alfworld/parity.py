@@ -13,8 +13,20 @@ from typing import Any
 import numpy as np
 
 KEYS = ("feedback", "admissible_commands", "_valid_commands", "won", "score", "done")
-GARBAGE = ("", "look around", "take the moon", "go to", "put", "open door 99", "examine", "inventory please",
-           "Take Apple 1", "go  to desk 1", "heat", "use")
+GARBAGE = (
+    "",
+    "look around",
+    "take the moon",
+    "go to",
+    "put",
+    "open door 99",
+    "examine",
+    "inventory please",
+    "Take Apple 1",
+    "go  to desk 1",
+    "heat",
+    "use",
+)
 
 
 @dataclass(frozen=True)
@@ -29,8 +41,10 @@ class Mismatch:
 
     def __str__(self) -> str:
         where = "reset" if self.step < 0 else f"step {self.step} ({self.command!r})"
-        return (f"{self.game}: walk {self.walk}, {where}: {self.key} differs\n  stock: {self.expected!r}\n"
-                f"  fast:  {self.got!r}")
+        return (
+            f"{self.game}: walk {self.walk}, {where}: {self.key} differs\n  stock: {self.expected!r}\n"
+            f"  fast:  {self.got!r}"
+        )
 
 
 def _differ(a: Any, b: Any) -> str | None:
@@ -46,16 +60,25 @@ def invalid_command(rng: np.random.Generator, admissible: list[str], names: list
     if kind == 0:
         return str(GARBAGE[rng.integers(len(GARBAGE))])
     if kind == 1:
-        verb = ("take {} from {}", "put {} in/on {}", "open {}", "go to {}", "examine {}", "heat {} with {}",
-                "move {} to {}", "use {}")[rng.integers(8)]
+        verb = (
+            "take {} from {}",
+            "put {} in/on {}",
+            "open {}",
+            "go to {}",
+            "examine {}",
+            "heat {} with {}",
+            "move {} to {}",
+            "use {}",
+        )[rng.integers(8)]
         return verb.format(*(names[rng.integers(len(names))] for _ in range(verb.count("{}"))))
     if kind == 2:  # padded: stripped to an admissible command by the engine
         return f"  {admissible[rng.integers(len(admissible))]} "
     return str(admissible[rng.integers(len(admissible))]).upper()
 
 
-def compare_walks(stock: Any, fast: Any, game_file: str, walks: int, steps: int, seed: int,
-                  invalid_share: float = 0.25) -> tuple[Mismatch | None, int]:
+def compare_walks(
+    stock: Any, fast: Any, game_file: str, walks: int, steps: int, seed: int, invalid_share: float = 0.25
+) -> tuple[Mismatch | None, int]:
     """Play ``walks`` seeded random walks of ``steps`` on both engines; the first mismatch (or None) and the number
     of states compared."""
     game = stock.compile(game_file)

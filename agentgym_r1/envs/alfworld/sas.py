@@ -41,8 +41,10 @@ class UnsupportedGameError(DataFormatError):
     def __init__(self, feature: str, game: str | None = None) -> None:
         self.feature, self.game = feature, game
         where = f"ALFWorld game file {game!r}" if game else "this ALFWorld game"
-        super().__init__(f"the fast engine cannot play {where}: it uses {feature}. Play it with "
-                         f'engine="textworld" (TextWorld\'s own engine)')
+        super().__init__(
+            f"the fast engine cannot play {where}: it uses {feature}. Play it with "
+            f'engine="textworld" (TextWorld\'s own engine)'
+        )
 
 
 @dataclass(slots=True)
@@ -156,7 +158,7 @@ class SasTask:
             nums = r.ints()
             n = nums[0]
             conditions = tuple((nums[1 + 2 * k], nums[2 + 2 * k]) for k in range(n))
-            var, before, after = nums[1 + 2 * n:4 + 2 * n]
+            var, before, after = nums[1 + 2 * n : 4 + 2 * n]
             if before != -1:
                 pre.append((var, before))
             effects.append((var, after, conditions))
@@ -218,8 +220,11 @@ class SasState:
 
     def apply(self, op_id: int) -> None:
         task, values = self.task, self.values
-        fired = [(var, value) for var, value, conditions in task.operators[op_id].effects
-                 if all(values[v] == x for v, x in conditions)]  # effect conditions read the predecessor
+        fired = [
+            (var, value)
+            for var, value, conditions in task.operators[op_id].effects
+            if all(values[v] == x for v, x in conditions)
+        ]  # effect conditions read the predecessor
         old: dict[int, int] = {}
         for var, value in fired:
             old.setdefault(var, values[var])
@@ -256,8 +261,10 @@ def atom_fact(name: str, name2type: dict[str, str]) -> Any:
     from textworld.logic import Proposition, Variable
 
     negated, predicate, args = split_atom(name)
-    return Proposition("not_" + predicate if negated else predicate,
-                       [Variable(a.upper() if a.lower() in ("i", "p") else a, name2type[a]) for a in args])
+    return Proposition(
+        "not_" + predicate if negated else predicate,
+        [Variable(a.upper() if a.lower() in ("i", "p") else a, name2type[a]) for a in args],
+    )
 
 
 def dynamic_predicates(task: SasTask) -> frozenset[str]:

@@ -39,15 +39,19 @@ def _check_expression(text: str) -> None:
     except SyntaxError as e:
         raise UnsupportedGameError(f"the grammar expression {{{text}}}, not Python ({e.msg})") from e
     for node in ast.walk(tree):
-        ok = isinstance(node, ast.Expression | ast.Load | ast.Add | ast.BoolOp | ast.Or | ast.And) or (
-            isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)) or (
-            isinstance(node, ast.Constant) and isinstance(node.value, str)) or (
-            isinstance(node, ast.Name) and node.id not in _FORBIDDEN) or (
-            isinstance(node, ast.Attribute) and node.attr in _ATTRIBUTES)
+        ok = (
+            isinstance(node, ast.Expression | ast.Load | ast.Add | ast.BoolOp | ast.Or | ast.And)
+            or (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add))
+            or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+            or (isinstance(node, ast.Name) and node.id not in _FORBIDDEN)
+            or (isinstance(node, ast.Attribute) and node.attr in _ATTRIBUTES)
+        )
         if not ok:
-            raise UnsupportedGameError(f"the grammar expression {{{text}}}, with a {type(node).__name__} (the fast "
-                                       "engine evaluates variables, their name/definite/indefinite attributes, "
-                                       "string literals, +, or, and)")
+            raise UnsupportedGameError(
+                f"the grammar expression {{{text}}}, with a {type(node).__name__} (the fast "
+                "engine evaluates variables, their name/definite/indefinite attributes, "
+                "string literals, +, or, and)"
+            )
 
 
 class Grammar:
@@ -103,9 +107,10 @@ class Grammar:
     def rules(self, name: str) -> list[tuple[Any, tuple[Node, ...]]]:
         found = self._rules.get(name)
         if found is None:
-            found = self._rules[name] = [(self.query(r.condition) if r.condition else None,
-                                          tuple(self._node(s) for s in r.rhs))
-                                         for r in self._production.get(name, ())]
+            found = self._rules[name] = [
+                (self.query(r.condition) if r.condition else None, tuple(self._node(s) for s in r.rhs))
+                for r in self._production.get(name, ())
+            ]
         return found
 
     def check(self) -> None:
@@ -145,13 +150,16 @@ class Grammar:
             if name in seen:
                 return True
             seen.add(name)
-            return all((cond is None or self._query_static(cond)) and all(self._node_static(n, seen) for n in rhs)
-                       for cond, rhs in self.rules(name))
+            return all(
+                (cond is None or self._query_static(cond)) and all(self._node_static(n, seen) for n in rhs)
+                for cond, rhs in self.rules(name)
+            )
         if kind == "c":
             return (node[2] is None or self._query_static(self.query(node[2]))) and self._node_static(node[1], seen)
         if kind == "l":
             return self._node_static(node[1], seen) and all(
-                self._node_static(("n", n), seen) for n in ("list_empty", "list_separator", "list_last_separator"))
+                self._node_static(("n", n), seen) for n in ("list_empty", "list_separator", "list_last_separator")
+            )
         return True
 
     def _query_static(self, rule: Any) -> bool:
@@ -161,8 +169,9 @@ class Grammar:
     def derive(self, text: str, state: Any, variables: dict[str, Any], mapping: dict[Any, Any]) -> str:
         """``ContextSensitiveGrammar.derive(text, context)`` for the context TextWorld's ``PddlEnv`` builds."""
         out: list[str] = []
-        stack: list[tuple[Node, dict[str, Any], dict[Any, Any]]] = [(n, variables, mapping)
-                                                                     for n in reversed(self.parse(text))]
+        stack: list[tuple[Node, dict[str, Any], dict[Any, Any]]] = [
+            (n, variables, mapping) for n in reversed(self.parse(text))
+        ]
         while stack:
             node, var, mp = stack.pop()
             kind = node[0]
@@ -190,8 +199,7 @@ class Grammar:
                 return rhs
         raise IndexError(f"no rule of #{name}# applies (TextWorld fails the same way: list index out of range)")
 
-    def _contexts(self, node: Node, state: Any, variables: dict[str, Any],
-                  mapping: dict[Any, Any]) -> list[Context]:
+    def _contexts(self, node: Node, state: Any, variables: dict[str, Any], mapping: dict[Any, Any]) -> list[Context]:
         if not node[2]:
             return [(variables, mapping)]
         out = []
@@ -203,7 +211,6 @@ class Grammar:
             mp.update(found)
             out.append((var, mp))
         return out
-
 
     def _assignments(self, rule: Any, state: Any, mapping: dict[Any, Any]) -> Iterator[dict[Any, Any]]:
         """``state.all_assignments(rule, mapping)``; when the mapping binds every placeholder of the query, its one
@@ -223,21 +230,30 @@ class Grammar:
         for name, params, allowed in plan:
             args = [mapping[ph] for ph in params]
             types = tuple(v.type for v in args)
-            if types not in allowed or Proposition(name, args) not in state.facts_with_signature(Signature(name, types)):
+            if types not in allowed or Proposition(name, args) not in state.facts_with_signature(
+                Signature(name, types)
+            ):
                 return
         yield dict(mapping)
 
-    def _bound_plan(self, rule: Any, mapping: dict[Any, Any]) -> list[tuple[str, tuple[Any, ...],
-                                                                            frozenset[tuple[str, ...]]]] | None:
+    def _bound_plan(
+        self, rule: Any, mapping: dict[Any, Any]
+    ) -> list[tuple[str, tuple[Any, ...], frozenset[tuple[str, ...]]]] | None:
         if any(ph not in mapping for pred in rule.preconditions for ph in pred.parameters):
             return None
         plan = self._bound.get(id(rule))
         if plan is None:
             plan = self._bound[id(rule)] = [
-                (pred.name, tuple(pred.parameters),
-                 frozenset(tuple(t.name for t in combo)
-                           for combo in self.types.multi_subtypes([self.types.get(t) for t in pred.signature.types])))
-                for pred in rule.preconditions]
+                (
+                    pred.name,
+                    tuple(pred.parameters),
+                    frozenset(
+                        tuple(t.name for t in combo)
+                        for combo in self.types.multi_subtypes([self.types.get(t) for t in pred.signature.types])
+                    ),
+                )
+                for pred in rule.preconditions
+            ]
         return plan
 
 
@@ -247,8 +263,9 @@ def _any(assignments: Iterator[Any]) -> bool:
     return False
 
 
-def _display_list(items: list[tuple[Node, dict[str, Any], dict[Any, Any]]], variables: dict[str, Any],
-                  mapping: dict[Any, Any]) -> list[tuple[Node, dict[str, Any], dict[Any, Any]]]:
+def _display_list(
+    items: list[tuple[Node, dict[str, Any], dict[Any, Any]]], variables: dict[str, Any], mapping: dict[Any, Any]
+) -> list[tuple[Node, dict[str, Any], dict[Any, Any]]]:
     """textgen's ``display_list``: nothing -> #list_empty#, one -> itself, else separators between."""
     if not items:
         return [(("n", "list_empty"), variables, mapping)]

@@ -17,8 +17,13 @@ MAX_MAGNITUDE = 1e100
 MAX_INT_BITS = 340  # about 1e100
 
 _BINOPS: dict[type, Any] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
 }
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 

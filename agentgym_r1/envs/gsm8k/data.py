@@ -16,8 +16,10 @@ from agentgym_r1.envs.gsm8k.synthetic import LEVELS, Knobs, generate_problem
 from agentgym_r1.error import DataFormatError, DataNotFoundError
 
 _ANNOTATION = re.compile(r"<<([^=<>]+)=([^<>]*)>>")
-ALTERNATIVES = ('source="synthetic" (generated, offline), or source="path/to/test.jsonl" in the official format '
-                "(github.com/openai/grade-school-math, grade_school_math/data/test.jsonl)")
+ALTERNATIVES = (
+    'source="synthetic" (generated, offline), or source="path/to/test.jsonl" in the official format '
+    "(github.com/openai/grade-school-math, grade_school_math/data/test.jsonl)"
+)
 
 
 def gold_answer(solution: str) -> str:
@@ -33,8 +35,9 @@ def task_from_record(record: dict[str, Any], task_id: str) -> Task:
     if not isinstance(record.get("question"), str) or not isinstance(record.get("answer"), str):
         raise DataFormatError(f"GSM8K record {task_id} needs string 'question' and 'answer', got keys {sorted(record)}")
     expert = [expr.strip() for expr, _ in _ANNOTATION.findall(record["answer"])]
-    return Task(task_id, record["question"], gold_answer(record["answer"]),
-                {"solution": record["answer"], "expert": expert})
+    return Task(
+        task_id, record["question"], gold_answer(record["answer"]), {"solution": record["answer"], "expert": expert}
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -45,8 +48,10 @@ def load_jsonl(path: str) -> ListSource:
     try:
         lines = p.read_text(encoding="utf-8").split("\n")
     except UnicodeDecodeError as e:
-        raise DataFormatError(f"GSM8K source {path!r} is not UTF-8 text ({e.reason} at byte {e.start}); the official "
-                              f"files are UTF-8 JSONL. Re-encode it (e.g. iconv -t UTF-8) or use {ALTERNATIVES}.") from e
+        raise DataFormatError(
+            f"GSM8K source {path!r} is not UTF-8 text ({e.reason} at byte {e.start}); the official "
+            f"files are UTF-8 JSONL. Re-encode it (e.g. iconv -t UTF-8) or use {ALTERNATIVES}."
+        ) from e
     tasks = []
     for i, line in enumerate(lines):
         if line.strip():
@@ -64,8 +69,9 @@ def load_hf(split: str, dataset: str = "openai/gsm8k") -> ListSource:
     return ListSource(task_from_record(dict(r), f"gsm8k-{split}-{i}") for i, r in enumerate(ds))
 
 
-def synthetic_knobs(difficulty: Any = "easy", min_steps: int | None = None,
-                    max_steps: int | None = None) -> tuple[str, Knobs]:
+def synthetic_knobs(
+    difficulty: Any = "easy", min_steps: int | None = None, max_steps: int | None = None
+) -> tuple[str, Knobs]:
     """The level's label and knobs, with ``min_steps``/``max_steps`` (when given) over the level's own."""
     label, knobs = resolve('GSM8K source="synthetic"', LEVELS, difficulty)
     steps = {k: v for k, v in (("min_steps", min_steps), ("max_steps", max_steps)) if v is not None}
@@ -79,7 +85,9 @@ def synthetic_knobs(difficulty: Any = "easy", min_steps: int | None = None,
 def synthetic_source(seed: int = 0, knobs: Knobs = LEVELS["easy"]) -> GeneratedSource:
     def make(index: int) -> Task:
         p = generate_problem(seed, index, knobs=knobs)
-        return Task(f"synthetic-{seed}-{index}", p.question, p.answer, {"expert": p.expressions, "steps": len(p.expressions)})
+        return Task(
+            f"synthetic-{seed}-{index}", p.question, p.answer, {"expert": p.expressions, "steps": len(p.expressions)}
+        )
 
     return GeneratedSource(make, f"synthetic-{seed}")
 

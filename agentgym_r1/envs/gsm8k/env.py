@@ -15,8 +15,10 @@ from agentgym_r1.envs.gsm8k.data import load_source, synthetic_knobs
 from agentgym_r1.envs.tool_env import ToolEnv
 from agentgym_r1.error import ConfigError
 
-SYSTEM_PROMPT = ("You are a careful math solver. Work out the answer step by step, use the calculator for "
-                 "arithmetic, and give the final answer as a number.")
+SYSTEM_PROMPT = (
+    "You are a careful math solver. Work out the answer step by step, use the calculator for "
+    "arithmetic, and give the final answer as a number."
+)
 
 
 def _value(expression: str) -> str | None:
@@ -86,17 +88,26 @@ class GSM8KEnv(ToolEnv):
         self.source = source
         self.difficulty, knobs = synthetic_knobs(difficulty, min_steps, max_steps)
         if source != "synthetic" and (difficulty != "easy" or min_steps is not None or max_steps is not None):
-            raise ConfigError(f"difficulty, min_steps and max_steps are options of source='synthetic', not of "
-                              f"source={source!r} (got difficulty={difficulty!r}, min_steps={min_steps!r}, "
-                              f"max_steps={max_steps!r})")
+            raise ConfigError(
+                f"difficulty, min_steps and max_steps are options of source='synthetic', not of "
+                f"source={source!r} (got difficulty={difficulty!r}, min_steps={min_steps!r}, "
+                f"max_steps={max_steps!r})"
+            )
         self.step_value_reward = finite_option("step_value_reward", step_value_reward)
         self._unreached: list[str] = []
         super().__init__(
-            self.make_tools(), load_source(source, split, seed, knobs), numeric_reward, parser=parser,
-            answer_formats=("tag", "hashes", "boxed"), system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
-            valid_call_reward=valid_call_reward, failed_call_penalty=failed_call_penalty, format_penalty=format_penalty,
+            self.make_tools(),
+            load_source(source, split, seed, knobs),
+            numeric_reward,
+            parser=parser,
+            answer_formats=("tag", "hashes", "boxed"),
+            system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
+            valid_call_reward=valid_call_reward,
+            failed_call_penalty=failed_call_penalty,
+            format_penalty=format_penalty,
             render_mode=render_mode,
-            mcp_servers=mcp_servers, mcp_timeout=mcp_timeout,
+            mcp_servers=mcp_servers,
+            mcp_timeout=mcp_timeout,
         )
 
     def make_tools(self) -> list[BaseTool]:

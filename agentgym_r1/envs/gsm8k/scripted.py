@@ -19,8 +19,10 @@ _PATTERNS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], Step]]] = [
     (re.compile(r"buys (\d+) \w+ with (\d+) \w+ in each"), lambda m: lambda v: f"{v} + {m[1]} * {m[2]}"),
     (re.compile(r"(doubles|triples|quadruples)"), lambda m: lambda v: f"{v} * {_TIMES[m[1]]}"),
     (re.compile(r"into (\d+) piles"), lambda m: lambda v: f"{v} / {m[1]}"),
-    (re.compile(r"(?:loses|puts) (half|a third|a quarter|a fifth|a tenth) of"),
-     lambda m: lambda v: f"{v} - {v} / {_FRACTIONS[m[1]]}"),
+    (
+        re.compile(r"(?:loses|puts) (half|a third|a quarter|a fifth|a tenth) of"),
+        lambda m: lambda v: f"{v} - {v} / {_FRACTIONS[m[1]]}",
+    ),
     (re.compile(r"works (\d+) hours at \$(\d+)"), lambda m: lambda v: f"{v} + {m[1]} * {m[2]}"),
     (re.compile(r"buys (\d+) \w+ at \$(\d+) each"), lambda m: lambda v: f"{v} - {m[1]} * {m[2]}"),
     (re.compile(r"gives \w+ \$(\d+)"), lambda m: lambda v: f"{v} + {m[1]}"),

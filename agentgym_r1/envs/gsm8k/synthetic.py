@@ -18,10 +18,50 @@ import numpy as np
 
 from agentgym_r1.core.difficulty import check_int, check_order, check_rate
 
-NAMES = ("Ava", "Ben", "Chloe", "Dev", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jamal", "Kira", "Liam", "Maya",
-         "Noah", "Olga", "Pablo", "Quinn", "Rosa", "Sami", "Tara", "Uma", "Victor", "Wen", "Yusuf", "Zoe")
-ITEMS = ("apples", "marbles", "stickers", "books", "cookies", "pencils", "shells", "cards", "stamps", "beads",
-         "coins", "eggs", "balloons", "crayons", "buttons")
+NAMES = (
+    "Ava",
+    "Ben",
+    "Chloe",
+    "Dev",
+    "Elena",
+    "Farid",
+    "Grace",
+    "Hiro",
+    "Ines",
+    "Jamal",
+    "Kira",
+    "Liam",
+    "Maya",
+    "Noah",
+    "Olga",
+    "Pablo",
+    "Quinn",
+    "Rosa",
+    "Sami",
+    "Tara",
+    "Uma",
+    "Victor",
+    "Wen",
+    "Yusuf",
+    "Zoe",
+)
+ITEMS = (
+    "apples",
+    "marbles",
+    "stickers",
+    "books",
+    "cookies",
+    "pencils",
+    "shells",
+    "cards",
+    "stamps",
+    "beads",
+    "coins",
+    "eggs",
+    "balloons",
+    "crayons",
+    "buttons",
+)
 CONTAINERS = ("boxes", "bags", "packs", "jars", "crates", "baskets")
 GOODS = ("notebooks", "tickets", "plants", "shirts", "lamps", "mugs", "puzzles", "scarves")
 
@@ -51,9 +91,11 @@ class Knobs:
         check_int("GSM8K synthetic", "scale", self.scale, 1, 100)
 
 
-LEVELS = {"easy": Knobs(),
-          "medium": Knobs(min_steps=3, max_steps=5, distractors=0, units=0.1, scale=5),
-          "hard": Knobs(min_steps=4, max_steps=5, distractors=2, units=0.5, scale=10)}
+LEVELS = {
+    "easy": Knobs(),
+    "medium": Knobs(min_steps=3, max_steps=5, distractors=0, units=0.1, scale=5),
+    "hard": Knobs(min_steps=4, max_steps=5, distractors=2, units=0.5, scale=10),
+}
 
 
 @dataclass(frozen=True)
@@ -163,8 +205,11 @@ def _give_dozen(rng, x, w):
 
 def _earn_days(rng, x, w):
     d, h, rate = _int(rng, 2, 6), _int(rng, 2, 8), _int(rng, 5, 30)
-    return (f"{w['P']} works {h} hours a day for {d} days at ${rate} an hour.", f"{x} + {d} * {h} * {rate}",
-            x + d * h * rate)
+    return (
+        f"{w['P']} works {h} hours a day for {d} days at ${rate} an hour.",
+        f"{x} + {d} * {h} * {rate}",
+        x + d * h * rate,
+    )
 
 
 def _spend_weeks(rng, x, w):
@@ -182,16 +227,23 @@ def _distractor(rng: np.random.Generator, money: bool, w: dict[str, str]) -> str
     who = str(rng.choice(OTHERS))
     a, b = _int(rng, 2, 40), _int(rng, 2, 25)
     if money:
-        options = (f"{who} works {a} hours at ${b} an hour.", f"{who} buys {b} {w['goods']} at ${a} each.",
-                   f"{who} has ${a * b} in a piggy bank.")
+        options = (
+            f"{who} works {a} hours at ${b} an hour.",
+            f"{who} buys {b} {w['goods']} at ${a} each.",
+            f"{who} has ${a * b} in a piggy bank.",
+        )
     else:
-        options = (f"{who} gets {a} more {w['items']}.", f"{who} buys {b} {w['box']} with {a} {w['items']} in each.",
-                   f"{who} has {a * b} {w['items']} at home.")
+        options = (
+            f"{who} gets {a} more {w['items']}.",
+            f"{who} buys {b} {w['box']} with {a} {w['items']} in each.",
+            f"{who} has {a * b} {w['items']} at home.",
+        )
     return options[_int(rng, 0, len(options) - 1)]
 
 
-def generate_problem(seed: int, index: int, min_steps: int | None = None, max_steps: int | None = None,
-                     knobs: Knobs | None = None) -> Problem:
+def generate_problem(
+    seed: int, index: int, min_steps: int | None = None, max_steps: int | None = None, knobs: Knobs | None = None
+) -> Problem:
     """Problem ``index`` of the stream seeded by ``seed`` at ``knobs`` (default ``easy``), with ``min_steps`` to
     ``max_steps`` calculator steps (default: the knobs')."""
     k = knobs or Knobs()
@@ -201,9 +253,16 @@ def generate_problem(seed: int, index: int, min_steps: int | None = None, max_st
     steps = _int(rng, min_steps, max_steps)
     name, friend = (str(n) for n in rng.choice(NAMES, size=2, replace=False))
     she = bool(rng.integers(2))
-    words = {"P": "She" if she else "He", "pp": "she" if she else "he", "pp2": "her" if she else "him",
-             "ppos": "her" if she else "his", "friend": friend, "items": str(rng.choice(ITEMS)),
-             "box": str(rng.choice(CONTAINERS)), "goods": str(rng.choice(GOODS))}
+    words = {
+        "P": "She" if she else "He",
+        "pp": "she" if she else "he",
+        "pp2": "her" if she else "him",
+        "ppos": "her" if she else "his",
+        "friend": friend,
+        "items": str(rng.choice(ITEMS)),
+        "box": str(rng.choice(CONTAINERS)),
+        "goods": str(rng.choice(GOODS)),
+    }
     money = bool(rng.integers(2))
     x = (_int(rng, 20, 200) if money else _int(rng, 5, 60)) * k.scale
     ops = MONEY_OPS if money else ITEM_OPS
@@ -222,6 +281,7 @@ def generate_problem(seed: int, index: int, min_steps: int | None = None, max_st
         expressions.append(expr)
     for _ in range(k.distractors):
         sentences.insert(_int(rng, 1, len(sentences)), _distractor(rng, money, words))
-    question = (f"How many dollars does {name} have now?" if money
-                else f"How many {words['items']} does {name} have now?")
+    question = (
+        f"How many dollars does {name} have now?" if money else f"How many {words['items']} does {name} have now?"
+    )
     return Problem(" ".join([*sentences, question]), str(x), expressions)

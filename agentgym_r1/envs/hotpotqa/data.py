@@ -28,9 +28,11 @@ from agentgym_r1.error import (
 from agentgym_r1.retrieval.base import Document
 from agentgym_r1.retrieval.corpus import hotpotqa_paragraphs
 
-ALTERNATIVES = ('source="synthetic" (generated, offline), a path to the official JSON (hotpot_dev_distractor_v1.json '
-                'from hotpotqa.github.io), or a JSONL file in the Hugging Face layout (one record per line with '
-                '"question", "answer", "supporting_facts" and "context")')
+ALTERNATIVES = (
+    'source="synthetic" (generated, offline), a path to the official JSON (hotpot_dev_distractor_v1.json '
+    "from hotpotqa.github.io), or a JSONL file in the Hugging Face layout (one record per line with "
+    '"question", "answer", "supporting_facts" and "context")'
+)
 HF_DATASET = "hotpotqa/hotpot_qa"
 HF_CONFIGS = ("distractor", "fullwiki")
 
@@ -55,15 +57,20 @@ def task_from_record(record: Mapping[str, Any], index: int, where: str) -> Task:
     """A task from one HotpotQA record, in either layout."""
     if not isinstance(record, Mapping) or not isinstance(record.get("question"), str) or "answer" not in record:
         keys = sorted(record) if isinstance(record, Mapping) else type(record).__name__
-        raise DataFormatError(f"{where}: a HotpotQA record needs 'question' and 'answer', got {keys}. "
-                              f"Use {ALTERNATIVES}.")
+        raise DataFormatError(
+            f"{where}: a HotpotQA record needs 'question' and 'answer', got {keys}. Use {ALTERNATIVES}."
+        )
     facts = _supporting(record)
     titles = list(dict.fromkeys(str(t) for t, _ in facts))
     answer = record["answer"]
     answer = [str(a) for a in answer] if isinstance(answer, list) else str(answer)
     task_id = str(record.get("_id", record.get("id", index)))
-    meta = {"type": record.get("type", ""), "level": record.get("level", ""), "supporting_titles": titles,
-            "supporting_facts": facts}
+    meta = {
+        "type": record.get("type", ""),
+        "level": record.get("level", ""),
+        "supporting_titles": titles,
+        "supporting_facts": facts,
+    }
     return Task(task_id, record["question"], answer, meta)
 
 
@@ -80,8 +87,10 @@ def _read_records(path: Path) -> list[Any]:
     try:
         return _read_utf8_records(path)
     except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); HotpotQA files are UTF-8 "
-                              f"JSON. Re-encode it (e.g. iconv -t UTF-8) or use {ALTERNATIVES}.") from e
+        raise DataFormatError(
+            f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); HotpotQA files are UTF-8 "
+            f"JSON. Re-encode it (e.g. iconv -t UTF-8) or use {ALTERNATIVES}."
+        ) from e
 
 
 def _read_utf8_records(path: Path) -> list[Any]:
@@ -101,8 +110,9 @@ def _read_utf8_records(path: Path) -> list[Any]:
                 try:
                     records.append(json.loads(line))
                 except json.JSONDecodeError as e:
-                    raise DataFormatError(f"{path}:{i + 1} is neither a JSON list nor JSON lines ({e.msg}). "
-                                          f"Use {ALTERNATIVES}.") from e
+                    raise DataFormatError(
+                        f"{path}:{i + 1} is neither a JSON list nor JSON lines ({e.msg}). Use {ALTERNATIVES}."
+                    ) from e
         return records
 
 
@@ -139,8 +149,14 @@ def synthetic(seed: int = 0, size: int = 1000, knobs: Knobs = LEVELS["easy"]) ->
     def make(index: int) -> Task:
         q = generate_question(seed, index, size, knobs)
         context = [*q.supporting, *distractors(seed, index, size, q.supporting)]
-        meta = {"type": q.type, "level": "synthetic", "template": q.template, "supporting_titles": list(q.supporting),
-                "supporting_facts": [[t, 0] for t in q.supporting], "context_titles": context}
+        meta = {
+            "type": q.type,
+            "level": "synthetic",
+            "template": q.template,
+            "supporting_titles": list(q.supporting),
+            "supporting_facts": [[t, 0] for t in q.supporting],
+            "context_titles": context,
+        }
         return Task(f"synthetic-{seed}-{index}", q.question, q.answer, meta)
 
     docs = tuple(Document(str(i), title, text) for i, (title, text) in enumerate(kb.passages.items()))
@@ -151,13 +167,21 @@ def difficulty_of(source: object, difficulty: object) -> tuple[str, Knobs]:
     """The level's label and knobs; a level other than ``easy`` is refused on a real source."""
     label, knobs = resolve('HotpotQA source="synthetic"', LEVELS, difficulty)
     if source != "synthetic" and label != "easy":
-        raise ConfigError(f"difficulty is for source='synthetic'; the questions of {str(source)!r} are as they are "
-                          f"(got difficulty={difficulty!r})")
+        raise ConfigError(
+            f"difficulty is for source='synthetic'; the questions of {str(source)!r} are as they are "
+            f"(got difficulty={difficulty!r})"
+        )
     return label, knobs
 
 
-def load_source(source: str | os.PathLike[str], split: str = "validation", config: str = "distractor", seed: int = 0,
-                size: int = 1000, knobs: Knobs = LEVELS["easy"]) -> HotpotData:
+def load_source(
+    source: str | os.PathLike[str],
+    split: str = "validation",
+    config: str = "distractor",
+    seed: int = 0,
+    size: int = 1000,
+    knobs: Knobs = LEVELS["easy"],
+) -> HotpotData:
     if source == "synthetic":
         return synthetic(seed, size, knobs)
     if source == "hf":

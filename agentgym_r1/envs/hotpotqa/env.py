@@ -47,19 +47,27 @@ def http_retriever(corpus: object, index_dir: object, options: Mapping[str, Any]
     from agentgym_r1.retrieval.http import HttpRetriever
 
     if corpus is not None or index_dir is not None:
-        raise ConfigError("retriever='http' searches the index the server was started with; corpus= and index_dir= "
-                          "belong to `agentgym-r1 serve retriever --index DIR`, not to the env")
+        raise ConfigError(
+            "retriever='http' searches the index the server was started with; corpus= and index_dir= "
+            "belong to `agentgym-r1 serve retriever --index DIR`, not to the env"
+        )
     if "url" not in options:
-        raise ConfigError("retriever='http' needs retriever_options={'url': 'http://host:port'} (timeout=, "
-                          "retries= optional)")
+        raise ConfigError(
+            "retriever='http' needs retriever_options={'url': 'http://host:port'} (timeout=, retries= optional)"
+        )
     key = repr(sorted(options.items()))
     if key not in _HTTP_CLIENTS:
         _HTTP_CLIENTS[key] = HttpRetriever(**dict(options))
     return _HTTP_CLIENTS[key]
 
 
-def make_retriever(data: HotpotData, corpus: str | os.PathLike[str] | None, backend: str,
-                   index_dir: str | os.PathLike[str] | None, options: Mapping[str, Any]) -> Retriever:
+def make_retriever(
+    data: HotpotData,
+    corpus: str | os.PathLike[str] | None,
+    backend: str,
+    index_dir: str | os.PathLike[str] | None,
+    options: Mapping[str, Any],
+) -> Retriever:
     """The retriever over ``corpus`` (a JSONL path) or the source's context paragraphs. The factory keeps one per
     process for each corpus, backend and options, so env instances share it."""
     from agentgym_r1.retrieval.factory import build_retriever
@@ -67,8 +75,10 @@ def make_retriever(data: HotpotData, corpus: str | os.PathLike[str] | None, back
     if backend == "http":
         return http_retriever(corpus, index_dir, options)
     if corpus is None and data.documents is None:
-        raise ConfigError("this HotpotQA source has no context paragraphs to search (a questions-only file); give "
-                          "corpus='path/to/corpus.jsonl' (the full-wiki setting) or a source with contexts")
+        raise ConfigError(
+            "this HotpotQA source has no context paragraphs to search (a questions-only file); give "
+            "corpus='path/to/corpus.jsonl' (the full-wiki setting) or a source with contexts"
+        )
     docs = os.fspath(corpus) if corpus is not None else data.documents
     return build_retriever(backend, docs, index_dir, **dict(options))
 
@@ -160,16 +170,25 @@ class HotpotQAEnv(ToolEnv):
         if not isinstance(retriever, Retriever):
             retriever = make_retriever(self.data, corpus, retriever, index_dir, retriever_options or {})
         elif corpus is not None or index_dir is not None or retriever_options:
-            raise ConfigError("corpus=, index_dir= and retriever_options= build a retriever; they cannot be used with "
-                              f"a ready {type(retriever).__name__} instance. Pass a backend name, or only the instance.")
+            raise ConfigError(
+                "corpus=, index_dir= and retriever_options= build a retriever; they cannot be used with "
+                f"a ready {type(retriever).__name__} instance. Pass a backend name, or only the instance."
+            )
         self.retriever = retriever
         self.search_tool = SearchTool(retriever, top_k)
         super().__init__(
-            [self.search_tool], self.data.tasks, reward_fn, parser=parser,
+            [self.search_tool],
+            self.data.tasks,
+            reward_fn,
+            parser=parser,
             system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
-            valid_call_reward=valid_search_reward, failed_call_penalty=failed_call_penalty,
-            format_penalty=format_penalty, max_calls_per_turn=max_searches_per_turn, render_mode=render_mode,
-            mcp_servers=mcp_servers, mcp_timeout=mcp_timeout,
+            valid_call_reward=valid_search_reward,
+            failed_call_penalty=failed_call_penalty,
+            format_penalty=format_penalty,
+            max_calls_per_turn=max_searches_per_turn,
+            render_mode=render_mode,
+            mcp_servers=mcp_servers,
+            mcp_timeout=mcp_timeout,
         )
 
     def no_grade(self) -> Grade:
@@ -184,5 +203,8 @@ class HotpotQAEnv(ToolEnv):
         gold = list(self.task.meta.get("supporting_titles", [])) if self.task is not None else []
         seen = self.search_tool.seen_titles
         recall = sum(t in seen for t in gold) / len(gold) if gold else 0.0
-        return {"searches": self.search_tool.searches, "support_recall": recall,
-                **({"difficulty": self.difficulty} if self.source == "synthetic" else {})}
+        return {
+            "searches": self.search_tool.searches,
+            "support_recall": recall,
+            **({"difficulty": self.difficulty} if self.source == "synthetic" else {}),
+        }

@@ -32,27 +32,113 @@ import numpy as np
 
 from agentgym_r1.core.difficulty import check_rate
 
-_ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "gr", "kr", "st", "th",
-           "tr", "vel", "mor", "cal", "sh")
+_ONSETS = (
+    "b",
+    "d",
+    "f",
+    "g",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "z",
+    "br",
+    "dr",
+    "gr",
+    "kr",
+    "st",
+    "th",
+    "tr",
+    "vel",
+    "mor",
+    "cal",
+    "sh",
+)
 _VOWELS = ("a", "e", "i", "o", "u", "ae", "ai", "ou", "ei")
 _CODAS = ("", "", "n", "r", "l", "s", "th", "m", "nd", "rk", "sk", "x")
 _COUNTRY_ENDS = ("ia", "land", "mark", "stan", "ora", "avia")
 _CITY_ENDS = ("ford", "vale", "port", "burg", "mere", "holm", "wick", "stad", "gate", "haven")
-_ADJECTIVES = ("Amber", "Silent", "Crimson", "Hollow", "Distant", "Golden", "Broken", "Winter", "Glass", "Iron",
-               "Quiet", "Burning", "Salt", "Paper", "Velvet", "Hidden", "Last", "Northern", "Bright", "Falling")
-_OCCUPATIONS = ("architect", "chemist", "novelist", "painter", "composer", "engineer", "historian", "astronomer",
-                "diplomat", "cartographer", "botanist", "sculptor", "economist", "physician", "linguist", "pilot")
-_ORG_KINDS = (("company", "shipbuilding"), ("company", "software"), ("company", "textile"), ("university", "public"),
-              ("orchestra", "symphony"), ("museum", "art"), ("bank", "savings"), ("institute", "research"),
-              ("brewery", "craft"), ("publisher", "book"))
-_ORG_WORDS = {"company": "Works", "university": "University", "orchestra": "Philharmonic", "museum": "Museum",
-              "bank": "Bank", "institute": "Institute", "brewery": "Brewery", "publisher": "Press"}
-_WORK_KINDS = (("novel", "written by", "author"), ("film", "directed by", "director"),
-               ("album", "recorded by", "artist"), ("play", "written by", "playwright"),
-               ("painting", "painted by", "painter"))
-_GENRES = {"novel": ("mystery", "historical", "science fiction", "comic"), "film": ("drama", "thriller", "documentary"),
-           "album": ("jazz", "folk", "rock", "electronic"), "play": ("tragic", "comic"),
-           "painting": ("landscape", "portrait", "abstract")}
+_ADJECTIVES = (
+    "Amber",
+    "Silent",
+    "Crimson",
+    "Hollow",
+    "Distant",
+    "Golden",
+    "Broken",
+    "Winter",
+    "Glass",
+    "Iron",
+    "Quiet",
+    "Burning",
+    "Salt",
+    "Paper",
+    "Velvet",
+    "Hidden",
+    "Last",
+    "Northern",
+    "Bright",
+    "Falling",
+)
+_OCCUPATIONS = (
+    "architect",
+    "chemist",
+    "novelist",
+    "painter",
+    "composer",
+    "engineer",
+    "historian",
+    "astronomer",
+    "diplomat",
+    "cartographer",
+    "botanist",
+    "sculptor",
+    "economist",
+    "physician",
+    "linguist",
+    "pilot",
+)
+_ORG_KINDS = (
+    ("company", "shipbuilding"),
+    ("company", "software"),
+    ("company", "textile"),
+    ("university", "public"),
+    ("orchestra", "symphony"),
+    ("museum", "art"),
+    ("bank", "savings"),
+    ("institute", "research"),
+    ("brewery", "craft"),
+    ("publisher", "book"),
+)
+_ORG_WORDS = {
+    "company": "Works",
+    "university": "University",
+    "orchestra": "Philharmonic",
+    "museum": "Museum",
+    "bank": "Bank",
+    "institute": "Institute",
+    "brewery": "Brewery",
+    "publisher": "Press",
+}
+_WORK_KINDS = (
+    ("novel", "written by", "author"),
+    ("film", "directed by", "director"),
+    ("album", "recorded by", "artist"),
+    ("play", "written by", "playwright"),
+    ("painting", "painted by", "painter"),
+)
+_GENRES = {
+    "novel": ("mystery", "historical", "science fiction", "comic"),
+    "film": ("drama", "thriller", "documentary"),
+    "album": ("jazz", "folk", "rock", "electronic"),
+    "play": ("tragic", "comic"),
+    "painting": ("landscape", "portrait", "abstract"),
+}
 _RIVERS_PER_COUNTRY = 3
 
 
@@ -153,8 +239,15 @@ def _make_places(rng: np.random.Generator, names: _Names, n_cities: int) -> list
     for _ in range(n_cities):
         country = _pick(rng, countries)
         name = names.unique(lambda: names.word(int(rng.integers(1, 3))) + _pick(rng, _CITY_ENDS))
-        cities.append(City(name, country, _pick(rng, rivers[country]), _int(rng, 800, 1900),
-                           _int(rng, 8, 3000) * 1000 + _int(rng, 0, 999)))
+        cities.append(
+            City(
+                name,
+                country,
+                _pick(rng, rivers[country]),
+                _int(rng, 800, 1900),
+                _int(rng, 8, 3000) * 1000 + _int(rng, 0, 999),
+            )
+        )
     return cities
 
 
@@ -162,8 +255,9 @@ def _make_people(rng: np.random.Generator, names: _Names, n: int, cities: list[C
     people = []
     for _ in range(n):
         name = names.unique(lambda: f"{names.word(2)} {names.word(int(rng.integers(2, 4)))}")
-        people.append(Person(name, bool(rng.integers(2)), _int(rng, 1850, 1995), _pick(rng, cities),
-                             _pick(rng, _OCCUPATIONS)))
+        people.append(
+            Person(name, bool(rng.integers(2)), _int(rng, 1850, 1995), _pick(rng, cities), _pick(rng, _OCCUPATIONS))
+        )
     return people
 
 
@@ -173,7 +267,9 @@ def _make_orgs(rng: np.random.Generator, names: _Names, n: int, people: list[Per
         kind, industry = _pick(rng, _ORG_KINDS)
         name = names.unique(lambda k=kind: f"{names.word(2)} {_ORG_WORDS[k]}")
         founder = _pick(rng, people)
-        orgs.append(Org(name, kind, industry, _int(rng, max(founder.born + 20, 1870), 2015), founder, _pick(rng, cities)))
+        orgs.append(
+            Org(name, kind, industry, _int(rng, max(founder.born + 20, 1870), 2015), founder, _pick(rng, cities))
+        )
     for p in people:
         p.employer = _pick(rng, orgs).name
     return orgs
@@ -191,20 +287,26 @@ def _make_works(rng: np.random.Generator, names: _Names, n: int, people: list[Pe
 
 
 def city_passage(c: City) -> str:
-    return (f"{c.name} is a city in {c.country}, on the {c.river} river. It was founded in {c.founded} and has a "
-            f"population of {c.population:,}.")
+    return (
+        f"{c.name} is a city in {c.country}, on the {c.river} river. It was founded in {c.founded} and has a "
+        f"population of {c.population:,}."
+    )
 
 
 def person_passage(p: Person) -> str:
     pron = "She" if p.she else "He"
     article = "an" if p.occupation[0] in "aeiou" else "a"
-    return (f"{p.name} (born {p.born} in {p.city.name}, {p.city.country}) is {article} {p.occupation} from "
-            f"{p.city.country}. {pron} works at {p.employer}.")
+    return (
+        f"{p.name} (born {p.born} in {p.city.name}, {p.city.country}) is {article} {p.occupation} from "
+        f"{p.city.country}. {pron} works at {p.employer}."
+    )
 
 
 def org_passage(o: Org) -> str:
-    return (f"{o.name} is a {o.industry} {o.kind} founded in {o.founded} by {o.founder.name}. Its headquarters "
-            f"are in {o.city.name}, {o.city.country}.")
+    return (
+        f"{o.name} is a {o.industry} {o.kind} founded in {o.founded} by {o.founder.name}. Its headquarters "
+        f"are in {o.city.name}, {o.city.country}."
+    )
 
 
 def work_passage(w: Work) -> str:
@@ -236,14 +338,20 @@ def build_kb(seed: int = 0, size: int = 1000) -> KnowledgeBase:
 # -- questions --------------------------------------------------------------------------------------------------------
 def _bridge_work_city(rng, kb):
     w = _pick(rng, kb.works)
-    return (f'In which city was the {w.role} of the {w.kind} "{w.title}" born?', w.creator.city.name,
-            (w.title, w.creator.name))
+    return (
+        f'In which city was the {w.role} of the {w.kind} "{w.title}" born?',
+        w.creator.city.name,
+        (w.title, w.creator.name),
+    )
 
 
 def _bridge_work_year(rng, kb):
     w = _pick(rng, kb.works)
-    return (f'In what year was the {w.role} of the {w.kind} "{w.title}" born?', str(w.creator.born),
-            (w.title, w.creator.name))
+    return (
+        f'In what year was the {w.role} of the {w.kind} "{w.title}" born?',
+        str(w.creator.born),
+        (w.title, w.creator.name),
+    )
 
 
 def _bridge_work_employer(rng, kb):
@@ -283,20 +391,28 @@ def _compare_born(rng, kb):
 
 def _compare_founded(rng, kb):
     a, b = _two(rng, kb.orgs, lambda o: o.founded)
-    return f"Which was founded earlier, {a.name} or {b.name}?", (a if a.founded < b.founded else b).name, (a.name, b.name)
+    return (
+        f"Which was founded earlier, {a.name} or {b.name}?",
+        (a if a.founded < b.founded else b).name,
+        (a.name, b.name),
+    )
 
 
 def _compare_population(rng, kb):
     a, b = _two(rng, kb.cities, lambda c: c.population)
-    return (f"Which city has more inhabitants, {a.name} or {b.name}?", (a if a.population > b.population else b).name,
-            (a.name, b.name))
+    return (
+        f"Which city has more inhabitants, {a.name} or {b.name}?",
+        (a if a.population > b.population else b).name,
+        (a.name, b.name),
+    )
 
 
 def _compare_country(rng, kb):
     same = bool(rng.integers(2))
     a = _pick(rng, kb.people)
-    pool = [p for p in kb.people if p is not a and (p.city.country == a.city.country) == same] or \
-        [p for p in kb.people if p is not a]
+    pool = [p for p in kb.people if p is not a and (p.city.country == a.city.country) == same] or [
+        p for p in kb.people if p is not a
+    ]
     b = _pick(rng, pool)
     answer = "yes" if a.city.country == b.city.country else "no"
     return f"Are {a.name} and {b.name} from the same country?", answer, (a.name, b.name)
@@ -319,49 +435,71 @@ def _org(kb, name):
 def _three_work_river(rng, kb):
     w = _pick(rng, kb.works)
     c = w.creator.city
-    return (f'On which river lies the birthplace of the {w.role} of the {w.kind} "{w.title}"?', c.river,
-            (w.title, w.creator.name, c.name))
+    return (
+        f'On which river lies the birthplace of the {w.role} of the {w.kind} "{w.title}"?',
+        c.river,
+        (w.title, w.creator.name, c.name),
+    )
 
 
 def _three_work_hq(rng, kb):
     w = _pick(rng, kb.works)
     org = _org(kb, w.creator.employer)
-    return (f'In which city is the employer of the {w.role} of the {w.kind} "{w.title}" headquartered?',
-            org.city.name, (w.title, w.creator.name, org.name))
+    return (
+        f'In which city is the employer of the {w.role} of the {w.kind} "{w.title}" headquartered?',
+        org.city.name,
+        (w.title, w.creator.name, org.name),
+    )
 
 
 def _three_org_river(rng, kb):
     o = _pick(rng, kb.orgs)
-    return (f"On which river lies the city where the founder of {o.name} was born?", o.founder.city.river,
-            (o.name, o.founder.name, o.founder.city.name))
+    return (
+        f"On which river lies the city where the founder of {o.name} was born?",
+        o.founder.city.river,
+        (o.name, o.founder.name, o.founder.city.name),
+    )
 
 
 def _three_person_founder(rng, kb):
     p = _pick(rng, kb.people)
     org = _org(kb, p.employer)
-    return (f"What is the occupation of the founder of the {org.kind} that {p.name} works at?", org.founder.occupation,
-            (p.name, org.name, org.founder.name))
+    return (
+        f"What is the occupation of the founder of the {org.kind} that {p.name} works at?",
+        org.founder.occupation,
+        (p.name, org.name, org.founder.name),
+    )
 
 
 def _bridged_born(rng, kb):
     a, b = _two(rng, kb.works, lambda w: w.creator.born)
     first = a if a.creator.born < b.creator.born else b
-    return (f'Who was born first, the {a.role} of "{a.title}" or the {b.role} of "{b.title}"?', first.creator.name,
-            (a.title, b.title, a.creator.name, b.creator.name))
+    return (
+        f'Who was born first, the {a.role} of "{a.title}" or the {b.role} of "{b.title}"?',
+        first.creator.name,
+        (a.title, b.title, a.creator.name, b.creator.name),
+    )
 
 
 def _bridged_city_founded(rng, kb):
     a, b = _two(rng, kb.people, lambda p: p.city.founded)
     first = a if a.city.founded < b.city.founded else b
-    return (f"Which was founded earlier, the city where {a.name} was born or the city where {b.name} was born?",
-            first.city.name, (a.name, b.name, a.city.name, b.city.name))
+    return (
+        f"Which was founded earlier, the city where {a.name} was born or the city where {b.name} was born?",
+        first.city.name,
+        (a.name, b.name, a.city.name, b.city.name),
+    )
 
 
 def _bridged_hq_population(rng, kb):
     a, b = _two(rng, kb.orgs, lambda o: o.city.population)
     more = a if a.city.population > b.city.population else b
-    return (f"Which has more inhabitants, the city where {a.name} has its headquarters or the city where {b.name} "
-            f"has its headquarters?", more.city.name, (a.name, b.name, a.city.name, b.city.name))
+    return (
+        f"Which has more inhabitants, the city where {a.name} has its headquarters or the city where {b.name} "
+        f"has its headquarters?",
+        more.city.name,
+        (a.name, b.name, a.city.name, b.city.name),
+    )
 
 
 THREE_HOP = (_three_work_river, _three_work_hq, _three_org_river, _three_person_founder)
@@ -381,12 +519,21 @@ class Knobs:
         check_rate("HotpotQA synthetic", "bridged_comparison", self.bridged_comparison)
 
 
-LEVELS = {"easy": Knobs(), "medium": Knobs(three_hop=0.35, bridged_comparison=0.35),
-          "hard": Knobs(three_hop=0.8, bridged_comparison=0.8)}
+LEVELS = {
+    "easy": Knobs(),
+    "medium": Knobs(three_hop=0.35, bridged_comparison=0.35),
+    "hard": Knobs(three_hop=0.8, bridged_comparison=0.8),
+}
 
 
-BRIDGE = (_bridge_work_city, _bridge_work_year, _bridge_work_employer, _bridge_person_hq, _bridge_org_founder,
-          _bridge_org_river)
+BRIDGE = (
+    _bridge_work_city,
+    _bridge_work_year,
+    _bridge_work_employer,
+    _bridge_person_hq,
+    _bridge_org_founder,
+    _bridge_org_river,
+)
 COMPARISON = (_compare_born, _compare_founded, _compare_population, _compare_country, _compare_year)
 
 

@@ -24,12 +24,15 @@ class SearchTool(BaseTool):
     """
 
     name = "search"
-    description = ("Search a collection of encyclopedia passages. Returns the most relevant passages, each with its "
-                   "title. Search for one entity or fact at a time.")
+    description = (
+        "Search a collection of encyclopedia passages. Returns the most relevant passages, each with its "
+        "title. Search for one entity or fact at a time."
+    )
     timeout = None  # the retriever bounds its own work (in-process index, or an HTTP client with timeouts)
 
-    def __init__(self, retriever: Retriever, top_k: int = 5, max_query_chars: int = MAX_QUERY_CHARS,
-                 max_output_chars: int = 8000) -> None:
+    def __init__(
+        self, retriever: Retriever, top_k: int = 5, max_query_chars: int = MAX_QUERY_CHARS, max_output_chars: int = 8000
+    ) -> None:
         self.retriever = retriever
         self.top_k = int(top_k)
         self.max_query_chars = int(max_query_chars)
@@ -48,8 +51,11 @@ class SearchTool(BaseTool):
         if not query:
             return ToolResult(False, "Error: the search query is empty. Search for an entity or a fact, e.g. a name.")
         if len(query) > self.max_query_chars:
-            return ToolResult(False, f"Error: the search query is {len(query)} characters long; the limit is "
-                                     f"{self.max_query_chars}. Search with a few keywords.")
+            return ToolResult(
+                False,
+                f"Error: the search query is {len(query)} characters long; the limit is "
+                f"{self.max_query_chars}. Search with a few keywords.",
+            )
         self.searches += 1
         try:
             hits = self.retriever.search(query, self.top_k)

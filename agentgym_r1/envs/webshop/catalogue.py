@@ -85,10 +85,17 @@ class Goal:
         return [v for _, v in self.goal_options]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"asin": self.asin, "instruction_text": self.instruction_text, "attributes": list(self.attributes),
-                "goal_options": dict(self.goal_options) if all(k for k, _ in self.goal_options)
-                else self.option_values, "price_upper": self.price_upper, "category": self.category,
-                "query": self.query, "name": self.name, "product_category": self.product_category}
+        return {
+            "asin": self.asin,
+            "instruction_text": self.instruction_text,
+            "attributes": list(self.attributes),
+            "goal_options": dict(self.goal_options) if all(k for k, _ in self.goal_options) else self.option_values,
+            "price_upper": self.price_upper,
+            "category": self.category,
+            "query": self.query,
+            "name": self.name,
+            "product_category": self.product_category,
+        }
 
 
 def price_limit(price: float, draw: Callable[[Sequence[float], int], Sequence[float]]) -> tuple[float, str]:

@@ -47,24 +47,37 @@ def load_official(path: str, goals: str = "auto", seed: int = 0, num_products: i
         raise DataFormatError(f"{products_file} holds no products")
     human = {**human, **official.load_mapping(human_file, "human instructions (items_human_ins)", list)}
     kind = goals if goals != "auto" else ("human" if human else "synthetic")
-    found = (official.human_goals(products, human, seed) if kind == "human"
-             else official.synthetic_goals(products, attributes, seed))
+    found = (
+        official.human_goals(products, human, seed)
+        if kind == "human"
+        else official.synthetic_goals(products, attributes, seed)
+    )
     if not found:
         raise DataFormatError(
             f"no {kind} goals for the products in {products_file}: {kind} goals come from "
             f"{'items_human_ins*.json (or product instructions)' if kind == 'human' else 'items_ins_v2*.json'} "
-            f"beside it (found: {human_file if kind == 'human' else attr_file}).")
-    return Catalogue(f"{products_file.name}:{kind}", tuple(products), _tasks(found, kind),
-                     index=_index(products), goal_weights=tuple(g.weight for g in found))
+            f"beside it (found: {human_file if kind == 'human' else attr_file})."
+        )
+    return Catalogue(
+        f"{products_file.name}:{kind}",
+        tuple(products),
+        _tasks(found, kind),
+        index=_index(products),
+        goal_weights=tuple(g.weight for g in found),
+    )
 
 
 @functools.lru_cache(maxsize=8)
 def load_generated(seed: int = 0, num_products: int = 1000) -> Catalogue:
     """The procedural catalogue of ``num_products`` products seeded by ``seed``, with unlimited goals."""
     products = generator.GeneratedProducts(seed, generator.check_size(num_products))
-    return Catalogue(f"generated-{seed}-{num_products}", products, generator.goal_source(seed, num_products),
-                     index=_index(generator.iter_products(seed, num_products)),
-                     lookup=functools.partial(_generated_index, size=num_products))
+    return Catalogue(
+        f"generated-{seed}-{num_products}",
+        products,
+        generator.goal_source(seed, num_products),
+        index=_index(generator.iter_products(seed, num_products)),
+        lookup=functools.partial(_generated_index, size=num_products),
+    )
 
 
 def _generated_index(asin: str, size: int) -> int | None:
@@ -81,13 +94,21 @@ def difficulty_of(source: str | Path, difficulty: object) -> tuple[str, generato
     """The level's label and knobs; a level other than ``easy`` is refused on the official files."""
     label, knobs = resolve('WebShop source="generated"', generator.LEVELS, difficulty)
     if str(source) != "generated" and label != "easy":
-        raise ConfigError(f"difficulty is for source='generated'; the goals of {str(source)!r} are as they are "
-                          f"(got difficulty={difficulty!r})")
+        raise ConfigError(
+            f"difficulty is for source='generated'; the goals of {str(source)!r} are as they are "
+            f"(got difficulty={difficulty!r})"
+        )
     return label, knobs
 
 
-def load_catalogue(source: str | Path = "generated", *, goals: str = "auto", seed: int = 0,
-                   num_products: int | None = None, knobs: generator.Knobs | None = None) -> Catalogue:
+def load_catalogue(
+    source: str | Path = "generated",
+    *,
+    goals: str = "auto",
+    seed: int = 0,
+    num_products: int | None = None,
+    knobs: generator.Knobs | None = None,
+) -> Catalogue:
     """``source="generated"`` (default, offline; ``num_products`` default 1000; goals at ``knobs``, default
     ``easy``) or a path to official files."""
     if str(source) == "generated":
@@ -95,5 +116,7 @@ def load_catalogue(source: str | Path = "generated", *, goals: str = "auto", see
             raise ConfigError(f"the generated catalogue has synthetic goals only; got goals={goals!r}")
         size = 1000 if num_products is None else num_products
         catalogue = load_generated(seed, size)
-        return catalogue if knobs is None or knobs == generator.LEVELS["easy"] else _at_level(catalogue, seed, size, knobs)
+        return (
+            catalogue if knobs is None or knobs == generator.LEVELS["easy"] else _at_level(catalogue, seed, size, knobs)
+        )
     return load_official(str(Path(source).expanduser().resolve()), goals, seed, num_products)

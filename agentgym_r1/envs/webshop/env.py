@@ -32,15 +32,27 @@ from agentgym_r1.envs.webshop.reward import METRIC_KEYS, get_reward
 from agentgym_r1.error import RetrievalError
 
 MAX_QUERY_CHARS = 500
-ACTION_HINT = ('Write one command such as search[query] or click[button], or call one tool as <tool_call>{"name": '
-               '"click", "arguments": {"button": "..."}}</tool_call>.')
+ACTION_HINT = (
+    'Write one command such as search[query] or click[button], or call one tool as <tool_call>{"name": '
+    '"click", "arguments": {"button": "..."}}</tool_call>.'
+)
 TOOLS = (
-    {"type": "function", "function": {
-        "name": "search", "description": "Search the shop (only on the search page).",
-        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
-    {"type": "function", "function": {
-        "name": "click", "description": "Click a button, product or option on the current page.",
-        "parameters": {"type": "object", "properties": {"button": {"type": "string"}}, "required": ["button"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the shop (only on the search page).",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "click",
+            "description": "Click a button, product or option on the current page.",
+            "parameters": {"type": "object", "properties": {"button": {"type": "string"}}, "required": ["button"]},
+        },
+    },
 )
 SYSTEM_PROMPT = (
     "You are shopping on a web site for the product the instruction describes. Each message shows the page, its "
@@ -113,11 +125,15 @@ class WebShopEnv(Env):
         super().__init__(render_mode=render_mode)
         self.difficulty, knobs = difficulty_of(source, difficulty)
         self.generated = str(source) == "generated"
-        self.catalogue: Catalogue = load_catalogue(source, goals=goals, seed=seed, num_products=num_products,
-                                                   knobs=knobs)
+        self.catalogue: Catalogue = load_catalogue(
+            source, goals=goals, seed=seed, num_products=num_products, knobs=knobs
+        )
         self.format_penalty = finite_option("format_penalty", format_penalty)
-        self.system_prompt = (with_call_example(SYSTEM_PROMPT, self.tool_parser, "click", {"button": "buy now"})
-                              if system_prompt is None else system_prompt)
+        self.system_prompt = (
+            with_call_example(SYSTEM_PROMPT, self.tool_parser, "click", {"button": "buy now"})
+            if system_prompt is None
+            else system_prompt
+        )
         hint = with_call_example(ACTION_HINT, self.tool_parser, "click", {"button": "..."})
         self.parser = CompositeParser([self.tool_parser, CommandParser(answer_formats=(), answer_verb=None)], hint)
         self.task: Task | None = None
@@ -137,10 +153,16 @@ class WebShopEnv(Env):
 
     def env_info(self) -> dict[str, Any]:
         s = self.session
-        return {"page": s.page, "task_id": self.task.id if self.task else None, "query": s.query,
-                "page_no": s.page_no, "asin": s.asin, "options": dict(s.options),
-                "available_actions": {"has_search_bar": s.page == "search", "clickables": list(self._clickables)},
-                **({"difficulty": self.difficulty} if self.generated else {})}
+        return {
+            "page": s.page,
+            "task_id": self.task.id if self.task else None,
+            "query": s.query,
+            "page_no": s.page_no,
+            "asin": s.asin,
+            "options": dict(s.options),
+            "available_actions": {"has_search_bar": s.page == "search", "clickables": list(self._clickables)},
+            **({"difficulty": self.difficulty} if self.generated else {}),
+        }
 
     # -- episode ----------------------------------------------------------------------------------------------------
     def _begin(self, options: dict[str, Any]) -> list[EnvMessage]:
@@ -165,8 +187,9 @@ class WebShopEnv(Env):
         else:
             turn = Turn(info, [EnvMessage("user", self._page())])
         if info["kind"] == "tool_call":  # a tool call is answered with a tool message
-            turn.messages = [EnvMessage("tool", self.tool_parser.render_result(verb, m.text), m.text)
-                             for m in turn.messages]
+            turn.messages = [
+                EnvMessage("tool", self.tool_parser.render_result(verb, m.text), m.text) for m in turn.messages
+            ]
         return turn
 
     def _parse(self, action: str) -> tuple[str | None, str, dict[str, Any]]:
@@ -183,25 +206,39 @@ class WebShopEnv(Env):
             key = {"search": "query", "click": "button"}.get(call.name)
             value = call.arguments.get(key) if key else None
             if not isinstance(value, str):
-                return (None, f"Invalid action: the tools are search(query: string) and click(button: string); "
-                              f"got {call.name!r} with arguments {json.dumps(call.arguments)[:200]}.", parsed.to_info())
+                return (
+                    None,
+                    f"Invalid action: the tools are search(query: string) and click(button: string); "
+                    f"got {call.name!r} with arguments {json.dumps(call.arguments)[:200]}.",
+                    parsed.to_info(),
+                )
             return call.name, value.strip(), parsed.to_info()
         if parsed.verb not in ("search", "click"):
-            return (None, f"Invalid action: unknown command {parsed.verb!r}; write search[query] or click[button].",
-                    parsed.to_info())
+            return (
+                None,
+                f"Invalid action: unknown command {parsed.verb!r}; write search[query] or click[button].",
+                parsed.to_info(),
+            )
         return parsed.verb, parsed.arg or "", parsed.to_info()
 
     def _invalid(self, info: dict[str, Any], message: str) -> Turn:
         if not message.startswith("Invalid action"):
             message = f"Invalid action: {message}"
-        return Turn(info, [EnvMessage("user", f"{message}\n\n{self._page()}")], format=self.format_penalty,
-                    valid=False, error=message)
+        return Turn(
+            info,
+            [EnvMessage("user", f"{message}\n\n{self._page()}")],
+            format=self.format_penalty,
+            valid=False,
+            error=message,
+        )
 
     def _search(self, query: str) -> str | None:
         s = self.session
         if s.page != "search":
-            return (f"search is only possible on the search page (this is the {s.page} page); "
-                    f"click[{BACK_TO_SEARCH.lower()}] first.")
+            return (
+                f"search is only possible on the search page (this is the {s.page} page); "
+                f"click[{BACK_TO_SEARCH.lower()}] first."
+            )
         if not query:
             return "the search query is empty; write search[keywords]."
         try:
@@ -257,6 +294,9 @@ class WebShopEnv(Env):
         s.page = "done"
         self._clickables = []
         text = render_done(product.asin, s.options, score)
-        extra = {**self.env_info(), "purchased": {"asin": product.asin, "options": dict(s.options),
-                                                 "price": product.price}, "goal": self.task.meta["goal"].to_dict()}
+        extra = {
+            **self.env_info(),
+            "purchased": {"asin": product.asin, "options": dict(s.options), "price": product.price},
+            "goal": self.task.meta["goal"].to_dict(),
+        }
         return Turn({}, [EnvMessage("user", text)], outcome=score, terminated=True, extra=extra)

@@ -32,8 +32,10 @@ from agentgym_r1.error import DataFormatError, DataNotFoundError
 PRODUCT_GLOBS = ("items_shuffle*.json", "resources*documents*.jsonl", "documents.jsonl")
 ATTRIBUTE_GLOBS = ("items_ins_v2*.json",)
 HUMAN_GLOBS = ("items_human_ins*.json",)
-EXPECTED = ("a product file (items_shuffle*.json, or {id, contents, product} lines in a .jsonl), or a directory "
-            "holding one, optionally with items_ins_v2*.json and items_human_ins*.json beside it")
+EXPECTED = (
+    "a product file (items_shuffle*.json, or {id, contents, product} lines in a .jsonl), or a directory "
+    "holding one, optionally with items_ins_v2*.json and items_human_ins*.json beside it"
+)
 
 
 def read_json(path: Path) -> Any:
@@ -49,8 +51,10 @@ def read_json(path: Path) -> Any:
 def find_files(source: Path) -> tuple[Path, Path | None, Path | None]:
     """``(products, attributes or None, human instructions or None)`` for a file or a directory."""
     if not source.exists():
-        raise DataNotFoundError(f"WebShop source {str(source)!r} does not exist. Give {EXPECTED}, or "
-                                'source="generated" for the offline procedural catalogue.')
+        raise DataNotFoundError(
+            f"WebShop source {str(source)!r} does not exist. Give {EXPECTED}, or "
+            'source="generated" for the offline procedural catalogue.'
+        )
     folder = source if source.is_dir() else source.parent
 
     def first(globs: Iterable[str]) -> Path | None:
@@ -111,8 +115,13 @@ def _options(raw: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
 def _reviews(raw: Any) -> tuple[Review, ...]:
     if not isinstance(raw, list):
         return ()
-    return tuple(Review(str(r.get("title", "")), str(r.get("score", r.get("stars", ""))),
-                        str(r.get("body", r.get("review", "")))) for r in raw if isinstance(r, Mapping))
+    return tuple(
+        Review(
+            str(r.get("title", "")), str(r.get("score", r.get("stars", ""))), str(r.get("body", r.get("review", "")))
+        )
+        for r in raw
+        if isinstance(r, Mapping)
+    )
 
 
 def product_from_record(p: Mapping[str, Any], attributes: Mapping[str, Any], seed: int) -> Product:
@@ -127,8 +136,12 @@ def product_from_record(p: Mapping[str, Any], attributes: Mapping[str, Any], see
     if asin in attributes and "attributes" in attributes[asin]:
         attrs = attributes[asin]["attributes"]
     return Product(
-        asin=asin, title=str(p["Title"] if processed else p["name"]), price=_price(asin, pricing, seed),
-        price_tag=tag, category=str(p.get("category", "")), query=str(p.get("query", "")).lower().strip(),
+        asin=asin,
+        title=str(p["Title"] if processed else p["name"]),
+        price=_price(asin, pricing, seed),
+        price_tag=tag,
+        category=str(p.get("category", "")),
+        query=str(p.get("query", "")).lower().strip(),
         product_category=str(p.get("product_category", "")),
         description=str((p.get("Description") if processed else p.get("full_description")) or ""),
         bullets=tuple(str(b) for b in (bullets if isinstance(bullets, list) else [bullets] if bullets else [])),
@@ -139,8 +152,9 @@ def product_from_record(p: Mapping[str, Any], attributes: Mapping[str, Any], see
     )
 
 
-def load_products(path: Path, attributes: Mapping[str, Any], seed: int,
-                  limit: int | None) -> tuple[list[Product], dict[str, list[dict]]]:
+def load_products(
+    path: Path, attributes: Mapping[str, Any], seed: int, limit: int | None
+) -> tuple[list[Product], dict[str, list[dict]]]:
     """Products from a product file, in file order, without duplicate or malformed ASINs (as WebShop skips them),
     and the human instructions found inside processed records."""
     data = read_json(path)
@@ -150,10 +164,16 @@ def load_products(path: Path, attributes: Mapping[str, Any], seed: int,
         records = data
     else:
         shape = type(data).__name__ + (f" of {type(data[0]).__name__}" if isinstance(data, list) and data else "")
-        keys = sorted(data[0])[:8] if isinstance(data, list) and data and isinstance(data[0], Mapping) else \
-            sorted(data)[:3] if isinstance(data, Mapping) else []
-        raise DataFormatError(f"{path} is not a WebShop product file: found a {shape} (keys {keys}). Expected "
-                              f"{EXPECTED}.")
+        keys = (
+            sorted(data[0])[:8]
+            if isinstance(data, list) and data and isinstance(data[0], Mapping)
+            else sorted(data)[:3]
+            if isinstance(data, Mapping)
+            else []
+        )
+        raise DataFormatError(
+            f"{path} is not a WebShop product file: found a {shape} (keys {keys}). Expected {EXPECTED}."
+        )
     products, seen, human = [], set(), {}
     for i, rec in enumerate(records[:limit] if limit else records):
         try:
@@ -163,8 +183,10 @@ def load_products(path: Path, attributes: Mapping[str, Any], seed: int,
             seen.add(asin)
             products.append(product_from_record(rec, attributes, seed))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise DataFormatError(f"{path}: product record {i} (0-based) is malformed ({type(e).__name__}: {e}); "
-                                  f"expected WebShop's product fields (asin, name or Title, ...)") from e
+            raise DataFormatError(
+                f"{path}: product record {i} (0-based) is malformed ({type(e).__name__}: {e}); "
+                f"expected WebShop's product fields (asin, name or Title, ...)"
+            ) from e
         if isinstance(rec.get("instructions"), list):
             human[asin] = rec["instructions"]
     return products, human
@@ -175,8 +197,10 @@ def load_mapping(path: Path | None, kind: str, value_type: type) -> dict[str, An
         return {}
     data = read_json(path)
     if not isinstance(data, Mapping) or not all(isinstance(v, value_type) for v in data.values()):
-        raise DataFormatError(f"{path} is not a WebShop {kind} file: expected a JSON object from ASIN to a "
-                              f"{value_type.__name__}, got a {type(data).__name__}")
+        raise DataFormatError(
+            f"{path} is not a WebShop {kind} file: expected a JSON object from ASIN to a "
+            f"{value_type.__name__}, got a {type(data).__name__}"
+        )
     return dict(data)
 
 
@@ -199,8 +223,19 @@ def human_goals(products: list[Product], human: Mapping[str, list[dict]], seed: 
             upper, price_text = price_limit(p.price, _draw(_goal_rng(seed, f"{p.asin}-h{k}")))
             names = {v: n for n, vs in p.options for v in vs}
             options = tuple((names.get(v, ""), v) for v in ins.get("instruction_options") or ())
-            goals.append(Goal(p.asin, str(ins["instruction"]).strip(".") + price_text, attributes, options, upper,
-                              p.category, p.query, p.title, p.product_category))
+            goals.append(
+                Goal(
+                    p.asin,
+                    str(ins["instruction"]).strip(".") + price_text,
+                    attributes,
+                    options,
+                    upper,
+                    p.category,
+                    p.query,
+                    p.title,
+                    p.product_category,
+                )
+            )
     return goals
 
 
@@ -228,5 +263,15 @@ def synthetic_goals(products: list[Product], attributes: Mapping[str, Any], seed
 
 def _weighted(goal: Goal, counts: Mapping[str, int]) -> Goal:
     weight = sum(1.0 / counts[a] for a in goal.attributes) / len(goal.attributes)
-    return Goal(goal.asin, goal.instruction_text, goal.attributes, goal.goal_options, goal.price_upper,
-                goal.category, goal.query, goal.name, goal.product_category, weight)
+    return Goal(
+        goal.asin,
+        goal.instruction_text,
+        goal.attributes,
+        goal.goal_options,
+        goal.price_upper,
+        goal.category,
+        goal.query,
+        goal.name,
+        goal.product_category,
+        weight,
+    )

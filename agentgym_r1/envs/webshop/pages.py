@@ -66,8 +66,13 @@ def _item(product: Product) -> tuple[list[str], list[str]]:
     for name, values in product.options:
         parts += [name, *values]
     parts += [product.title, f"Price: {product.price_tag}", f"Rating: {product.rating}", *SUB_PAGES, BUY_NOW]
-    clickables = [BACK_TO_SEARCH.lower(), PREV_PAGE.lower(), *option_values(product),
-                  *(x.lower() for x in SUB_PAGES), BUY_NOW.lower()]
+    clickables = [
+        BACK_TO_SEARCH.lower(),
+        PREV_PAGE.lower(),
+        *option_values(product),
+        *(x.lower() for x in SUB_PAGES),
+        BUY_NOW.lower(),
+    ]
     return parts, clickables
 
 
@@ -98,8 +103,18 @@ def render(s: Session, catalogue: Catalogue, instruction: str) -> tuple[str, lis
 
 
 def render_done(asin: str, options: dict[str, str], score: float) -> str:
-    return SEP.join(["Thank you for shopping with us!", "Purchased", "asin", asin, "options",
-                     json.dumps(options, ensure_ascii=False), "Your score (min 0.0, max 1.0)", f"{score:.4f}"])
+    return SEP.join(
+        [
+            "Thank you for shopping with us!",
+            "Purchased",
+            "asin",
+            asin,
+            "options",
+            json.dumps(options, ensure_ascii=False),
+            "Your score (min 0.0, max 1.0)",
+            f"{score:.4f}",
+        ]
+    )
 
 
 def available_actions(s: Session, clickables: list[str]) -> str:

@@ -39,6 +39,7 @@ from agentgym_r1.error import require
 EXACT_MATCH_OPTS = ("size",)
 FUZZY_THRESHOLD = 85
 
+
 # WebShop's colour words (web_agent_site/engine/normalize.py COLOR_SET), in its order: the first contained wins.
 def _words(text: str) -> tuple[str, ...]:
     return tuple(text.split())
@@ -85,29 +86,38 @@ def token_set_ratio(a: str, b: str) -> int:
 
 def in_text(needle: str, product: Product) -> bool:
     """Whether ``needle`` occurs in the product's title, bullet points or description (lowercased)."""
-    return (needle in product.title.lower() or needle in " ".join(product.bullets).lower()
-            or needle in product.description.lower())
+    return (
+        needle in product.title.lower()
+        or needle in " ".join(product.bullets).lower()
+        or needle in product.description.lower()
+    )
 
 
 # -- type reward ----------------------------------------------------------------------------------------------------
 _TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)*|'s|[^\sa-z0-9]")  # spaCy-like: hyphens and 's split off
-_STOP = frozenset(_words(
-    "a about above after again against all am an and any are as at be because been before being below between both "
-    "but by can could did do does doing down during each few for from further had has have having he her here hers "
-    "him his how i if in into is it its itself just me more most my no nor not now of off on once only or other our "
-    "out over own same she should so some such than that the their them then there these they this those through "
-    "to too under until up very was we were what when where which while who whom why will with you your yours "
-    "'s s per x w"))
-_NOT_NOUNS = frozenset(_words(
-    "new natural organic free large small medium big mini extra super ultra soft hard high low long short wide "
-    "thin thick heavy light dry wet fresh pure premium professional portable wireless compatible adjustable "
-    "waterproof durable reusable washable cute classic modern vintage casual comfortable comfy warm cool hot cold "
-    "best great good perfect easy quick fast slim full half double single multi multiple universal "
-    "original real genuine authentic deluxe unisex elegant beautiful luxury sturdy strong safe clean clear "
-    "sweet spicy sour salty rich smooth gentle sensitive oily fine non anti quality handmade vegan "
-    "gluten electric digital smart automatic manual rechargeable foldable stainless solid flexible lightweight "
-    "made fit fits fitting use used using includes including make makes keep keeps compatible "
-    "xl xxl xs s m l xx-large x-large x-small one"))
+_STOP = frozenset(
+    _words(
+        "a about above after again against all am an and any are as at be because been before being below between both "
+        "but by can could did do does doing down during each few for from further had has have having he her here hers "
+        "him his how i if in into is it its itself just me more most my no nor not now of off on once only or other our "
+        "out over own same she should so some such than that the their them then there these they this those through "
+        "to too under until up very was we were what when where which while who whom why will with you your yours "
+        "'s s per x w"
+    )
+)
+_NOT_NOUNS = frozenset(
+    _words(
+        "new natural organic free large small medium big mini extra super ultra soft hard high low long short wide "
+        "thin thick heavy light dry wet fresh pure premium professional portable wireless compatible adjustable "
+        "waterproof durable reusable washable cute classic modern vintage casual comfortable comfy warm cool hot cold "
+        "best great good perfect easy quick fast slim full half double single multi multiple universal "
+        "original real genuine authentic deluxe unisex elegant beautiful luxury sturdy strong safe clean clear "
+        "sweet spicy sour salty rich smooth gentle sensitive oily fine non anti quality handmade vegan "
+        "gluten electric digital smart automatic manual rechargeable foldable stainless solid flexible lightweight "
+        "made fit fits fitting use used using includes including make makes keep keeps compatible "
+        "xl xxl xs s m l xx-large x-large x-small one"
+    )
+)
 _ADJ_SUFFIX = re.compile(r".{3,}(?:ous|ful|less|able|ible|ive|ly|ish|ical|ed|ing)$")
 
 
@@ -181,8 +191,19 @@ def option_matches(product: Product, goal_options: Sequence[str], chosen: dict[s
     return n
 
 
-METRIC_KEYS = ("score", "r_type", "r_att", "r_option", "r_price", "query_match", "category_match", "title_score",
-               "w_att", "w_option", "w_price")
+METRIC_KEYS = (
+    "score",
+    "r_type",
+    "r_att",
+    "r_option",
+    "r_price",
+    "query_match",
+    "category_match",
+    "title_score",
+    "w_att",
+    "w_option",
+    "w_price",
+)
 
 
 def get_reward(product: Product, goal: Goal, chosen: dict[str, str], price: float | None = None) -> dict[str, float]:
@@ -196,9 +217,15 @@ def get_reward(product: Product, goal: Goal, chosen: dict[str, str], price: floa
     total = len(goal.attributes) + len(goal_values) + 1
     score = min(1.0, (n_att + n_opt + r_price) / total * t.r_type)
     return {
-        "score": score, "r_type": t.r_type, "r_att": n_att / len(goal.attributes) if goal.attributes else 1.0,
-        "r_option": n_opt / len(goal_values) if goal_values else 1.0, "r_price": r_price,
-        "query_match": float(t.query_match), "category_match": float(t.category_match),
-        "title_score": t.title_score, "w_att": len(goal.attributes) / total, "w_option": len(goal_values) / total,
+        "score": score,
+        "r_type": t.r_type,
+        "r_att": n_att / len(goal.attributes) if goal.attributes else 1.0,
+        "r_option": n_opt / len(goal_values) if goal_values else 1.0,
+        "r_price": r_price,
+        "query_match": float(t.query_match),
+        "category_match": float(t.category_match),
+        "title_score": t.title_score,
+        "w_att": len(goal.attributes) / total,
+        "w_option": len(goal_values) / total,
         "w_price": 1 / total,
     }

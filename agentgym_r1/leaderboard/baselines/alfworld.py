@@ -19,8 +19,12 @@ from agentgym_r1.error import PolicyError
 from agentgym_r1.leaderboard.policies import Policy, hermes_call
 
 ADMISSIBLE_KEYS = ("admissible_commands", "admissible", "available_actions", "valid_actions")
-TOOLS = {"clean": ("clean", "sinkbasin"), "hot": ("heat", "microwave"), "heat": ("heat", "microwave"),
-         "cool": ("cool", "fridge")}
+TOOLS = {
+    "clean": ("clean", "sinkbasin"),
+    "hot": ("heat", "microwave"),
+    "heat": ("heat", "microwave"),
+    "cool": ("cool", "fridge"),
+}
 
 
 def admissible(info: dict[str, Any]) -> list[str]:
@@ -41,16 +45,23 @@ class Goal:
 
 
 _GOALS = (
-    (re.compile(r"(?:look at|examine) (?:the |a |an |some )?(\w+) (?:under|with) the (\w+)"),
-     lambda m: Goal(m[1], None, lamp=m[2])),
-    (re.compile(r"(?:put|find) two (\w+?)s? (?:and put them )?(?:in|on|in/on) (?:the |a |an )?(\w+)"),
-     lambda m: Goal(m[1], m[2], count=2)),
-    (re.compile(r"put (?:a |an |some |the )?(clean|hot|cool) (\w+) (?:in|on|in/on) (?:the |a |an )?(\w+)"),
-     lambda m: Goal(m[2], m[3], m[1])),
-    (re.compile(r"(clean|heat|cool) (?:a |an |some |the )?(\w+) and put it (?:in|on|in/on) (?:the |a |an )?(\w+)"),
-     lambda m: Goal(m[2], m[3], m[1])),
-    (re.compile(r"put (?:a |an |some |the )?(\w+) (?:in|on|in/on) (?:the |a |an )?(\w+)"),
-     lambda m: Goal(m[1], m[2])),
+    (
+        re.compile(r"(?:look at|examine) (?:the |a |an |some )?(\w+) (?:under|with) the (\w+)"),
+        lambda m: Goal(m[1], None, lamp=m[2]),
+    ),
+    (
+        re.compile(r"(?:put|find) two (\w+?)s? (?:and put them )?(?:in|on|in/on) (?:the |a |an )?(\w+)"),
+        lambda m: Goal(m[1], m[2], count=2),
+    ),
+    (
+        re.compile(r"put (?:a |an |some |the )?(clean|hot|cool) (\w+) (?:in|on|in/on) (?:the |a |an )?(\w+)"),
+        lambda m: Goal(m[2], m[3], m[1]),
+    ),
+    (
+        re.compile(r"(clean|heat|cool) (?:a |an |some |the )?(\w+) and put it (?:in|on|in/on) (?:the |a |an )?(\w+)"),
+        lambda m: Goal(m[2], m[3], m[1]),
+    ),
+    (re.compile(r"put (?:a |an |some |the )?(\w+) (?:in|on|in/on) (?:the |a |an )?(\w+)"), lambda m: Goal(m[1], m[2])),
 )
 
 
@@ -129,12 +140,26 @@ class RuleReActPolicy(Policy):
             if g.transform and not self.done_transform:
                 verb, place = TOOLS[g.transform]
                 return self._find(commands, f"{verb} {self.holding} with") or self._go(commands, place)
-            put = next((c for c in commands if c.startswith((f"put {self.holding} ", f"move {self.holding} "))
-                        and g.target and g.target in c), None)
+            put = next(
+                (
+                    c
+                    for c in commands
+                    if c.startswith((f"put {self.holding} ", f"move {self.holding} ")) and g.target and g.target in c
+                ),
+                None,
+            )
             return put or self._go(commands, g.target or "")
-        take = next((c for c in commands if c.startswith("take ") and _obj_type(c[5:].split(" from ")[0]) == g.obj
-                     and c[5:].split(" from ")[0] not in self.placed
-                     and not (g.target and c.split(" from ")[-1].startswith(g.target))), None)
+        take = next(
+            (
+                c
+                for c in commands
+                if c.startswith("take ")
+                and _obj_type(c[5:].split(" from ")[0]) == g.obj
+                and c[5:].split(" from ")[0] not in self.placed
+                and not (g.target and c.split(" from ")[-1].startswith(g.target))
+            ),
+            None,
+        )
         return take or self._open_here(commands) or self._explore(commands)
 
     def _find(self, commands: list[str], prefix: str) -> str | None:
@@ -178,8 +203,9 @@ class ExpertPlanPolicy(Policy):
     def reset(self, env: gym.Env, observation: str, info: dict[str, Any]) -> None:
         super().reset(env, observation, info)
         if not callable(getattr(env.unwrapped, "expert_plan", None)):
-            raise PolicyError(f"the ALFWorld oracle needs env.unwrapped.expert_plan(); {type(env.unwrapped).__name__} "
-                              f"has none")
+            raise PolicyError(
+                f"the ALFWorld oracle needs env.unwrapped.expert_plan(); {type(env.unwrapped).__name__} has none"
+            )
         self.plan: list[str] = []
 
     def act(self, observation: str, info: dict[str, Any]) -> str:

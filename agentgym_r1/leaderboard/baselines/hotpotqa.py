@@ -84,8 +84,15 @@ class RuleReActPolicy(_SearchPolicy):
             return self.search(self.queue.pop(0))
         if not self.bridge_done:
             self.bridge_done = True
-            self.bridge = next((c for s in best_sentences(self.question, self.passages, k=1)
-                                for c in candidates(self.question, s) if not c[0].isdigit()), None)
+            self.bridge = next(
+                (
+                    c
+                    for s in best_sentences(self.question, self.passages, k=1)
+                    for c in candidates(self.question, s)
+                    if not c[0].isdigit()
+                ),
+                None,
+            )
             if self.bridge:
                 return self.search(self.bridge)
         if self.bridge:
@@ -96,8 +103,12 @@ class RuleReActPolicy(_SearchPolicy):
 
 def both_entities(question: str) -> tuple[str, str] | None:
     """``Are A and B from the same country?`` -> ``(A, B)``."""
-    m = re.match(r'^\s*(?:are|were|is|was|do|does|did)\s+"?(.+?)"?\s+and\s+"?(.+?)"?\s+(?:both|from|made|of|in|the|'
-                 r"born|located|founded|released|written|directed)\b", question, re.I)
+    m = re.match(
+        r'^\s*(?:are|were|is|was|do|does|did)\s+"?(.+?)"?\s+and\s+"?(.+?)"?\s+(?:both|from|made|of|in|the|'
+        r"born|located|founded|released|written|directed)\b",
+        question,
+        re.I,
+    )
     return (m[1], m[2]) if m else None
 
 

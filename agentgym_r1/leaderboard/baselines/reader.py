@@ -13,7 +13,78 @@ import re
 from dataclasses import dataclass
 
 STOPWORDS = frozenset(
-    ["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "but", "is", "are", "was", "were", "be", "been", "being", "which", "who", "whom", "whose", "what", "when", "where", "why", "how", "many", "much", "did", "does", "do", "that", "this", "these", "those", "it", "its", "as", "than", "then", "there", "their", "they", "he", "she", "his", "her", "him", "them", "both", "same", "one", "first", "also", "has", "have", "had", "not", "no", "yes", "into", "after", "before", "about"])
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "and",
+        "or",
+        "but",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "what",
+        "when",
+        "where",
+        "why",
+        "how",
+        "many",
+        "much",
+        "did",
+        "does",
+        "do",
+        "that",
+        "this",
+        "these",
+        "those",
+        "it",
+        "its",
+        "as",
+        "than",
+        "then",
+        "there",
+        "their",
+        "they",
+        "he",
+        "she",
+        "his",
+        "her",
+        "him",
+        "them",
+        "both",
+        "same",
+        "one",
+        "first",
+        "also",
+        "has",
+        "have",
+        "had",
+        "not",
+        "no",
+        "yes",
+        "into",
+        "after",
+        "before",
+        "about",
+    ]
+)
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _SPAN = re.compile(r"\b(?:[A-Z][\w'’.-]*(?:\s+(?:of|the|de|la|von|van|and|&)?\s*[A-Z][\w'’-]*)*|\d[\d,]*(?:\.\d+)?)")
 _NUMBER = re.compile(r"\b\d[\d,]*(?:\.\d+)?\b")
@@ -35,15 +106,18 @@ def words(text: str) -> set[str]:
 
 def split_passages(text: str) -> list[Passage]:
     """Passages from a search result: ``Doc 1 (Title: X) ...``, ``[1] X: ...``, ``Title: X`` lines, or paragraphs."""
-    heading = re.compile(r'^\s*(?:Doc\s*\d+\s*)?\(?\s*Title:\s*(?:"([^"\n]+)"\s*\)?|([^)\n]+)\)|(.+)$)'
-                         r"|^\s*\[?\d+\]?[.):]\s+(.+?)(?::|\n|$)", re.M)
+    heading = re.compile(
+        r'^\s*(?:Doc\s*\d+\s*)?\(?\s*Title:\s*(?:"([^"\n]+)"\s*\)?|([^)\n]+)\)|(.+)$)'
+        r"|^\s*\[?\d+\]?[.):]\s+(.+?)(?::|\n|$)",
+        re.M,
+    )
     marks = list(heading.finditer(text))
     if not marks:
         return [Passage(p.strip().split("\n", 1)[0][:80], p.strip()) for p in re.split(r"\n\s*\n", text) if p.strip()]
     out = []
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        out.append(Passage(next(g for g in m.groups() if g is not None).strip(), text[m.end():end].strip()))
+        out.append(Passage(next(g for g in m.groups() if g is not None).strip(), text[m.end() : end].strip()))
     return out
 
 
@@ -60,8 +134,23 @@ def comparison_options(question: str) -> tuple[str, str] | None:
     return (a, b) if a and b else None
 
 
-_YEAR_CUES = ("year", "born", "founded", "first", "earlier", "older", "oldest", "earliest", "later", "younger",
-              "newer", "recent", "established", "released", "when")
+_YEAR_CUES = (
+    "year",
+    "born",
+    "founded",
+    "first",
+    "earlier",
+    "older",
+    "oldest",
+    "earliest",
+    "later",
+    "younger",
+    "newer",
+    "recent",
+    "established",
+    "released",
+    "when",
+)
 
 
 def _numbers(text: str) -> list[float]:
@@ -98,8 +187,12 @@ def compare(question: str, options: tuple[str, str], passages: list[Passage]) ->
 
 def yes_no(question: str, passages: list[Passage]) -> str:
     """*Are A and B from the same ...?*: compare what the two passages say; other yes/no questions: yes."""
-    m = re.search(r"\b(?:are|were|is|was|do|does|did)\s+(.+?)\s+and\s+(.+?)\s+(?:both|from|made|of|in|the|born|"
-                  r"located|founded|released|written|directed)\b", question, re.I)
+    m = re.search(
+        r"\b(?:are|were|is|was|do|does|did)\s+(.+?)\s+and\s+(.+?)\s+(?:both|from|made|of|in|the|born|"
+        r"located|founded|released|written|directed)\b",
+        question,
+        re.I,
+    )
     if not m or "same" not in question.lower():
         return "yes"
     found = [entity_passages(e.strip(' "'), passages) for e in (m[1], m[2])]
@@ -109,8 +202,10 @@ def yes_no(question: str, passages: list[Passage]) -> str:
     if "year" in question.lower():
         years = [[v for v in _numbers(t) if 1000 <= v <= 2100] for t in first]
         return "yes" if years[0][:1] == years[1][:1] and years[0] else "no"
-    names = [{c.lower() for c in candidates(question, t) if not _NUMBER.fullmatch(c)} - {e.strip(' "').lower()}
-             for t, e in zip(first, (m[1], m[2]), strict=True)]
+    names = [
+        {c.lower() for c in candidates(question, t) if not _NUMBER.fullmatch(c)} - {e.strip(' "').lower()}
+        for t, e in zip(first, (m[1], m[2]), strict=True)
+    ]
     return "yes" if names[0] & names[1] else "no"
 
 

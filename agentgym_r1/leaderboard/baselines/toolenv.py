@@ -43,8 +43,12 @@ def lookup_kwargs(seed: int = 0, size: int = 200) -> dict[str, Any]:
         """
         return table.get(city.strip().capitalize(), f"no city named {city!r}")
 
-    tasks = [Task(f"lookup-{i}", f"What is the population of {city}? Answer with the number as the tool gives it.",
-                  population) for i, (city, population) in enumerate(table.items())]
+    tasks = [
+        Task(
+            f"lookup-{i}", f"What is the population of {city}? Answer with the number as the tool gives it.", population
+        )
+        for i, (city, population) in enumerate(table.items())
+    ]
     return {"tools": [lookup], "tasks": tasks}
 
 
@@ -60,7 +64,9 @@ class LookupAgentPolicy(Policy):
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
         if observation.startswith("<tool_response>"):
-            return f"<answer>{observation.split('<tool_response>', 1)[1].split('</tool_response>', 1)[0].strip()}</answer>"
+            return (
+                f"<answer>{observation.split('<tool_response>', 1)[1].split('</tool_response>', 1)[0].strip()}</answer>"
+            )
         if self.city is None:
             return "<answer>unknown</answer>"
         return hermes_call("lookup", city=self.city)

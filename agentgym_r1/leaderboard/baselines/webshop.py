@@ -19,8 +19,9 @@ import numpy as np
 from agentgym_r1.error import PolicyError
 from agentgym_r1.leaderboard.policies import Policy
 
-NAV = frozenset({"back to search", "next >", "< prev", "description", "features", "reviews", "attributes",
-                 "buy now", "search"})
+NAV = frozenset(
+    {"back to search", "next >", "< prev", "description", "features", "reviews", "attributes", "buy now", "search"}
+)
 _ACTION = re.compile(r"^(search|click)\[(.*)\]$", re.S)
 _PRICE = re.compile(r"\[SEP\] (\w{10}) \[SEP\] [^[]*? \[SEP\] \$([\d.]+)")  # a result: asin, title, price
 
@@ -99,8 +100,12 @@ class RuleShopperPolicy(_Shopper):
         can_search, clicks = available(info)
         buy = _has(clicks, "buy now")
         if buy:
-            wanted = [c for c in products(clicks) if c not in self.clicked
-                      and re.search(rf"(?<!\w){re.escape(c.lower())}(?!\w)", self.instruction.lower())]
+            wanted = [
+                c
+                for c in products(clicks)
+                if c not in self.clicked
+                and re.search(rf"(?<!\w){re.escape(c.lower())}(?!\w)", self.instruction.lower())
+            ]
             if wanted:
                 self.clicked.add(wanted[0])
                 return f"click[{wanted[0]}]"
