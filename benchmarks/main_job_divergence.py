@@ -26,31 +26,36 @@ KEEP = (0, 1, 2, 5, 10, 20, 40, 60, 100, 200, 400, 850)  # steps whose weights a
 def child(kernels: str, steps: int, out: Path, threads: int) -> None:
     import torch
 
+    from agentgym_r1.adapters.records import pad_rows
     from agentgym_r1.leaderboard.training import TrainBudget, sft_start
-    from agentgym_r1.trainers.sft import collate, sft
+    from agentgym_r1.trainers.sft import sft
 
     torch.set_num_threads(threads)
     budget = TrainBudget()
     tokenizer, model, episodes = sft_start(budget)
     with torch.no_grad():
-        logits = model(**collate(episodes[: budget.sft_batch], tokenizer.pad_token_id)).logits
+        first = [r.prompt_ids + r.completion_ids for r in episodes[: budget.sft_batch]]
+        ids = torch.tensor(pad_rows(first, tokenizer.pad_token_id))
+        mask = torch.tensor(pad_rows([[1] * len(r) for r in first], 0))
+        logits = model(input_ids=ids, attention_mask=mask).logits
 
     def flat() -> torch.Tensor:
         return torch.cat([p.detach().flatten() for p in model.parameters()]).clone()
 
     kept = {0: flat()}
 
-    def on_step(step: int, _loss: float) -> None:
-        if step + 1 in KEEP:
-            kept[step + 1] = flat()
+    def on_step(step: int, _loss: float) -> None:  # step counts from 1
+        if step in KEEP:
+            kept[step] = flat()
 
     losses = sft(
         model,
+        tokenizer,
         episodes,
-        tokenizer.pad_token_id,
         steps=steps,
         batch_size=budget.sft_batch,
         lr=budget.sft_lr,
+        schedule=budget.sft_schedule,
         seed=budget.seed,
         on_step=on_step,
     )

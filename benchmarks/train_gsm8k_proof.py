@@ -38,7 +38,7 @@ from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, Sa
 from agentgym_r1.adapters.backends.hf import HFBackend
 from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
 from agentgym_r1.envs.gsm8k.expert import expert_actions
-from agentgym_r1.trainers.sft import expert_episode, sft
+from agentgym_r1.trainers.sft import expert_rows, sft
 
 ENV_ID = "AgentR1/GSM8K-v0"
 ENV_KWARGS = {"source": "synthetic", "min_steps": 1, "max_steps": 1, "system_prompt": "Solve it."}
@@ -102,14 +102,14 @@ def run_sft(
     else:
         tokenizer = train_tokenizer(texts, vocab_size=1000, split_digits=True, cross_spaces=True)
         model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
-    episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(num_episodes)]
+    episodes = expert_rows(ENV_ID, ENV_KWARGS, range(num_episodes), tokenizer, expert_actions).samples
     print(
         f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, vocab {len(tokenizer)}, "
         f"{len(episodes)} expert episodes, prompt {len(episodes[0].prompt_ids)} tokens"
     )
     start, steps, success = time.time(), resume, 0.0
     while steps < max_steps:
-        sft(model, episodes, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
+        sft(model, tokenizer, episodes, steps=chunk, batch_size=batch, lr=lr, seed=steps)
         steps += chunk
         success = held_out_success(model, tokenizer)
         print(f"sft step {steps:4d}  held-out success {success:.3f}  {time.time() - start:.0f}s", flush=True)

@@ -486,7 +486,7 @@ def run_sft(
     import gymnasium as gym
 
     from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
-    from agentgym_r1.trainers.sft import expert_episode, sft
+    from agentgym_r1.trainers.sft import expert_rows, sft
 
     if num_episodes > TRAIN_SEEDS:
         raise SystemExit(f"--sft-episodes is at most {TRAIN_SEEDS} (the training seeds)")
@@ -518,7 +518,9 @@ def run_sft(
             words=pieces == "words",
         )
         model = make_model(tokenizer, hidden=hidden, layers=layers, mlp_ratio=4).train()
-    episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in train_seeds[:num_episodes]]
+    episodes = expert_rows(
+        ENV_ID, ENV_KWARGS, train_seeds[:num_episodes], tokenizer, expert_actions, require_success=False
+    ).samples
     lengths = sorted(len(e.prompt_ids) + len(e.completion_ids) for e in episodes)
     longest = max(len(chat_ids) for e in episodes for chat_ids in agent_turns(e))
     print(
@@ -534,7 +536,7 @@ def run_sft(
         curve.append({"step": 0, "minutes": 0.0, "em": react_em(model, tokenizer, monitor)})
         start = time.time()
     while steps < max_steps:
-        sft(model, episodes, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
+        sft(model, tokenizer, episodes, steps=chunk, batch_size=batch, lr=lr, seed=steps)
         steps += chunk
         em = react_em(model, tokenizer, monitor)
         print(f"sft step {steps:4d}  held-out EM {em:.3f}  {time.time() - start:.0f}s", flush=True)
@@ -582,7 +584,7 @@ def run_rag(
 
     from agentgym_r1.adapters import ChatTokenizer
     from agentgym_r1.adapters.scratch import make_model
-    from agentgym_r1.trainers.sft import Demo, sft
+    from agentgym_r1.trainers.sft import answer_row, sft
 
     monitor, finals = held_out_sets(out)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "tokenizer")  # the ReAct run's, a fresh model
@@ -592,7 +594,7 @@ def run_rag(
     demos = []
     for task in questions(training_seeds(out)[:num_episodes]):
         answer = [*chat.encode(f"<answer>{gold(task)}</answer>"), tokenizer.eos_token_id]
-        demos.append(Demo(rag_prompt(chat, env.unwrapped.retriever, task.prompt), answer, [1] * len(answer), True))
+        demos.append(answer_row(rag_prompt(chat, env.unwrapped.retriever, task.prompt), answer, f"rag-{len(demos)}"))
     print(
         f"naive RAG: {len(demos)} examples, prompt median {sorted(len(d.prompt_ids) for d in demos)[len(demos) // 2]}"
         " tokens",
@@ -600,7 +602,7 @@ def run_rag(
     )
     start, steps, best, best_state, best_steps, stale = time.time(), 0, -1.0, None, 0, 0
     while time.time() - start < minutes * 60 and stale < patience:
-        sft(model, demos, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
+        sft(model, tokenizer, demos, steps=chunk, batch_size=batch, lr=lr, seed=steps)
         steps += chunk
         em = rag_em(model, tokenizer, monitor)
         print(f"rag step {steps:4d}  held-out EM {em:.3f}  {time.time() - start:.0f}s", flush=True)

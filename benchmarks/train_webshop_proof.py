@@ -169,7 +169,7 @@ def run_sft(
     minutes: float = math.inf,
 ) -> None:
     from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
-    from agentgym_r1.trainers.sft import expert_episode, sft
+    from agentgym_r1.trainers.sft import expert_rows, sft
 
     start = time.time()
     env = _env()
@@ -179,8 +179,8 @@ def run_sft(
         texts.append(render_chat(env.unwrapped.transcript.messages()))
     tokenizer = train_tokenizer(texts, vocab_size=vocab, cross_spaces=True)
     model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
-    played = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(num_episodes)]
-    episodes = [d for d in played if d.success]
+    played = expert_rows(ENV_ID, ENV_KWARGS, range(num_episodes), tokenizer, expert_actions, require_success=False)
+    episodes = [d for d in played.samples if d.success]
     lengths = sorted(len(d.prompt_ids) + len(d.completion_ids) for d in episodes)
     print(
         f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, {layers} layers, vocab "
@@ -194,7 +194,7 @@ def run_sft(
     curve: list[dict[str, Any]] = []  # no check at step 0: a random model's episodes fail (and are the slowest)
     steps, start = 0, time.time()
     while steps < max_steps and (not curve or curve[-1]["success"] < target) and time.time() - start < minutes * 60:
-        losses = sft(model, episodes, tokenizer.pad_token_id, steps=chunk, batch_size=batch, lr=lr, seed=steps)
+        losses = sft(model, tokenizer, episodes, steps=chunk, batch_size=batch, lr=lr, seed=steps)
         steps += chunk
         curve.append(
             {

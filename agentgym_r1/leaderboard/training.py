@@ -1,7 +1,8 @@
 """The quick suite's trained agent: the mission on the board, not only scripted baselines.
 
 A tokenizer and a tiny Qwen2 model are built on the spot (:mod:`agentgym_r1.adapters.scratch`), fine-tuned on expert
-episodes of GSM8K's synthetic source (:func:`agentgym_r1.trainers.sft.sft`), then trained with
+episodes of GSM8K's synthetic source played through the rollout engine (:func:`agentgym_r1.trainers.sft.expert_rows`)
+and TRL's ``SFTTrainer`` (:func:`agentgym_r1.trainers.sft.sft`), then trained with
 :class:`~agentgym_r1.trainers.grpo.AgentGRPOTrainer` for a fixed number of steps (a step budget, not wall time, so a
 run is reproducible; seeds fixed). Its two rows, *before training* (the SFT checkpoint) and *after training* (the
 GRPO policy), are evaluation jobs like any other (``hf:CHECKPOINT``: greedy, on the rollout engine, the same
@@ -63,6 +64,7 @@ class TrainBudget:
     sft_episodes: int = 4000
     sft_batch: int = 16
     sft_lr: float = 3e-3
+    sft_schedule: str = "constant_with_warmup"
     grpo_prompts: int = 16
     generations: int = 8
     grpo_lr: float = 6e-4
@@ -81,6 +83,12 @@ class TrainBudget:
         for name in ("sft_steps", "grpo_steps", "eval_every", "sft_episodes", "sft_batch", "grpo_prompts", "layers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"the training budget's {name} must be at least 1, got {getattr(self, name)}")
+        from agentgym_r1.trainers.sft import SCHEDULES
+
+        if self.sft_schedule not in SCHEDULES:
+            raise ConfigError(
+                f"the training budget's sft_schedule must be one of {SCHEDULES}, got {self.sft_schedule!r}"
+            )
         if self.generations < 2:
             raise ConfigError(
                 f"the training budget's generations must be at least 2 (GRPO compares samples of one "
@@ -272,12 +280,13 @@ def _row_point(plan: TrainPlan, stage: str, step: int, progress: Callable[..., N
 
 def sft_start(budget: TrainBudget) -> tuple[Any, Any, list[Any]]:
     """What the SFT starts from: a tokenizer trained on ``tokenizer_episodes`` expert transcripts, the untrained tiny
-    model (its weights seeded by ``budget.seed``) and ``sft_episodes`` expert episodes, tokenized as rollouts are."""
+    model (its weights seeded by ``budget.seed``) and the rows of ``sft_episodes`` expert episodes, played through
+    the rollout engine (:func:`agentgym_r1.trainers.sft.expert_rows`)."""
     import gymnasium as gym
 
     from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
     from agentgym_r1.envs.gsm8k.expert import expert_actions
-    from agentgym_r1.trainers.sft import expert_episode
+    from agentgym_r1.trainers.sft import expert_rows
 
     env = gym.make(ENV_ID, source=SOURCE, **TASK_OPTIONS)
     try:
@@ -285,30 +294,32 @@ def sft_start(budget: TrainBudget) -> tuple[Any, Any, list[Any]]:
         for seed in range(budget.tokenizer_episodes):
             play_expert(env, seed, expert_actions)
             texts.append(render_chat(env.unwrapped.transcript.messages()))
-        tokenizer = train_tokenizer(texts, vocab_size=budget.vocab, split_digits=True, cross_spaces=True)
-        model = make_model(tokenizer, hidden=budget.hidden, layers=budget.layers, mlp_ratio=4, seed=budget.seed).train()
-        episodes = [expert_episode(env, tokenizer, seed, expert_actions) for seed in range(budget.sft_episodes)]
     finally:
         env.close()
-    return tokenizer, model, episodes
+    tokenizer = train_tokenizer(texts, vocab_size=budget.vocab, split_digits=True, cross_spaces=True)
+    model = make_model(tokenizer, hidden=budget.hidden, layers=budget.layers, mlp_ratio=4, seed=budget.seed).train()
+    kwargs = {"source": SOURCE, **TASK_OPTIONS}
+    rows = expert_rows(ENV_ID, kwargs, range(budget.sft_episodes), tokenizer, expert_actions).samples
+    return tokenizer, model, rows
 
 
 def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
     from agentgym_r1.trainers.sft import sft
 
-    tokenizer, model, episodes = sft_start(budget)
+    tokenizer, model, rows = sft_start(budget)
 
     def on_step(step: int, _loss: float) -> None:
-        if (step + 1) % 50 == 0:
-            mark(f"SFT ({step + 1}/{budget.sft_steps} steps)")
+        if step % 50 == 0:
+            mark(f"SFT ({step}/{budget.sft_steps} steps)")
 
     sft(
         model,
-        episodes,
-        tokenizer.pad_token_id,
+        tokenizer,
+        rows,
         steps=budget.sft_steps,
         batch_size=budget.sft_batch,
         lr=budget.sft_lr,
+        schedule=budget.sft_schedule,
         seed=budget.seed,
         on_step=on_step,
     )

@@ -1,33 +1,34 @@
-"""Supervised warm start on expert episodes, tokenized exactly as rollouts are (loss on agent tokens only)."""
+"""Supervised warm start on expert episodes, through the same path as RL: the expert's actions are played by the
+rollout engine (a :class:`~agentgym_r1.adapters.backends.scripted.ScriptedBackend` emits them), which makes ordinary
+:class:`~agentgym_r1.adapters.records.Sample` rows with their env masks, and TRL's ``SFTTrainer`` trains on them with
+the loss on agent tokens only (the env mask becomes its ``assistant_masks`` column).
+
+Which actions are the expert's is the caller's: an env's own expert (GSM8K's
+:func:`agentgym_r1.envs.gsm8k.expert.expert_actions`), a scripted baseline through :func:`policy_actions`, or any
+callable from a task to its actions.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import torch
 
-from agentgym_r1.adapters import ChatTokenizer
+from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
+from agentgym_r1.adapters.backends.scripted import ScriptedBackend
+from agentgym_r1.adapters.records import Layout, RolloutBatch, Sample
 from agentgym_r1.error import ConfigError
 
-
-@dataclass
-class Demo:
-    """One expert episode as a training row: the agent's ids (end-of-turn token included) have ``env_mask`` 1."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int] = field(default_factory=list)
-    env_mask: list[int] = field(default_factory=list)
-    success: bool = False
+Actions = Callable[[Any], Sequence[str]]
+SCHEDULES = ("constant_with_warmup", "linear", "cosine")
 
 
-def policy_actions(env: gym.Env, policy: Any, max_turns: int) -> Callable[[Any], list[str]]:
-    """An ``actions`` callable for :func:`expert_episode` from a deterministic :class:`~agentgym_r1.leaderboard.
+def policy_actions(env: gym.Env, policy: Any, max_turns: int) -> Actions:
+    """An ``actions`` callable for :func:`expert_rows` from a deterministic :class:`~agentgym_r1.leaderboard.
     policies.Policy` (a scripted baseline such as WebShop's rule shopper): it plays ``policy`` on the task (found by
-    its id) in ``env``, an env of its own, not the one the episode is recorded in, for at most ``max_turns`` steps,
-    and returns the actions it took."""
+    its id) in ``env``, an env of its own, for at most ``max_turns`` steps, and returns the actions it took."""
     if max_turns < 1:
         raise ConfigError(f"policy_actions needs max_turns >= 1, got {max_turns}")
 
@@ -45,70 +46,166 @@ def policy_actions(env: gym.Env, policy: Any, max_turns: int) -> Callable[[Any],
     return actions
 
 
-def expert_episode(env: gym.Env, tokenizer: Any, seed: int, actions: Callable[[Any], Sequence[str]]) -> Demo:
-    """Play ``actions(task)`` (the env's expert, given by the caller: e.g. GSM8K's
-    :func:`agentgym_r1.envs.gsm8k.expert.expert_actions`) in ``env`` and tokenize the episode exactly as the rollout
-    engine does."""
+def expert_scripts(
+    env_id: str, env_kwargs: dict[str, Any], seeds: Sequence[int], chat: ChatTokenizer, actions: Actions
+) -> dict[tuple[int, ...], list[list[int]]]:
+    """Each seed's first prompt (as the engine renders it) and the ids of the expert's turns, each closed by the
+    tokenizer's end-of-turn token."""
+    end = chat.tokenizer.eos_token_id
+    if end not in chat.stop_token_ids:
+        end = min(chat.stop_token_ids)
+    env = gym.make(env_id, **env_kwargs)
+    try:
+        scripts = {}
+        for seed in seeds:
+            env.reset(seed=seed)
+            prompt = tuple(chat.prompt_ids(env.unwrapped.transcript.messages()))
+            scripts[prompt] = [[*chat.encode(a), end] for a in actions(env.unwrapped.task)]
+    finally:
+        env.close()
+    return scripts
+
+
+def expert_rows(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    seeds: Sequence[int],
+    tokenizer: Any,
+    actions: Actions,
+    *,
+    layout: Layout = "concatenated",
+    max_context_tokens: int = 1 << 16,
+    require_success: bool = True,
+    chunk: int = 256,
+) -> RolloutBatch:
+    """Play the expert on ``env_id`` (made with ``env_kwargs``), one episode per reset seed, through the rollout
+    engine, and return the batch: its rows (``batch.rows``) are what RL would make of the same tokens.
+
+    An episode the engine could not play (an env error, a context over ``max_context_tokens``) raises, and so does
+    an unsuccessful one when ``require_success`` (an expert that fails its task teaches the wrong thing). The
+    episodes are played ``chunk`` at a time, so the engine's pooled envs are reused rather than one made per seed."""
+    seeds = list(seeds)
+    if not seeds:
+        raise ConfigError("expert_rows needs at least one seed")
+    if chunk < 1:
+        raise ConfigError(f"expert_rows needs chunk >= 1, got {chunk}")
     chat = ChatTokenizer(tokenizer)
-    env.reset(seed=seed)
-    demo = Demo(chat.prompt_ids(env.unwrapped.transcript.messages()))
-    for action in actions(env.unwrapped.task):
-        ids = [*chat.encode(action), tokenizer.eos_token_id]
-        demo.completion_ids += ids
-        demo.env_mask += [1] * len(ids)
-        n_before = len(env.unwrapped.transcript.messages())
-        _, _, terminated, truncated, info = env.step(action)
-        demo.success = bool(info["success"])
-        if terminated or truncated:
-            break
-        messages = env.unwrapped.transcript.messages()
-        suffix = chat.suffix_ids(messages[: n_before + 1], messages[n_before + 1 :], tokenizer.eos_token_id)
-        demo.completion_ids += suffix
-        demo.env_mask += [0] * len(suffix)
-    return demo
+    backend = ScriptedBackend(expert_scripts(env_id, env_kwargs, seeds, chat, actions))
+    config = RolloutConfig(
+        max_context_tokens=max_context_tokens,
+        layout=layout,
+        sampling=SamplingParams(max_new_tokens=max_context_tokens, temperature=0.0),
+        seed=None,
+    )
+    engine = RolloutEngine(backend, chat, config)
+    episodes = []
+    try:
+        for i in range(0, len(seeds), chunk):
+            prompts = [Prompt(env_id, dict(env_kwargs), seed=s) for s in seeds[i : i + chunk]]
+            episodes += engine.rollout(prompts).episodes
+    finally:
+        engine.close()
+    for seed, ep in zip(seeds, episodes, strict=True):
+        if ep.failed or ep.end_reason == "context_limit":
+            raise ConfigError(f"the expert's episode of seed {seed} on {env_id} ended {ep.end_reason}: {ep.error}")
+        if require_success and not ep.success:
+            raise ConfigError(f"the expert failed its task on seed {seed} of {env_id} (pass require_success=False)")
+    return RolloutBatch(episodes, layout)
 
 
-def collate(episodes: Sequence[Demo], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 off agent tokens)."""
-    rows = [e.prompt_ids + e.completion_ids for e in episodes]
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id)
-    attn = torch.zeros((len(rows), width), dtype=torch.long)
-    labels = torch.full((len(rows), width), -100)
-    for b, (e, r) in enumerate(zip(episodes, rows, strict=True)):
-        ids[b, : len(r)] = torch.tensor(r)
-        attn[b, : len(r)] = 1
-        comp = torch.tensor(e.completion_ids)
-        labels[b, len(e.prompt_ids) : len(r)] = torch.where(torch.tensor(e.env_mask).bool(), comp, -100)
-    return {"input_ids": ids, "attention_mask": attn, "labels": labels}
+def answer_row(prompt_ids: Sequence[int], answer_ids: Sequence[int], row_id: str = "answer") -> Sample:
+    """A one-turn supervised row with no env: ``answer_ids`` (end-of-turn token included) after ``prompt_ids``, all
+    of it trained on (a retrieval-augmented baseline's question and answer)."""
+    n = len(answer_ids)
+    if n < 1:
+        raise ConfigError("answer_row needs at least one answer token")
+    return Sample(list(prompt_ids), list(answer_ids), [0.0] * n, [1] * n, [n - 1], [1.0], 1.0, {}, True, row_id, 0)
+
+
+def sft_dataset(rows: Sequence[Sample]) -> Any:
+    """Rows as a tokenized ``datasets.Dataset`` for ``SFTTrainer``: ``input_ids`` (prompt and completion) and
+    ``assistant_masks`` (1 on agent tokens: TRL builds ``labels`` from it, -100 elsewhere)."""
+    from datasets import Dataset
+
+    if not rows:
+        raise ConfigError("sft_dataset needs at least one row")
+    return Dataset.from_dict(
+        {
+            "input_ids": [r.prompt_ids + r.completion_ids for r in rows],
+            "assistant_masks": [[0] * len(r.prompt_ids) + list(r.env_mask) for r in rows],
+        }
+    )
 
 
 def sft(
     model: Any,
-    episodes: Sequence[Demo],
-    pad_id: int,
+    tokenizer: Any,
+    rows: Sequence[Sample],
     *,
     steps: int,
     batch_size: int = 16,
     lr: float = 3e-3,
+    schedule: str = "constant_with_warmup",
+    warmup_steps: int = 10,
     seed: int = 0,
+    output_dir: str | Path | None = None,
     on_step: Callable[[int, float], None] | None = None,
 ) -> list[float]:
-    """Fine-tune ``model`` on ``episodes`` for ``steps`` AdamW steps; returns the losses."""
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 10))
+    """Fine-tune ``model`` on ``rows`` for ``steps`` optimizer steps with TRL's ``SFTTrainer`` (AdamW, no weight
+    decay, gradients clipped at 1, ``warmup_steps`` of linear warm-up, then ``schedule``); returns each step's loss.
+    ``on_step(step, loss)`` is called after each step (1-based). Nothing is saved (the caller saves the model)."""
+    import tempfile
+
+    from transformers import PrinterCallback, TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    for name, value in (("steps", steps), ("batch_size", batch_size)):
+        if value < 1:
+            raise ConfigError(f"sft needs {name} >= 1, got {value}")
+    if not lr > 0:
+        raise ConfigError(f"sft needs lr > 0, got {lr}")
+    if schedule not in SCHEDULES:
+        raise ConfigError(f"sft's schedule must be one of {SCHEDULES}, got {schedule!r}")
+    losses: list[float] = []
+
+    class Losses(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **kw: Any) -> None:
+            if logs and "loss" in logs:
+                losses.append(float(logs["loss"]))
+                if on_step is not None:
+                    on_step(state.global_step, losses[-1])
+
+    with tempfile.TemporaryDirectory() as scratch:
+        args = SFTConfig(
+            output_dir=str(output_dir or scratch),
+            max_steps=steps,
+            per_device_train_batch_size=batch_size,
+            learning_rate=lr,
+            lr_scheduler_type=schedule,
+            warmup_steps=warmup_steps,
+            weight_decay=0.0,
+            max_grad_norm=1.0,
+            seed=seed,
+            data_seed=seed,
+            logging_steps=1,
+            save_strategy="no",
+            report_to=[],
+            max_length=None,
+            use_cpu=not _cuda(),
+            bf16=False,  # SFTConfig defaults to bf16 and gradient checkpointing; the tiny models train in fp32
+            activation_checkpointing=False,
+            disable_tqdm=True,
+        )
+        trainer = SFTTrainer(
+            model=model, args=args, train_dataset=sft_dataset(rows), processing_class=tokenizer, callbacks=[Losses()]
+        )
+        trainer.remove_callback(PrinterCallback)  # disable_tqdm puts it in: it would print every step's logs
+        trainer.train()
     model.train()
-    losses = []
-    for step in range(steps):
-        idx = torch.randint(len(episodes), (batch_size,), generator=gen).tolist()
-        loss = model(**collate([episodes[i] for i in idx], pad_id)).loss
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if on_step is not None:
-            on_step(step, losses[-1])
     return losses
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
