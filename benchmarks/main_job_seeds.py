@@ -22,7 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from agentgym_r1.leaderboard.suites import TRAINED_ENTRY
+import study  # benchmarks/: provenance of every result, the confirmatory guard (--protocol)
+
+from agentgym_r1.leaderboard.suites import TRAINED_ENTRY, TRAINED_HELD_OUT_OPTIONS
 
 KERNELS = ("default", "avx2", "avx512")  # ATEN_CPU_CAPABILITY values; "default" leaves it unset
 
@@ -31,7 +33,9 @@ def git(*args: str) -> str:
     return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def run_one(seed: int, kernels: str, out: Path, threads: int, changes: dict, episodes: int) -> dict:
+def run_one(
+    seed: int, kernels: str, out: Path, threads: int, changes: dict, episodes: int, held_out_seed: int | None = None
+) -> dict:
     """Train and score one run in this process (the parent sets the kernel variable before torch loads)."""
     import dataclasses
 
@@ -48,6 +52,7 @@ def run_one(seed: int, kernels: str, out: Path, threads: int, changes: dict, epi
         out / name / "train",
         episodes,
         budget=TrainBudget(**{**changes, "seed": seed}),
+        **({} if held_out_seed is None else {"held_out_seed": held_out_seed}),
     )
     start = time.monotonic()
     rec = train_on_board(plan, say=lambda line: print(f"[{name}] {line}", flush=True))
@@ -80,9 +85,15 @@ def run_one(seed: int, kernels: str, out: Path, threads: int, changes: dict, epi
         "budget": dataclasses.asdict(plan.budget),
         "wall_s": round(wall, 1),
         "load_after": os.getloadavg(),
+        "held_out_seed": plan.held_out_seed,
         "commit": git("rev-parse", "HEAD"),
         "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
     }
+
+
+def held_out_name(seed: int) -> str:
+    """The held-out set's name in a protocol: the GSM8K synthetic generator's seed."""
+    return f"gsm8k-synthetic-seed{seed}"
 
 
 def table(out: Path) -> str:
@@ -120,6 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         help="TrainBudget fields over the recipe's, e.g. '{\"grpo_steps\": 80}' (exploration only)",
     )
     p.add_argument("--episodes", type=int, default=TRAINED_ENTRY.episodes, help="held-out episodes of each row")
+    p.add_argument(
+        "--held-out-seed",
+        type=int,
+        default=TRAINED_HELD_OUT_OPTIONS["seed"],
+        help="the generator seed of the rows' problems (the main job's by default; studies choose on another)",
+    )
+    p.add_argument("--protocol", type=Path, default=None, help="a registered protocol: a confirmatory run")
     p.add_argument("--table", action="store_true", help="print the markdown table of the runs in --out, run nothing")
     p.add_argument("--child", nargs=2, metavar=("SEED", "KERNELS"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -128,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.child:
         seed, kernels = int(a.child[0]), a.child[1]
-        result = run_one(seed, kernels, a.out, a.threads, json.loads(a.budget), a.episodes)
+        record = study.start(__file__, a.out, a.protocol, seed, [held_out_name(a.held_out_seed)])
+        result = run_one(seed, kernels, a.out, a.threads, json.loads(a.budget), a.episodes, a.held_out_seed)
+        result["provenance"] = record
         (a.out / f"seed{seed}-{kernels}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(
             json.dumps(
@@ -137,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         return 0 if result["status"] == "done" else 1
+    for seed in a.seeds:  # a confirmatory run is refused before any work (protocol, seeds, held-out set, clean tree)
+        study.start(__file__, a.out, a.protocol, seed, [held_out_name(a.held_out_seed)])
     a.out.mkdir(parents=True, exist_ok=True)
     failed = 0
     for seed in a.seeds:  # one at a time, each with the threads to itself; both kernel settings of a seed together
@@ -159,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
                 a.budget,
                 "--episodes",
                 str(a.episodes),
+                "--held-out-seed",
+                str(a.held_out_seed),
+                *(["--protocol", str(a.protocol)] if a.protocol else []),
             ]
             failed += subprocess.run(cmd, env=env).returncode != 0
     return 1 if failed else 0

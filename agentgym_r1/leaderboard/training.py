@@ -109,6 +109,11 @@ class TrainPlan:
     timeout: float = 60.0
     budget: TrainBudget = TrainBudget()
     curve_episodes: int = 128  # the learning curve is read on the first ones of the rows' episodes (cheap)
+    held_out_seed: int = HELD_OUT_OPTIONS["seed"]  # the generator of the rows' problems; studies choose on another
+
+    @property
+    def held_out(self) -> dict[str, Any]:
+        return {**HELD_OUT_OPTIONS, "seed": self.held_out_seed}
 
     def __post_init__(self) -> None:
         from agentgym_r1.error import ConfigError
@@ -116,11 +121,15 @@ class TrainPlan:
         for name in ("episodes", "curve_episodes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"the trained agent's {name} must be at least 1, got {getattr(self, name)}")
+        if self.held_out_seed == TASK_OPTIONS.get("seed", 0):
+            raise ConfigError(
+                f"held_out_seed={self.held_out_seed} is the generator the agent trains on; give another seed"
+            )
 
     @property
     def key(self) -> str:
         return json.dumps(
-            [ENV_ID, SOURCE, HELD_OUT_OPTIONS, self.episodes, self.seed, asdict(self.budget)],
+            [ENV_ID, SOURCE, self.held_out, self.episodes, self.seed, asdict(self.budget)],
             sort_keys=True,
             separators=(",", ":"),
         )
@@ -139,7 +148,7 @@ class TrainPlan:
             self.timeout,
             1,
             self.concurrency,
-            env_kwargs=canonical(HELD_OUT_OPTIONS),
+            env_kwargs=canonical(self.held_out),
         )
 
     def curve_items(self) -> list[tuple[int, int]]:
@@ -165,7 +174,7 @@ def train_on_board(
                 plan.key,
                 ENV_ID,
                 SOURCE,
-                canonical(HELD_OUT_OPTIONS),
+                canonical(plan.held_out),
                 "skipped",
                 str(e),
                 plan.spec("sft"),
@@ -186,7 +195,7 @@ def train_on_board(
             plan.key,
             ENV_ID,
             SOURCE,
-            canonical(HELD_OUT_OPTIONS),
+            canonical(plan.held_out),
             "running",
             "setup",
             plan.spec("sft"),
@@ -372,7 +381,7 @@ def _grpo(
         disable_tqdm=True,
     )
     job = plan.job("grpo")
-    held_out = full_env_kwargs(ENV_ID, SOURCE, HELD_OUT_OPTIONS)
+    held_out = full_env_kwargs(ENV_ID, SOURCE, plan.held_out)
 
     class Curve(TrainerCallback):
         """Where training is, and the held-out success every ``eval_every`` steps (the last step's point is the

@@ -7,6 +7,7 @@ Tiny budgets (a 1-layer model, 2 SFT and 2 GRPO steps, 4 held-out episodes), so 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -158,6 +159,19 @@ def test_the_rows_score_1024_held_out_problems_and_the_curve_reads_the_first_of_
     ]
     with pytest.raises(ConfigError, match="curve_episodes must be at least 1, got 0"):
         TrainPlan(plan.results, plan.out_dir, curve_episodes=0)
+
+
+def test_the_rows_problems_come_from_a_generator_training_never_uses(tmp_path):
+    """A study chooses its recipe on another generator seed than the main job's rows; the training generator (seed
+    0) is refused as a held-out set, and the seed is part of the rows' job and the plan's key."""
+    plan = TrainPlan(str(tmp_path / "lb.sqlite"), tmp_path / "train", budget=TINY)
+    dev = TrainPlan(plan.results, plan.out_dir, held_out_seed=2, budget=TINY)
+    assert json.loads(plan.job("sft").env_kwargs)["seed"] == 1 and json.loads(dev.job("sft").env_kwargs)["seed"] == 2
+    assert plan.key != dev.key
+    with pytest.raises(ConfigError, match="held_out_seed=0 is the generator the agent trains on"):
+        TrainPlan(plan.results, plan.out_dir, held_out_seed=0, budget=TINY)
+    with pytest.raises(ConfigError, match="sft_schedule must be one of"):
+        TrainBudget(sft_schedule="exponential")
 
 
 def test_a_rerun_resumes_without_training_again(trained, capsys):
