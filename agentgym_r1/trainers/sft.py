@@ -10,7 +10,8 @@ callable from a task to its actions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -196,13 +197,31 @@ def sft(
             activation_checkpointing=False,
             disable_tqdm=True,
         )
-        trainer = SFTTrainer(
-            model=model, args=args, train_dataset=sft_dataset(rows), processing_class=tokenizer, callbacks=[Losses()]
-        )
+        with _quiet_datasets():  # TRL builds the labels with datasets.map, which draws a progress bar
+            trainer = SFTTrainer(
+                model=model,
+                args=args,
+                train_dataset=sft_dataset(rows),
+                processing_class=tokenizer,
+                callbacks=[Losses()],
+            )
         trainer.remove_callback(PrinterCallback)  # disable_tqdm puts it in: it would print every step's logs
         trainer.train()
     model.train()
     return losses
+
+
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    from datasets.utils.logging import disable_progress_bar, enable_progress_bar, is_progress_bar_enabled
+
+    shown = is_progress_bar_enabled()
+    disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            enable_progress_bar()
 
 
 def _cuda() -> bool:
