@@ -29,9 +29,10 @@ class SuiteEntry:
 
 # The trained agent's env (:mod:`agentgym_r1.leaderboard.training`): GSM8K's synthetic source with one calculator step
 # per problem and a one-line system prompt, as in benchmarks/train_gsm8k_proof.py. Training draws its tasks from the
-# generator seeded 0; the board's episodes come from the generator seeded 1, which training never sees.
+# generator seeded 0; the board's episodes come from the generator seeded 3, which training never sees (seed 1 scored
+# the first protocol's runs and seed 2 is the development set: benchmarks/reports/main_job.md).
 TRAINED_TASK_OPTIONS: dict[str, Any] = {"min_steps": 1, "max_steps": 1, "system_prompt": "Solve it."}
-TRAINED_HELD_OUT_OPTIONS: dict[str, Any] = {**TRAINED_TASK_OPTIONS, "seed": 1}
+TRAINED_HELD_OUT_OPTIONS: dict[str, Any] = {**TRAINED_TASK_OPTIONS, "seed": 3}
 TRAINED_ENTRY = SuiteEntry(
     "AgentR1/GSM8K-v0",
     "synthetic",

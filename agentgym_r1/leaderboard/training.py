@@ -12,7 +12,7 @@ the same episodes and batches), so its first and last points are the two rows.
 
 The recipe is the proof of learning's (``benchmarks/train_gsm8k_proof.py``, "Training" in ``benchmarks/README.md``):
 one calculator step per problem and a one-line system prompt; training tasks from the generator seeded 0, held-out
-episodes from the generator seeded 1 (:data:`HELD_OUT_OPTIONS`), which training never sees.
+episodes from the generator seeded 3 (:data:`HELD_OUT_OPTIONS`), which training never sees.
 
 What happens is recorded in the results store (:class:`~agentgym_r1.leaderboard.store.TrainingRecord`) as it goes:
 ``running`` when it starts, each curve point as it is read, then ``done``, ``failed`` (an exception, with its
@@ -43,7 +43,7 @@ from agentgym_r1.leaderboard.suites import env_kwargs as full_env_kwargs
 
 ENV_ID, SOURCE = TRAINED_ENTRY.env_id, TRAINED_ENTRY.source
 TASK_OPTIONS: dict[str, Any] = TRAINED_TASK_OPTIONS
-HELD_OUT_OPTIONS: dict[str, Any] = TRAINED_HELD_OUT_OPTIONS  # the generator seeded 1: never trained on
+HELD_OUT_OPTIONS: dict[str, Any] = TRAINED_HELD_OUT_OPTIONS  # the generator seeded 3: never trained on
 # What the trained rows' figures depend on, printed under them (benchmarks/reports/main_job.md has the runs).
 DEPENDS = (
     "Both trained rows depend on the training seed and on the CPU's floating-point kernels (the SFT parts "

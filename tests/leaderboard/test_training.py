@@ -111,7 +111,7 @@ def test_the_quick_suite_trains_an_agent_and_its_rows_stand_beside_the_baselines
     rows = {r.policy: r for r in gsm8k_rows(results)}
     before = rows["tiny agent, before training (SFT 2 steps)"]
     after = rows["tiny agent, after training (SFT + GRPO 2 steps)"]
-    options = "max_steps=1 min_steps=1 seed=1 system_prompt=Solve it."
+    options = "max_steps=1 min_steps=1 seed=3 system_prompt=Solve it."
     for row in (before, after):
         assert row.kind == "trained" and row.status == "done" and row.episodes == 4 and row.options == options
     # beside the baselines of the same env and options, on the same held-out episodes
@@ -166,7 +166,7 @@ def test_the_rows_problems_come_from_a_generator_training_never_uses(tmp_path):
     0) is refused as a held-out set, and the seed is part of the rows' job and the plan's key."""
     plan = TrainPlan(str(tmp_path / "lb.sqlite"), tmp_path / "train", budget=TINY)
     dev = TrainPlan(plan.results, plan.out_dir, held_out_seed=2, budget=TINY)
-    assert json.loads(plan.job("sft").env_kwargs)["seed"] == 1 and json.loads(dev.job("sft").env_kwargs)["seed"] == 2
+    assert json.loads(plan.job("sft").env_kwargs)["seed"] == 3 and json.loads(dev.job("sft").env_kwargs)["seed"] == 2
     assert plan.key != dev.key
     with pytest.raises(ConfigError, match="held_out_seed=0 is the generator the agent trains on"):
         TrainPlan(plan.results, plan.out_dir, held_out_seed=0, budget=TINY)
