@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import logging
 import multiprocessing
@@ -175,8 +176,35 @@ class GameStore:
         self.stats["writes"] += 1
 
 
+class _Pickler(pickle.Pickler):
+    """Pickles TextWorld's ``Variable``, ``Placeholder``, ``Signature`` and ``Proposition`` as calls to their
+    constructors. Each keeps its hash in a slot, computed once from ``str`` hashes (``textworld/logic/__init__.py``:
+    ``self._hash = hash((self.name, self.type))``), and ``str`` hashes differ between processes (``PYTHONHASHSEED``):
+    restored as stored, a game read in another process finds nothing in its fact indexes ("you see nothing").
+    fast-downward's translated conditions cache a hash too (``self.hash``); nothing looks them up after the
+    translation, so they are kept as they are."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        rebuild = _rebuilders().get(type(obj))
+        return NotImplemented if rebuild is None else rebuild(obj)
+
+
+@functools.cache
+def _rebuilders() -> dict[type, Any]:
+    from textworld.logic import Placeholder, Proposition, Signature, Variable
+
+    return {
+        Variable: lambda v: (Variable, (v.name, v.type)),
+        Placeholder: lambda p: (Placeholder, (p.name, p.type)),
+        Signature: lambda s: (Signature, (s.name, s.types)),
+        Proposition: lambda p: (Proposition, (p.name, p.arguments)),
+    }
+
+
 def _encode(game: Any, digest: str) -> bytes:
-    payload = zlib.compress(pickle.dumps(game, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(game)
+    payload = zlib.compress(buffer.getvalue(), 1)
     header = {
         "format": FORMAT,
         "engine": engine_version(),
