@@ -161,7 +161,9 @@ def main() -> None:
         else:
             t = time.perf_counter()
             root = work / "split"
-            files = make_split(root, args.split, args.games)
+            made = root / "files.json"  # a split kept under --out from an earlier run is reused
+            files = json.loads(made.read_text()) if made.is_file() else make_split(root, args.split, args.games)
+            made.write_text(json.dumps(files))
             print(
                 f"split: {args.split} entries, {args.games} new medium games, made in {time.perf_counter() - t:.1f} s"
             )

@@ -304,3 +304,6 @@ def _precompile_one(path: str, root: str) -> str:
     if store.stats["write_errors"]:
         return f"compiled but not written under {root!r} (see the worker's warning)"
     return "compiled" if store.stats["compiled"] else "cached"
+
+
+engine_version()  # hashed as the engine's modules are imported, not when a first game is stored after an upgrade

@@ -189,7 +189,8 @@ class FastEngine:
         self._played: list[int] = []
 
     def compile(self, path: str) -> CompiledGame:
-        game = compile_game(path, None, self.store, machine)  # a library copy is borrowed only to translate
+        # with a store, the machine is built before the game is written; a library copy is borrowed to translate
+        game = compile_game(path, None, self.store, machine if self.store is not None else None)
         machine(game)  # a game the in-process cache got from the stock engine has none yet
         return game
 

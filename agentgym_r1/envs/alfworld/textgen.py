@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -54,19 +55,26 @@ def _check_expression(text: str) -> None:
             )
 
 
+@functools.lru_cache(maxsize=4096)
+def _code(text: str) -> Any:
+    """The code of a grammar expression, compiled once per process (every ALFWorld game has the same grammar)."""
+    return compile(text, "<alfworld grammar>", "eval")
+
+
 class Expression:
     """A grammar expression ``{...}``, checked and compiled once; pickled as its text (code objects do not pickle),
     so a compiled game can be kept on disk (:mod:`~agentgym_r1.envs.alfworld.compiled`)."""
 
     __slots__ = ("code", "text")
 
-    def __init__(self, text: str) -> None:
-        _check_expression(text)
+    def __init__(self, text: str, checked: bool = False) -> None:
+        if not checked:
+            _check_expression(text)
         self.text = text
-        self.code = compile(text, "<alfworld grammar>", "eval")
+        self.code = _code(text)
 
-    def __reduce__(self) -> tuple[type, tuple[str]]:
-        return (Expression, (self.text,))
+    def __reduce__(self) -> tuple[type, tuple[str, bool]]:
+        return (Expression, (self.text, True))  # checked when the game was compiled; the entry's checksum holds
 
 
 class Grammar:
