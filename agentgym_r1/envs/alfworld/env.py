@@ -87,10 +87,11 @@ class ALFWorldEnv(Env):
     **Engine.** ``engine="fast"`` (default): :mod:`~agentgym_r1.envs.alfworld.fast`, a state machine compiled per
     game that writes TextWorld's text step for step (tested against it); ``engine="textworld"``: TextWorld's own
     ``PddlEnv`` on fast-downward, for parity runs. A game is compiled on its first reset in a process (0.3-1.3 s,
-    fast-downward's translation) and kept on disk for every later process (:mod:`~agentgym_r1.envs.alfworld.
-    compiled`): ``compile_cache`` is its directory (default ``$AGENTGYM_R1_COMPILE_CACHE``, else
-    ``alfworld/compiled`` under ``$AGENTGYM_R1_CACHE`` or the user's cache directory, ``~/.cache/agentgym-r1`` on
-    Linux), or ``False`` for none; :func:`~agentgym_r1.envs.alfworld.compiled.precompile` fills it ahead.
+    fast-downward's translation) and kept on disk for every later process
+    (:mod:`~agentgym_r1.envs.alfworld.compiled`): ``compile_cache`` is its directory (default
+    ``$AGENTGYM_R1_COMPILE_CACHE``, else ``alfworld/compiled`` under ``$AGENTGYM_R1_CACHE`` or the user's cache
+    directory, ``~/.cache/agentgym-r1`` on Linux), or ``False`` for none;
+    :func:`~agentgym_r1.envs.alfworld.compiled.precompile` fills it ahead.
 
     **Version history.** v1: the first observation opens with :data:`INSTRUCTIONS` (``system_prompt`` defaults to
     them). v0: first release; the first observation is the game's intro alone (``system_prompt=""``).
