@@ -56,3 +56,15 @@ def make_env(env_id: str, **overrides: Any) -> gym.Env:
 
 
 ALL_ENV_IDS = agentgym_r1.env_ids()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def compiled_games_off_the_users_cache(tmp_path_factory):
+    """ALFWorld envs keep compiled games on disk (agentgym_r1.envs.alfworld.compiled), by default in the user's
+    cache: the test session keeps them in a temporary directory (inherited by worker processes) unless told where."""
+    if os.environ.get("AGENTGYM_R1_COMPILE_CACHE"):
+        yield
+        return
+    os.environ["AGENTGYM_R1_COMPILE_CACHE"] = str(tmp_path_factory.mktemp("compiled-games"))
+    yield
+    os.environ.pop("AGENTGYM_R1_COMPILE_CACHE", None)

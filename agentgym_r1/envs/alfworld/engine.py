@@ -16,15 +16,19 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import logging
 import os
 import sys
 import threading
 from collections import Counter, OrderedDict, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgym_r1.envs.alfworld.compiled import GameStore, file_digest
 from agentgym_r1.error import ConfigError, DataFormatError, DataNotFoundError, require
 
+log = logging.getLogger(__name__)
 FEATURE = "AgentR1/ALFWorld-v0"
 ENGINES = ("fast", "textworld")  # agentgym_r1.envs.alfworld.fast.FastEngine, and Engine below (stock PddlEnv)
 COMPILED_CACHE_SIZE = 32  # about 3 MiB each for a real ALFWorld room
@@ -55,6 +59,10 @@ class CompiledGame:
     initial: tuple[Any, dict[int, Any]] | None = None  # the engine's state right after reset, and its operators
     machine: Any = None  # the fast engine's compiled form (agentgym_r1.envs.alfworld.fast.FastGame), made on demand
 
+    def __getstate__(self) -> dict[str, Any]:
+        # pickled for the disk cache (agentgym_r1.envs.alfworld.compiled) as compiled, before any reset
+        return {**self.__dict__, "initial": None}
+
     @property
     def walkthrough(self) -> list[str] | None:
         plan = self.data.get("walkthrough")
@@ -79,14 +87,25 @@ class CompiledGame:
         return state
 
 
-def read_game(path: str) -> dict[str, Any]:
-    """The JSON of a ``game.tw-pddl`` file, checked for the keys the engine needs."""
-    if not os.path.isfile(path):
-        raise DataNotFoundError(f"ALFWorld game file {path!r} does not exist")
+def read_bytes(path: str) -> bytes:
+    """The bytes of a game file, or :class:`DataNotFoundError`."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise DataNotFoundError(f"ALFWorld game file {path!r} does not exist or cannot be read ({e})") from e
+
+
+def read_game(path: str, raw: bytes | None = None) -> dict[str, Any]:
+    """The JSON of a ``game.tw-pddl`` file (its bytes ``raw`` when already read), checked for the keys the engine
+    needs."""
+    if raw is None:
+        if not os.path.isfile(path):
+            raise DataNotFoundError(f"ALFWorld game file {path!r} does not exist")
+        raw = read_bytes(path)
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DataFormatError(
             f"ALFWorld game file {path!r} is not valid JSON ({e}); re-download it with "
             "`alfworld-download` or regenerate it"
@@ -167,14 +186,70 @@ def cached_game(path: str) -> CompiledGame | None:
         return game
 
 
-def compile_game(path: str, lib: Any) -> CompiledGame:
-    """The compiled game at ``path`` (cached by path, size and mtime; at most ``COMPILED_CACHE_SIZE`` games)."""
+def clear_compiled() -> None:
+    """Empty the in-process cache (benchmarks and tests of the disk cache start from it)."""
+    with _LOCK:
+        _COMPILED.clear()
+
+
+def compile_game(
+    path: str, lib: Any = None, store: GameStore | None = None, finish: Callable[[CompiledGame], Any] | None = None
+) -> CompiledGame:
+    """The compiled game at ``path``: from the in-process cache (by path, size and mtime; at most
+    ``COMPILED_CACHE_SIZE`` games), else from ``store`` on disk, else compiled now with ``lib`` (a pooled library
+    copy when ``None``) and written to ``store``. ``finish`` (the fast engine's machine) is run on a game compiled
+    now, or read from the store without it, before it is written."""
     path = os.path.abspath(path)
     game = cached_game(path)
     if game is not None:
         return game
-    game = compile_data(path, read_game(path), lib)
+    raw = read_bytes(path)
+    game = _compile_now(path, raw, lib, finish) if store is None else _stored(path, raw, lib, store, finish)
     remember(game)
+    return game
+
+
+def _stored(path: str, raw: bytes, lib: Any, store: GameStore, finish: Any) -> CompiledGame:
+    """The game from ``store``, or compiled now and written there, once across processes: on a miss the entry's lock
+    is taken and the entry read again, since another process may have been compiling it."""
+    digest = file_digest(raw)
+    game = store.load(path, digest)
+    if game is not None and (finish is None or game.machine is not None):
+        return game
+    lock = None
+    try:
+        lock = store.lock(digest)
+        lock.acquire()
+    except (OSError, TimeoutError) as e:  # filelock.Timeout is a TimeoutError: a holder stuck past LOCK_TIMEOUT
+        log.warning("no lock on the compiled game of %s (%s); compiling it without", path, e)
+        lock = None
+    try:
+        if lock is not None:
+            game = store.load(path, digest)
+            if game is not None and (finish is None or game.machine is not None):
+                return game
+        game = _compile_now(path, raw, lib, finish, game)  # a stored translation is finished, not redone
+        store.stats["compiled"] += 1
+        store.save(game, digest)  # under the lock: the process waiting on it reads this entry
+        return game
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _compile_now(path: str, raw: bytes, lib: Any, finish: Any, translated: CompiledGame | None = None) -> CompiledGame:
+    """Translate the game (unless ``translated`` is a stored translation without the machine), then ``finish`` it."""
+    game = translated
+    if game is None:
+        data = read_game(path, raw)
+        borrowed = take_lib() if lib is None else None
+        try:
+            game = compile_data(path, data, borrowed or lib)
+        finally:
+            if borrowed is not None:
+                give_lib(borrowed)
+    if finish is not None:
+        finish(game)
     return game
 
 
@@ -254,9 +329,10 @@ class Engine:
     project's tests. The number of copies is the largest number of engines open at once; nothing grows with resets.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, store: GameStore | None = None) -> None:
         import textworld
 
+        self.store = store  # compiled games on disk (agentgym_r1.envs.alfworld.compiled); None: this process only
         self._env = _engine_class()(textworld.EnvInfos(won=True, admissible_commands=True), take_lib())
         self.game: CompiledGame | None = None
         self.state: Any = None
@@ -266,7 +342,7 @@ class Engine:
         return self._env.downward_lib
 
     def compile(self, path: str) -> CompiledGame:
-        return compile_game(path, self.lib)
+        return compile_game(path, self.lib, self.store)
 
     def reset(self, game: CompiledGame) -> Any:
         """Start ``game`` from its initial state; returns TextWorld's ``GameState``."""

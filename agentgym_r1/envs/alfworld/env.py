@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -12,6 +13,7 @@ from agentgym_r1.core.native import make_parser
 from agentgym_r1.core.parsers import ActionParser, with_call_example
 from agentgym_r1.core.tasks import Task
 from agentgym_r1.envs.alfworld.commands import ACT_TOOL, ReadAction, explain, read_action
+from agentgym_r1.envs.alfworld.compiled import GameStore
 from agentgym_r1.envs.alfworld.data import GeneratedGames, difficulty_of, load_source, task_type_of_game
 from agentgym_r1.envs.alfworld.engine import check_engine, import_textworld
 from agentgym_r1.envs.alfworld.expert import plan_for
@@ -84,7 +86,12 @@ class ALFWorldEnv(Env):
 
     **Engine.** ``engine="fast"`` (default): :mod:`~agentgym_r1.envs.alfworld.fast`, a state machine compiled per
     game that writes TextWorld's text step for step (tested against it); ``engine="textworld"``: TextWorld's own
-    ``PddlEnv`` on fast-downward, for parity runs.
+    ``PddlEnv`` on fast-downward, for parity runs. A game is compiled on its first reset in a process (0.3-1.3 s,
+    fast-downward's translation) and kept on disk for every later process
+    (:mod:`~agentgym_r1.envs.alfworld.compiled`): ``compile_cache`` is its directory (default
+    ``$AGENTGYM_R1_COMPILE_CACHE``, else ``alfworld/compiled`` under ``$AGENTGYM_R1_CACHE`` or the user's cache
+    directory, ``~/.cache/agentgym-r1`` on Linux), or ``False`` for none;
+    :func:`~agentgym_r1.envs.alfworld.compiled.precompile` fills it ahead.
 
     **Version history.** v1: the first observation opens with :data:`INSTRUCTIONS` (``system_prompt`` defaults to
     them). v0: first release; the first observation is the game's intro alone (``system_prompt=""``).
@@ -108,11 +115,13 @@ class ALFWorldEnv(Env):
         render_mode: str | None = None,
         engine: str = "fast",
         parser: str | ActionParser = "hermes",
+        compile_cache: str | os.PathLike[str] | bool | None = None,
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self).__name__, kwargs, init_options(type(self)))
         self.parser = make_parser(parser, answer_formats=())  # before any work: a bad name raises ConfigError
         self.engine_name = check_engine(engine)
+        self.store = GameStore.resolve(compile_cache)
         import_textworld()
         super().__init__(render_mode=render_mode)
         self.difficulty, knobs = difficulty_of(source, difficulty)
@@ -207,7 +216,7 @@ class ALFWorldEnv(Env):
         :meth:`close`)."""
         if self._engine is None:
             with TEXTWORLD_LOCK:
-                self._engine = make_engine(self.engine_name)
+                self._engine = make_engine(self.engine_name, self.store)
         return self._engine
 
     @_serial

@@ -28,11 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agentgym_r1.envs.alfworld.compiled import GameStore
 from agentgym_r1.envs.alfworld.engine import (
     COMPILE_LOCK,
     CompiledGame,
     Engine,
-    cached_game,
     check_engine,
     compile_game,
     give_lib,
@@ -79,6 +79,10 @@ class FastGame:
         self.initial: tuple[Any, dict[str, int]] | None = None
         self._check()
         self.commands = self._static_commands()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # pickled for the disk cache (agentgym_r1.envs.alfworld.compiled) as compiled: what play fills comes later
+        return {**self.__dict__, "initial": None, "_ops": [None] * len(self._ops)}
 
     def _check(self) -> None:
         """Parse every rule, query, template and feedback now: an unsupported game fails before its first step, and
@@ -174,8 +178,9 @@ def machine(game: CompiledGame) -> FastGame:
 class FastEngine:
     """Plays compiled games like :class:`~agentgym_r1.envs.alfworld.engine.Engine`, with the same text."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: GameStore | None = None) -> None:
         import_textworld()
+        self.store = store  # compiled games on disk (agentgym_r1.envs.alfworld.compiled); None: this process only
         self.game: CompiledGame | None = None
         self.state: Any = None
         self._facts: Any = None
@@ -184,14 +189,9 @@ class FastEngine:
         self._played: list[int] = []
 
     def compile(self, path: str) -> CompiledGame:
-        game = cached_game(path)
-        if game is None:
-            lib = take_lib()
-            try:
-                game = compile_game(path, lib)
-            finally:
-                give_lib(lib)
-        machine(game)
+        # with a store, the machine is built before the game is written; a library copy is borrowed to translate
+        game = compile_game(path, None, self.store, machine if self.store is not None else None)
+        machine(game)  # a game the in-process cache got from the stock engine has none yet
         return game
 
     def reset(self, game: CompiledGame) -> Any:
@@ -284,10 +284,11 @@ class FastEngine:
         self._first, self._played = {}, []
 
 
-def make_engine(name: str) -> Any:
+def make_engine(name: str, store: GameStore | None = None) -> Any:
     """A new engine of kind ``name``: ``"fast"`` (:class:`~agentgym_r1.envs.alfworld.fast.FastEngine`) or
-    ``"textworld"`` (:class:`~agentgym_r1.envs.alfworld.engine.Engine`). It lives here, above the engine module
-    (which this one imports), so that the engine need not import this module back."""
+    ``"textworld"`` (:class:`~agentgym_r1.envs.alfworld.engine.Engine`), reading and writing compiled games in
+    ``store`` when given. It lives here, above the engine module (which this one imports), so that the engine need
+    not import this module back."""
     if check_engine(name) == "textworld":
-        return Engine()
-    return FastEngine()
+        return Engine(store)
+    return FastEngine(store)

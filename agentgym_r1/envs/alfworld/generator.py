@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_r1.core.difficulty import check_int, check_order, check_rate
+from agentgym_r1.envs.alfworld.compiled import cache_root
 from agentgym_r1.envs.alfworld.engine import CompiledGame, Engine, compile_data, import_textworld, remember
 from agentgym_r1.error import AgentGymError, ConfigError
 
@@ -400,10 +401,7 @@ def solve(engine: Engine, game: CompiledGame) -> list[str] | None:
 
 
 def default_cache_dir() -> Path:
-    root = os.environ.get("AGENTGYM_R1_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "agentgym-r1"
-    )
-    return Path(root) / "alfworld"
+    return cache_root() / "alfworld"
 
 
 def game_path(

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
 
 from agentgym_r1.envs.alfworld.sas import UnsupportedGameError
 
-Node = tuple[Any, ...]  # ("t", text) | ("n", name) | ("c", expression node, given) | ("e", code, text) | ("l", c node)
+Node = tuple[Any, ...]  # ("t", text) | ("n", name) | ("c", expression node, given) | ("e", Expression) | ("l", c node)
 Context = tuple[dict[str, Any], dict[Any, Any]]  # (variables: placeholder name -> EntityInfo, mapping)
 _DUMMY = {"state": None, "facts": None, "variables": {}, "mapping": {}, "entity_infos": None}
 _FORBIDDEN = frozenset(dir(builtins)) | {"self", "context"}  # names EvalSymbol.derive's eval would resolve itself
@@ -54,6 +55,28 @@ def _check_expression(text: str) -> None:
             )
 
 
+@functools.lru_cache(maxsize=4096)
+def _code(text: str) -> Any:
+    """The code of a grammar expression, compiled once per process (every ALFWorld game has the same grammar)."""
+    return compile(text, "<alfworld grammar>", "eval")
+
+
+class Expression:
+    """A grammar expression ``{...}``, checked and compiled once; pickled as its text (code objects do not pickle),
+    so a compiled game can be kept on disk (:mod:`~agentgym_r1.envs.alfworld.compiled`)."""
+
+    __slots__ = ("code", "text")
+
+    def __init__(self, text: str, checked: bool = False) -> None:
+        if not checked:
+            _check_expression(text)
+        self.text = text
+        self.code = _code(text)
+
+    def __reduce__(self) -> tuple[type, tuple[str, bool]]:
+        return (Expression, (self.text, True))  # checked when the game was compiled; the entry's checksum holds
+
+
 class Grammar:
     """One game's grammar (a ``textworld.envs.pddl.logic.GameLogic``'s), derived as textgen derives it."""
 
@@ -68,6 +91,10 @@ class Grammar:
         self._queries: dict[str, Any] = {}
         self._static: dict[str, bool] = {}
         self._bound: dict[int, list[tuple[str, tuple[Any, ...], frozenset[tuple[str, ...]]]]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # _bound is keyed by id(rule): ids are not kept by pickle, so an unpickled grammar starts it empty
+        return {**self.__dict__, "_bound": {}}
 
     # -- parsing, once per string --------------------------------------------------------------------------------
     def parse(self, text: str) -> tuple[Node, ...]:
@@ -90,8 +117,7 @@ class Grammar:
         if isinstance(symbol, textgen.ConditionalSymbol):
             return ("c", self._node(symbol.expression), symbol.given or None)
         if isinstance(symbol, textgen.EvalSymbol):
-            _check_expression(symbol.expression)
-            return ("e", compile(symbol.expression, "<alfworld grammar>", "eval"), symbol.expression)
+            return ("e", Expression(symbol.expression))
         if isinstance(symbol, textgen.ListSymbol):
             return ("l", self._node(symbol.symbol))
         raise UnsupportedGameError(f"the grammar symbol {type(symbol).__name__} (not one of textgen's five)")
@@ -182,7 +208,7 @@ class Grammar:
             elif kind == "c":
                 stack.extend((node[1], v, m) for v, m in reversed(self._contexts(node, state, var, mp)))
             elif kind == "e":
-                out.append(str(eval(node[1], {"__builtins__": {}}, var)))  # checked by _check_expression
+                out.append(str(eval(node[1].code, {"__builtins__": {}}, var)))  # checked by _check_expression
             else:
                 items = [(node[1][1], v, m) for v, m in self._contexts(node[1], state, var, mp)]
                 stack.extend(reversed(_display_list(items, var, mp)))

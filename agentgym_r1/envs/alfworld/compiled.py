@@ -1,0 +1,309 @@
+"""Compiled ALFWorld games kept on disk, shared by every process of the machine, and compiled ahead in workers.
+
+Compiling a game (fast-downward's translation, twice, then the fast engine's state machine) takes 0.3-1.3 s on a
+quiet machine and several seconds under load; the in-process cache (:func:`~agentgym_r1.envs.alfworld.engine.
+compile_game`) keeps 32 games and dies with the process. A :class:`GameStore` keeps every compiled game as a file,
+so each game of a split is compiled once per machine, not once per process (env workers, Ray actors, each run):
+
+* **Where.** ``<root>/<engine version>/<hh>/<sha256 of the game file>.game``. The root is the ``compile_cache``
+  argument of the env, else ``$AGENTGYM_R1_COMPILE_CACHE``, else ``<cache>/alfworld/compiled`` where ``<cache>`` is
+  ``$AGENTGYM_R1_CACHE`` or the user's cache directory (``platformdirs``: ``$XDG_CACHE_HOME/agentgym-r1``, else
+  ``~/.cache/agentgym-r1`` on Linux). ``compile_cache=False`` (or the variable set to ``off``) turns it off. Clear it
+  by deleting the directory; an engine version's entries are never read by another version.
+* **Key.** The game file's bytes (its SHA-256; a game copied or linked elsewhere is the same entry) and
+  :func:`engine_version`: a hash of this format's number, the Python version, the TextWorld, fast-downward, alfworld
+  and TatSu versions and the source of the modules whose objects are stored (engine, fast, sas, textgen).
+* **Trust.** An entry is a magic line, a JSON header (format, engine version, game hash, payload hash and length)
+  and the zlib-compressed pickle of the game. Every field is checked before the payload is unpickled; an entry that
+  fails (truncated, corrupted, another version's, not owned by this user) is counted, logged and rebuilt.
+* **Writes** go to a temporary file in the entry's directory, then ``os.replace`` (atomic on POSIX), so a reader sees
+  a whole entry or none. A lock file per entry (``filelock``: ``flock`` on Unix) makes processes that need the same
+  game at once compile it once: the others wait, then read the entry. A store that cannot be written (read-only or
+  full disk) logs a warning and the game is played uncached.
+
+:func:`precompile` compiles a list of games into the store in spawned worker processes, ahead of a rollout (run it
+in a thread to overlap: an env that reaches a game being compiled waits on its lock, then reads it).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import logging
+import multiprocessing
+import os
+import pickle
+import sys
+import tempfile
+import time
+import zlib
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from agentgym_r1.error import AgentGymError, ConfigError, DataNotFoundError, require
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1  # bump when the entry layout changes; engine_version() covers the stored objects' code
+MAGIC = b"agentgym-r1 alfworld compiled game\n"
+ENV_VAR = "AGENTGYM_R1_COMPILE_CACHE"
+OFF = frozenset({"0", "off", "false", "no", "none"})
+LOCK_TIMEOUT = 300.0  # seconds to wait for another process compiling the same game, then compile it here too
+_SOURCES = ("engine.py", "fast.py", "sas.py", "textgen.py")  # the modules whose objects an entry pickles
+_DISTRIBUTIONS = ("textworld", "fast-downward-textworld", "alfworld", "tatsu")
+
+
+@functools.cache
+def engine_version() -> str:
+    """A hash of everything that shapes a compiled game: :data:`FORMAT`, Python's version, the versions of TextWorld,
+    fast-downward, alfworld and TatSu, and the source of the modules whose objects are stored."""
+    parts = [f"format {FORMAT}", f"python {sys.version_info[0]}.{sys.version_info[1]}"]
+    for dist in _DISTRIBUTIONS:
+        try:
+            parts.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{dist} none")
+    here = Path(__file__).resolve().parent
+    parts += [f"{name} {hashlib.sha256((here / name).read_bytes()).hexdigest()}" for name in _SOURCES]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def cache_root() -> Path:
+    """``$AGENTGYM_R1_CACHE``, else the user's cache directory for agentgym-r1 (``platformdirs.user_cache_dir``:
+    ``$XDG_CACHE_HOME/agentgym-r1``, else ``~/.cache/agentgym-r1`` on Linux)."""
+    root = os.environ.get("AGENTGYM_R1_CACHE")
+    if root:
+        return Path(root).expanduser()
+    platformdirs = require("platformdirs", "alfworld", "the ALFWorld game caches")
+    return Path(platformdirs.user_cache_dir("agentgym-r1", appauthor=False))
+
+
+def default_store_root() -> Path | None:
+    """``$AGENTGYM_R1_COMPILE_CACHE`` (``None`` when it says ``off``), else ``<cache_root()>/alfworld/compiled``."""
+    value = os.environ.get(ENV_VAR, "").strip()
+    if value:
+        return None if value.lower() in OFF else Path(value).expanduser()
+    return cache_root() / "alfworld" / "compiled"
+
+
+@dataclass
+class GameStore:
+    """Compiled games on disk under ``root`` (see the module docstring). ``stats`` counts what this process did:
+    ``hits`` (entries read), ``compiled`` (games compiled for want of one), ``rejected`` (invalid entries found,
+    then rebuilt), ``writes`` and ``write_errors``."""
+
+    root: Path
+    stats: Counter[str] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+
+    @classmethod
+    def resolve(cls, compile_cache: Any) -> GameStore | None:
+        """The store an env's ``compile_cache`` asks for: ``None`` the default (:func:`default_store_root`),
+        ``False`` none, a path that directory; anything else raises :class:`ConfigError`."""
+        if compile_cache is False:
+            return None
+        if compile_cache is None:
+            root = default_store_root()
+            return None if root is None else cls(root)
+        if isinstance(compile_cache, str | os.PathLike) and str(compile_cache).strip():
+            return cls(Path(compile_cache).expanduser())
+        raise ConfigError(
+            f"compile_cache must be a directory path, None (the default, ${ENV_VAR} or the user's cache "
+            f"directory) or False (no disk cache), got {compile_cache!r}"
+        )
+
+    def entry(self, digest: str) -> Path:
+        return self.root / engine_version() / digest[:2] / f"{digest}.game"
+
+    def lock(self, digest: str) -> Any:
+        """A lock on the entry across processes: a ``filelock.FileLock`` (``flock`` on Unix), whose ``acquire``
+        raises ``filelock.Timeout`` (a ``TimeoutError``) after :data:`LOCK_TIMEOUT` seconds; ``OSError`` when the
+        directory cannot be made or written."""
+        filelock = require("filelock", "alfworld", "the ALFWorld compiled-game cache")
+        path = self.entry(digest)
+        path.parent.mkdir(parents=True, exist_ok=True)  # filelock before 3.10 does not make it
+        return filelock.FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT)
+
+    def load(self, path: str, digest: str) -> Any:
+        """The compiled game of the file ``path`` (whose bytes hash to ``digest``), or ``None`` when there is no
+        valid entry; an invalid one is logged and counted in ``stats["rejected"]``."""
+        entry = self.entry(digest)
+        try:
+            with open(entry, "rb") as f:
+                owner = os.fstat(f.fileno()).st_uid
+                blob = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            log.warning("cannot read the compiled game %s (%s); compiling %s again", entry, e, path)
+            return None
+        game, problem = _decode(blob, digest)
+        if game is None or (hasattr(os, "getuid") and owner != os.getuid()):
+            problem = problem or f"owned by uid {owner}, not this user"
+            log.warning("invalid compiled game %s (%s); rebuilding it from %s", entry, problem, path)
+            self.stats["rejected"] += 1
+            return None
+        game.path = path  # the entry may have been written for a copy of the file elsewhere
+        self.stats["hits"] += 1
+        return game
+
+    def save(self, game: Any, digest: str) -> None:
+        """Write ``game`` as the entry of ``digest``, atomically; a failure is logged, never raised."""
+        entry = self.entry(digest)
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=entry.name + ".", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(_encode(game, digest))
+                os.replace(tmp, entry)  # atomic: readers see the old entry, none, or this one whole
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except (OSError, pickle.PicklingError, TypeError) as e:
+            log.warning("cannot write the compiled game %s (%s); it stays compiled in this process only", entry, e)
+            self.stats["write_errors"] += 1
+            return
+        self.stats["writes"] += 1
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles TextWorld's ``Variable``, ``Placeholder``, ``Signature`` and ``Proposition`` as calls to their
+    constructors. Each keeps its hash in a slot, computed once from ``str`` hashes (``textworld/logic/__init__.py``:
+    ``self._hash = hash((self.name, self.type))``), and ``str`` hashes differ between processes (``PYTHONHASHSEED``):
+    restored as stored, a game read in another process finds nothing in its fact indexes ("you see nothing").
+    fast-downward's translated conditions cache a hash too (``self.hash``); nothing looks them up after the
+    translation, so they are kept as they are."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        rebuild = _rebuilders().get(type(obj))
+        return NotImplemented if rebuild is None else rebuild(obj)
+
+
+@functools.cache
+def _rebuilders() -> dict[type, Any]:
+    from textworld.logic import Placeholder, Proposition, Signature, Variable
+
+    return {
+        Variable: lambda v: (Variable, (v.name, v.type)),
+        Placeholder: lambda p: (Placeholder, (p.name, p.type)),
+        Signature: lambda s: (Signature, (s.name, s.types)),
+        Proposition: lambda p: (Proposition, (p.name, p.arguments)),
+    }
+
+
+def _encode(game: Any, digest: str) -> bytes:
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(game)
+    payload = zlib.compress(buffer.getvalue(), 1)
+    header = {
+        "format": FORMAT,
+        "engine": engine_version(),
+        "game": digest,
+        "payload": hashlib.sha256(payload).hexdigest(),
+        "size": len(payload),
+    }
+    return MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+
+
+def _decode(blob: bytes, digest: str) -> tuple[Any, str | None]:
+    """``(game, None)`` for a valid entry, else ``(None, what is wrong)``; nothing is unpickled before the header
+    and the payload's hash check out."""
+    from agentgym_r1.envs.alfworld.engine import CompiledGame
+
+    if not blob.startswith(MAGIC):
+        return None, "no magic line"
+    line, sep, payload = blob[len(MAGIC) :].partition(b"\n")
+    try:
+        header = json.loads(line) if sep else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = None
+    if not isinstance(header, dict):
+        return None, "unreadable header"
+    expected = {"format": FORMAT, "engine": engine_version(), "game": digest, "size": len(payload)}
+    wrong = [k for k, v in expected.items() if header.get(k) != v]
+    if wrong:
+        return None, f"header fields {wrong} differ (another version, or truncated)"
+    if header.get("payload") != hashlib.sha256(payload).hexdigest():
+        return None, "payload checksum mismatch"
+    try:
+        game = pickle.loads(zlib.decompress(payload))
+    except Exception as e:  # a payload that hashes right but does not load: written by a broken build
+        return None, f"payload does not load ({type(e).__name__}: {e})"
+    if not isinstance(game, CompiledGame):
+        return None, f"payload is a {type(game).__name__}, not a CompiledGame"
+    return game, None
+
+
+def file_digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+@dataclass
+class PrecompileReport:
+    """What :func:`precompile` did: games ``compiled`` now, found ``cached``, and ``failed`` (path -> error)."""
+
+    compiled: int = 0
+    cached: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def precompile(
+    game_files: Iterable[str | os.PathLike[str]], *, workers: int = 1, compile_cache: Any = None
+) -> PrecompileReport:
+    """Compile ``game_files`` into the store (``compile_cache`` as the env takes it) in ``workers`` spawned
+    processes, for the fast engine; games already there are counted ``cached``. A game that cannot be compiled is
+    reported in ``failed``, not raised. Blocks until done: run it in a thread to overlap a rollout."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"precompile workers must be a positive int (processes), got {workers!r}")
+    if isinstance(game_files, str | os.PathLike):
+        raise ConfigError(f"precompile takes a list of game files, got one path {game_files!r}; wrap it in a list")
+    files = list(dict.fromkeys(os.path.abspath(os.fspath(p)) for p in game_files))
+    missing = [p for p in files if not os.path.isfile(p)]
+    if missing:
+        raise DataNotFoundError(f"precompile: {len(missing)} game file(s) do not exist, first {missing[0]!r}")
+    store = GameStore.resolve(compile_cache)
+    if store is None:
+        raise ConfigError(
+            f"precompile needs a disk cache; compile_cache={compile_cache!r} (or ${ENV_VAR}) turns it off"
+        )
+    report, start = PrecompileReport(), time.perf_counter()
+    if files:
+        spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: fast-downward keeps its task in globals
+        with ProcessPoolExecutor(max_workers=min(workers, len(files)), mp_context=spawn) as pool:
+            chunk = max(1, len(files) // (4 * workers))
+            statuses = pool.map(_precompile_one, files, [str(store.root)] * len(files), chunksize=chunk)
+            for path, status in zip(files, statuses, strict=True):
+                if status in ("compiled", "cached"):
+                    setattr(report, status, getattr(report, status) + 1)
+                else:
+                    report.failed[path] = status
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _precompile_one(path: str, root: str) -> str:
+    """In a worker: ``"cached"``, ``"compiled"``, or the error's text."""
+    from agentgym_r1.envs.alfworld.fast import FastEngine
+
+    store = GameStore(Path(root))
+    try:
+        FastEngine(store).compile(path)
+    except AgentGymError as e:
+        return f"{type(e).__name__}: {e}"
+    if store.stats["write_errors"]:
+        return f"compiled but not written under {root!r} (see the worker's warning)"
+    return "compiled" if store.stats["compiled"] else "cached"
+
+
+engine_version()  # hashed as the engine's modules are imported, not when a first game is stored after an upgrade
