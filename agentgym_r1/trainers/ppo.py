@@ -266,12 +266,20 @@ class AgentPPOTrainer(Trainer):
 
     # -- checkpoints: the policy as a normal model directory, the critic beside it ------------------------------------
     def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
+        """``state_dict``: the full weights of policy and critic when the Trainer gathered them from shards (FSDP's
+        ``FULL_STATE_DICT``, ZeRO-3's consolidated weights: ``Trainer.save_model`` gathers on every process and calls
+        this on the main one); the unwrapped model's own weights otherwise."""
         output_dir = output_dir or self.args.output_dir
         model = self.accelerator.unwrap_model(self.model)
-        model.policy.save_pretrained(output_dir)
+        parts = {name: getattr(model, name).state_dict() for name in ("policy", "critic", "value_head")}
+        if state_dict:
+            parts = {
+                name: {k.removeprefix(f"{name}."): v for k, v in state_dict.items() if k.startswith(f"{name}.")}
+                for name in parts
+            }
+        model.policy.save_pretrained(output_dir, state_dict=parts["policy"])
         torch.save(
-            {"critic": model.critic.state_dict(), "value_head": model.value_head.state_dict()},
-            os.path.join(output_dir, "critic.pt"),
+            {"critic": parts["critic"], "value_head": parts["value_head"]}, os.path.join(output_dir, "critic.pt")
         )
         if self.processing_class is not None:
             self.processing_class.save_pretrained(output_dir)
