@@ -268,16 +268,20 @@ class AgentPPOTrainer(Trainer):
     def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
         """``state_dict``: the full weights of policy and critic when the Trainer gathered them from shards (FSDP's
         ``FULL_STATE_DICT``, ZeRO-3's consolidated weights: ``Trainer.save_model`` gathers on every process and calls
-        this on the main one); the unwrapped model's own weights otherwise."""
+        this on the main one alone, so nothing here may touch a shard); the unwrapped model's own weights otherwise."""
         output_dir = output_dir or self.args.output_dir
         model = self.accelerator.unwrap_model(self.model)
-        parts = {name: getattr(model, name).state_dict() for name in ("policy", "critic", "value_head")}
-        if state_dict:
+        if state_dict:  # saved from a plain copy: the policy's own save_pretrained would touch its shards here
+            from agentgym_r1.trainers.sharding import plain_copy
+
             parts = {
                 name: {k.removeprefix(f"{name}."): v for k, v in state_dict.items() if k.startswith(f"{name}.")}
-                for name in parts
+                for name in ("policy", "critic", "value_head")
             }
-        model.policy.save_pretrained(output_dir, state_dict=parts["policy"])
+            plain_copy(model.policy, parts["policy"]).save_pretrained(output_dir)
+        else:
+            parts = {name: getattr(model, name).state_dict() for name in ("critic", "value_head")}
+            model.policy.save_pretrained(output_dir)
         torch.save(
             {"critic": parts["critic"], "value_head": parts["value_head"]}, os.path.join(output_dir, "critic.pt")
         )

@@ -147,24 +147,32 @@ def original_class(module: Any) -> type:
     return next(c for c in type(module).__mro__ if not issubclass(c, FSDPModule))
 
 
-def full_replica(module: Any) -> Any:
-    """A plain (unsharded, hook-free) copy of the FSDP2-sharded causal LM ``module`` holding its full weights: built
-    from its config on the meta device, given the gathered state dict (``assign=True``) and the module's buffers
-    (non-persistent ones, rotary frequencies say, are not in the state dict; FSDP2 leaves buffers whole)."""
+def plain_copy(module: Any, state: dict[str, Any]) -> Any:
+    """A plain (unsharded, hook-free) copy of the causal LM ``module`` holding the full weights ``state``: built from
+    its config on the meta device, given ``state`` (``assign=True``) and the module's buffers (non-persistent ones,
+    rotary frequencies say, are not in a state dict; FSDP2 leaves buffers whole), tied weights tied again. Touches
+    no shard of ``module``, so one process may make it alone (PPO's ``_save`` on the main process)."""
     import torch
 
-    state = full_state(module)
-    dtype = next(iter(state.values())).dtype if state else None
     with torch.device("meta"):
-        replica = original_class(module)(module.config)
-    replica.load_state_dict(state, strict=True, assign=True)
+        copy = original_class(module)(module.config)
+    copy.load_state_dict(state, strict=False, assign=True)
     for name, buffer in module.named_buffers():
         owner, _, leaf = name.rpartition(".")
-        setattr(replica.get_submodule(owner) if owner else replica, leaf, buffer)
+        setattr(copy.get_submodule(owner) if owner else copy, leaf, buffer)
+    if hasattr(copy, "tie_weights"):
+        copy.tie_weights()  # an output embedding the state dict left out (tied) shares the input's again
+    left = [n for n, p in copy.named_parameters() if p.is_meta]
+    assert not left, f"weights missing from the gathered state dict: {left}"
     if getattr(module, "generation_config", None) is not None:
-        replica.generation_config = module.generation_config
-    assert dtype is None or next(replica.parameters()).dtype == dtype
-    return replica.eval()
+        copy.generation_config = module.generation_config
+    return copy
+
+
+def full_replica(module: Any) -> Any:
+    """:func:`plain_copy` of the FSDP2-sharded causal LM ``module`` with its shards gathered (:func:`full_state`: a
+    collective every process joins)."""
+    return plain_copy(module, full_state(module)).eval()
 
 
 @contextmanager
