@@ -267,8 +267,11 @@ class AgentPPOTrainer(Trainer):
     # -- checkpoints: the policy as a normal model directory, the critic beside it ------------------------------------
     def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
         """``state_dict``: the full weights of policy and critic when the Trainer gathered them from shards (FSDP's
-        ``FULL_STATE_DICT``, ZeRO-3's consolidated weights: ``Trainer.save_model`` gathers on every process and calls
-        this on the main one alone, so nothing here may touch a shard); the unwrapped model's own weights otherwise."""
+        ``FULL_STATE_DICT``, ZeRO-3's consolidated weights: ``Trainer.save_model`` gathers on every process, then calls
+        this on every process: only the main one writes, touching no shard); the unwrapped model's own weights
+        otherwise."""
+        if not self.args.should_save:  # transformers 5.24 calls _save on every process under FSDP (save_model)
+            return
         output_dir = output_dir or self.args.output_dir
         model = self.accelerator.unwrap_model(self.model)
         if state_dict:  # saved from a plain copy: the policy's own save_pretrained would touch its shards here
