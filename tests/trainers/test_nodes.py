@@ -28,7 +28,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def two_nodes(module: str, *args: str, timeout: float = 300) -> None:
+def two_nodes(module: str, *args: str, timeout: float) -> None:
     """Two ``torchrun --nnodes 2 --nproc-per-node 1`` launchers (the node groups) meeting at a c10d rendezvous on
     127.0.0.1; both must exit 0 within ``timeout`` (past it every process of both is killed and the test fails)."""
     port = free_port()
@@ -74,8 +74,8 @@ def two_nodes(module: str, *args: str, timeout: float = 300) -> None:
 
 def test_two_node_groups_take_the_one_node_step(tmp_path: Path) -> None:
     one, two = tmp_path / "one-node", tmp_path / "two-nodes"
-    torchrun(2, "tests.trainers.dist_many", str(one), str(tmp_path / "run-one"), *ALGOS)
-    two_nodes("tests.trainers.dist_many", str(two), str(tmp_path / "run-two"), *ALGOS)
+    torchrun(2, "tests.trainers.dist_many", str(one), str(tmp_path / "run-one"), *ALGOS, timeout=280)
+    two_nodes("tests.trainers.dist_many", str(two), str(tmp_path / "run-two"), *ALGOS, timeout=280)
     for algo in ALGOS:
         a = torch.load(f"{one}-{algo}.pt", weights_only=False)
         b = torch.load(f"{two}-{algo}.pt", weights_only=False)

@@ -23,7 +23,7 @@ ALGOS = ("grpo", "ppo")
 
 def _launch(mode: str, tmp_path: Path) -> Path:
     out = tmp_path / mode
-    torchrun(2, "tests.trainers.dist_shard", mode, str(out), str(tmp_path / f"run-{mode}"), *ALGOS, timeout=400)
+    torchrun(2, "tests.trainers.dist_shard", mode, str(out), str(tmp_path / f"run-{mode}"), *ALGOS, timeout=280)
     return out
 
 
