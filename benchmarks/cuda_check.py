@@ -3,6 +3,9 @@ transformers on the GPU, and the rollout throughput there. Prints what it measur
 fails. (vLLM is not checked here: the GPU machine this project is lent has no vLLM and cannot fetch one.)
 
     PYTHONPATH=. python benchmarks/cuda_check.py --steps 3
+
+It then runs :func:`fsdp2_check`: one GRPO and one PPO step under accelerate's FSDP2 plugin on one GPU (world
+size 1, a process group of its own), against the same steps unsharded, in two child processes.
 """
 
 from __future__ import annotations
@@ -101,5 +104,82 @@ def main() -> None:
     )
 
 
+def fsdp2_child(mode: str, out: str) -> None:
+    """One GRPO and one PPO step (fp32, seed 0, rollouts sampled from the policy) with accelerate's FSDP2 plugin
+    (``mode="fsdp2"``: the parent set ``ACCELERATE_USE_FSDP``/``FSDP_VERSION`` and a one-process group) or
+    unsharded; saves each parameter update (gathered to full tensors) to ``out``."""
+    from datasets import Dataset
+    from datasets.table import InMemoryTable
+
+    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
+    from agentgym_r1.testing import gsm8k_corpus
+    from agentgym_r1.trainers.configs import AgentGRPOConfig, AgentPPOConfig
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+    from agentgym_r1.trainers.ppo import AgentPPOTrainer
+
+    tok = train_tokenizer(gsm8k_corpus(60), vocab_size=512)
+    rows = [{"prompt": json.dumps({"seed": i})} for i in range(64)]
+    tasks = Dataset(InMemoryTable.from_pylist(rows), fingerprint="fsdp2-check-tasks")  # see main: no hashing
+    common = dict(
+        max_steps=1, max_completion_length=128, max_new_tokens=32, max_turns=2, learning_rate=1e-3, logging_steps=1,
+        report_to="none", save_strategy="no", bf16=False, seed=0, optim="sgd",
+        env_id="AgentR1/GSM8K-v0", env_kwargs={"source": "synthetic"},
+    )  # fmt: skip
+    updates = {}
+    for name in ("grpo", "ppo"):
+        torch.manual_seed(0)
+        model = make_model(tok, hidden=128, layers=2, heads=2).train()
+        tmp = tempfile.mkdtemp()
+        if name == "grpo":
+            args = AgentGRPOConfig(
+                output_dir=tmp, per_device_train_batch_size=16, num_generations=4, beta=0.0, **common
+            )
+            trainer = AgentGRPOTrainer(model, args, tok, train_dataset=tasks)
+        else:
+            args = AgentPPOConfig(output_dir=tmp, rollout_batch_size=16, mini_batch_size=16, ppo_epochs=1, **common)
+            trainer = AgentPPOTrainer(model, args, tok, train_dataset=tasks)
+        params = trainer.model if name == "ppo" else model
+        before = [q.detach().clone().cpu() for q in params.parameters()]
+        trainer.train()
+        kinds = {type(q).__name__ for q in params.parameters()}
+        full = [q.full_tensor() if hasattr(q, "full_tensor") else q.detach() for q in params.parameters()]
+        updates[name] = [f.cpu() - b for f, b in zip(full, before, strict=True)]
+        print(f"fsdp2 check [{mode}] {name}: {trainer.accelerator.distributed_type}, parameters {sorted(kinds)}")
+        assert (mode == "fsdp2") == (kinds == {"DTensor"}), kinds
+    torch.save(updates, out)
+
+
+def fsdp2_check() -> None:
+    """FSDP2 through accelerate on one GPU: the same steps sharded and unsharded (each in a child process with its
+    own one-process group on 127.0.0.1); prints the largest difference of the parameter updates."""
+    import socket
+    import subprocess
+    import sys
+
+    out = tempfile.mkdtemp()
+    for mode in ("fsdp2", "plain"):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}
+        env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        if mode == "fsdp2":
+            env |= {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2", "FSDP_STATE_DICT_TYPE": "FULL_STATE_DICT"}
+        cmd = [sys.executable, __file__, "--fsdp2-child", mode, f"{out}/{mode}.pt"]
+        subprocess.run(cmd, env=env, check=True, timeout=600)
+    sharded, plain = (torch.load(f"{out}/{m}.pt", weights_only=False) for m in ("fsdp2", "plain"))
+    for name in ("grpo", "ppo"):
+        moved = max(u.abs().max().item() for u in plain[name])
+        diff = max((a - b).abs().max().item() for a, b in zip(sharded[name], plain[name], strict=True))
+        print(f"fsdp2 check {name}: largest update {moved:.3e}, largest difference sharded vs unsharded {diff:.3e}")
+        assert moved > 0 and diff <= 1e-5 + 1e-3 * moved, (name, moved, diff)
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if len(sys.argv) == 4 and sys.argv[1] == "--fsdp2-child":
+        fsdp2_child(sys.argv[2], sys.argv[3])
+    else:
+        main()
+        fsdp2_check()

@@ -158,6 +158,15 @@ class EnvHost:
     def pid(self) -> int:
         return os.getpid()
 
+    def node(self) -> str:
+        """The Ray node this worker runs on (its node id) when it is a Ray actor, else this machine's host name."""
+        import sys
+
+        ray = sys.modules.get("ray")  # imported in a Ray actor; never imported here for the other backends
+        if ray is not None and ray.is_initialized():
+            return str(ray.get_runtime_context().get_node_id())
+        return socket.gethostname()
+
 
 def _transcript(env: gym.Env) -> list[dict[str, Any]] | None:
     transcript = getattr(env.unwrapped, "transcript", None)
@@ -374,6 +383,10 @@ class WorkerPool:
         """The process id of each worker, in order."""
         return [self._receive(self._send(w, "pid")) for w in range(len(self.workers))]
 
+    def nodes(self) -> list[str]:
+        """The node of each worker, in order (:meth:`EnvHost.node`)."""
+        return [self._receive(self._send(w, "node")) for w in range(len(self.workers))]
+
 
 # -- worker processes ---------------------------------------------------------------------------------------------
 _HOST: EnvHost | None = None
@@ -438,7 +451,11 @@ class RayBackend(WorkerPool):
     def __init__(self, workers: int, address: str | None = None, timeout: float = DEFAULT_ENV_TIMEOUT) -> None:
         self.ray = require("ray", "ray", "env_backend='ray'")
         connect_ray(self.ray, address)
-        self.actor = self.ray.remote(num_cpus=1, max_restarts=0, max_concurrency=2)(EnvHost)
+        # SPREAD: the actors go to every node of the cluster (Ray's default, its hybrid policy, keeps them on the
+        # driver's node until about half its CPUs are taken), so a node lost takes only its share of the episodes
+        self.actor = self.ray.remote(num_cpus=1, max_restarts=0, max_concurrency=2, scheduling_strategy="SPREAD")(
+            EnvHost
+        )
         self.booting: dict[int, Any] = {}  # id(actor) -> its first call, answered once the actor is up
         super().__init__(workers, timeout)
 

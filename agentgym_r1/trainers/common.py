@@ -91,15 +91,15 @@ class Rollouts:
     def policy_backend(
         self, model: Any, accelerator: Any, gather_deepspeed3_params: bool = True, select: Any = None
     ) -> Any:
-        """A transformers backend on ``model`` unwrapped for generation with TRL's ``unwrap_model_for_generation``
-        (DDP unwrapped; ZeRO-3 parameters gathered; FSDP handled by accelerate), generating with a neutral
-        generation config so that the checkpoint's own processors (a repetition penalty, say) cannot change the
-        sampling distribution away from the one the loss recomputes. ``select`` picks the causal LM inside the
-        unwrapped model (PPO's policy beside its critic)."""
-        from trl.models import unwrap_model_for_generation
+        """A transformers backend on ``model`` unwrapped for generation (:func:`agentgym_r1.trainers.sharding.
+        unwrapped_for_generation`: DDP unwrapped; ZeRO-3 parameters gathered; FSDP2 shards gathered into a plain
+        replica), generating with a neutral generation config so that the checkpoint's own processors (a repetition
+        penalty, say) cannot change the sampling distribution away from the one the loss recomputes. ``select``
+        picks the causal LM inside the unwrapped model (PPO's policy beside its critic)."""
+        from agentgym_r1.trainers.sharding import unwrapped_for_generation
 
-        with unwrap_model_for_generation(model, accelerator, gather_deepspeed3_params=gather_deepspeed3_params) as m:
-            yield HFBackend(select(m) if select else m, self.chat, neutral=True)
+        with unwrapped_for_generation(model, accelerator, gather_deepspeed3_params, select) as m:
+            yield HFBackend(m, self.chat, neutral=True)
 
     def check_failures(self, failed: int, rows: int, errors: Sequence[str]) -> None:
         """Count steps whose every row (over all processes) failed; stop after ``max_failed_steps`` in a row."""

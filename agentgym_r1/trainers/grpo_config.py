@@ -14,6 +14,7 @@ from trl import GRPOConfig
 from agentgym_r1.error import ConfigError
 from agentgym_r1.trainers.advantages import ESTIMATORS
 from agentgym_r1.trainers.env_config import EnvArguments, library_refusals
+from agentgym_r1.trainers.sharding import check_sharding
 
 SKIP_EXACT_LOSSES = ("dapo", "cispo", "vespo")
 # TRL 1.16 ``GRPOTrainer._compute_loss``: these average over the rows of a micro-batch (grpo, sapo: the mean of
@@ -109,6 +110,7 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
     def __post_init__(self) -> None:
         self._check_env({"advantage_estimator": ESTIMATORS})
         self._check_grpo()
+        check_sharding(self, generates_with_transformers=not self.use_vllm)  # before transformers reads fsdp/deepspeed
         with library_refusals(type(self).__name__):
             super().__post_init__()
         self._check_step_rows()

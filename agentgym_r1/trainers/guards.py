@@ -26,14 +26,21 @@ class TrainingDivergedError(AgentGymError, RuntimeError):
 def weight_sums(model: torch.nn.Module) -> torch.Tensor:
     """One float32 sum per parameter tensor, on the parameters' device: finite exactly when every element is
     finite and the sum does not overflow (weights past ~1e38 in total, which is divergence as well)."""
-    sums = [p.detach().sum(dtype=torch.float32) for p in model.parameters() if p.numel()]
+    sums = [local(p).sum(dtype=torch.float32) for p in model.parameters() if local(p).numel()]
     return torch.stack(sums) if sums else torch.zeros(1)
 
 
+def local(p: torch.Tensor) -> torch.Tensor:
+    """This process's part of a parameter: its shard under FSDP2 (a ``DTensor``; the verdict is reduced over the
+    processes anyway), the tensor itself otherwise."""
+    to_local = getattr(p, "to_local", None)
+    return (to_local() if to_local is not None else p).detach()
+
+
 def count_non_finite(model: torch.nn.Module) -> tuple[int, int]:
-    """How many weights are NaN or infinite, and how many there are."""
-    bad = sum(int((~torch.isfinite(p.detach())).sum()) for p in model.parameters())
-    return bad, sum(p.numel() for p in model.parameters())
+    """How many weights (of this process's shards) are NaN or infinite, and how many there are."""
+    bad = sum(int((~torch.isfinite(local(p))).sum()) for p in model.parameters())
+    return bad, sum(local(p).numel() for p in model.parameters())
 
 
 class FiniteGuard(TrainerCallback):

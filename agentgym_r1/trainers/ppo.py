@@ -266,12 +266,27 @@ class AgentPPOTrainer(Trainer):
 
     # -- checkpoints: the policy as a normal model directory, the critic beside it ------------------------------------
     def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
+        """``state_dict``: the full weights of policy and critic when the Trainer gathered them from shards (FSDP's
+        ``FULL_STATE_DICT``, ZeRO-3's consolidated weights: ``Trainer.save_model`` gathers on every process, then calls
+        this on every process: only the main one writes, touching no shard); the unwrapped model's own weights
+        otherwise."""
+        if not self.args.should_save:  # transformers 5.24 calls _save on every process under FSDP (save_model)
+            return
         output_dir = output_dir or self.args.output_dir
         model = self.accelerator.unwrap_model(self.model)
-        model.policy.save_pretrained(output_dir)
+        if state_dict:  # saved from a plain copy: the policy's own save_pretrained would touch its shards here
+            from agentgym_r1.trainers.sharding import plain_copy
+
+            parts = {
+                name: {k.removeprefix(f"{name}."): v for k, v in state_dict.items() if k.startswith(f"{name}.")}
+                for name in ("policy", "critic", "value_head")
+            }
+            plain_copy(model.policy, parts["policy"]).save_pretrained(output_dir)
+        else:
+            parts = {name: getattr(model, name).state_dict() for name in ("critic", "value_head")}
+            model.policy.save_pretrained(output_dir)
         torch.save(
-            {"critic": model.critic.state_dict(), "value_head": model.value_head.state_dict()},
-            os.path.join(output_dir, "critic.pt"),
+            {"critic": parts["critic"], "value_head": parts["value_head"]}, os.path.join(output_dir, "critic.pt")
         )
         if self.processing_class is not None:
             self.processing_class.save_pretrained(output_dir)

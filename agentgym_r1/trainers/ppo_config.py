@@ -12,6 +12,7 @@ from transformers import TrainingArguments
 
 from agentgym_r1.error import ConfigError
 from agentgym_r1.trainers.env_config import EnvArguments, as_dict, library_refusals
+from agentgym_r1.trainers.sharding import check_sharding
 
 
 @dataclass
@@ -137,6 +138,8 @@ class AgentPPOConfig(EnvArguments, TrainingArguments):
                 "advantage_mask=False needs level='token': step-level GAE only ever credits agent "
                 "turns. Set level='token' or keep advantage_mask=True."
             )
+        # before transformers reads fsdp/deepspeed
+        check_sharding(self, generates_with_transformers=not self.use_vllm, ppo_vllm=self.use_vllm)
         with library_refusals(type(self).__name__):
             super().__post_init__()
         # what the trainer needs of transformers' fields (set in AgentPPOTrainer.__init__ before): a Trainer step

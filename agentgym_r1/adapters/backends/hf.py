@@ -115,6 +115,10 @@ class HFBackend:
             "logits_processor": [recorder],
             "stopping_criteria": [criterion],
             "return_dict_in_generate": True,
+            # never lockstep: transformers turns synced_gpus on for any multi-process run under ZeRO-3 or FSDP
+            # (GenerationMixin.generate: an all-reduce per token), but each process of a rollout calls generate a
+            # different number of times, on weights already gathered (trainers/sharding.py)
+            "synced_gpus": False,
         }
         if cache is not None:
             kwargs["past_key_values"] = cache
