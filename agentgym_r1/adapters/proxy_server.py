@@ -188,7 +188,7 @@ def sse(out: dict[str, Any], usage: bool) -> list[str]:
     return [f"data: {json.dumps(e)}\n\n" for e in events] + ["data: [DONE]\n\n"]
 
 
-def proxy_app(service: ProxyCompletions, reward_fn: Callable[[list[dict[str, Any]]], float] | None = None) -> Any:
+def proxy_app(service: ProxyCompletions) -> Any:
     """The FastAPI app of ``service`` (see the module docstring)."""
     fastapi = require("fastapi", "serve", "the proxy")
     from pydantic import BaseModel, ConfigDict
@@ -256,7 +256,7 @@ class Proxy:
             raise ConfigError(f"port must be an int from 0 to 65535, got {port!r}")
         self.service = ProxyCompletions(backend, chat, model_name, **limits)
         self.reward_fn, self.host, self.port = reward_fn, host, port
-        self.app = proxy_app(self.service, reward_fn)
+        self.app = proxy_app(self.service)
         self.server: Any = None
         self.thread: threading.Thread | None = None
 
