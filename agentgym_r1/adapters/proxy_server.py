@@ -300,9 +300,16 @@ class Proxy:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    def close(self, session_id: str, reward: float | None = None, **kwargs: Any) -> Session:
-        """Close a session with ``reward``, else the proxy's ``reward_fn`` of its messages."""
-        return self.sessions.close(session_id, reward, self.reward_fn, **kwargs)
+    def close(
+        self,
+        session_id: str,
+        reward: float | None = None,
+        reward_fn: Callable[[list[dict[str, Any]]], float] | None = None,
+        **kwargs: Any,
+    ) -> Session:
+        """Close a session with ``reward``, else ``reward_fn`` (default: the proxy's) of its messages; ``kwargs``
+        are :meth:`SessionStore.close`'s (``end_reason``, ``error``)."""
+        return self.sessions.close(session_id, reward, reward_fn or self.reward_fn, **kwargs)
 
     def batch(
         self, session_ids: Sequence[str], layout: Layout | None = None, groups: Sequence[int] | None = None
