@@ -256,3 +256,23 @@ def test_idle_sessions_are_evicted_and_counted(taught, chat) -> None:
         wait_until(lambda: httpx.get(health, timeout=30).json()["evicted_open"] == 1, 30, "the idle session's eviction")
         assert httpx.get(health, timeout=30).json()["sessions"] == 0
         assert post(url, {"messages": K.first_messages(), "max_tokens": 4}, session="other").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("session_timeout_s", float("nan")), ("max_sessions", 0), ("session_tokens", -1), ("temperature", -1.0)],
+)
+def test_bad_proxy_options_are_refused_before_any_work(taught, chat, option, value) -> None:
+    from agentgym_r1.adapters.backends.hf import HFBackend
+    from agentgym_r1.adapters.proxy_server import Proxy
+    from agentgym_r1.error import ConfigError
+
+    with pytest.raises(ConfigError, match=option):
+        Proxy(HFBackend(taught, chat), chat, **{option: value})
+
+
+def test_serve_proxy_command_refuses_a_missing_model(tmp_path, capsys) -> None:
+    from agentgym_r1.cli import main
+
+    assert main(["serve", "proxy", "--model", str(tmp_path / "missing"), "--port", "0"]) == 2
+    assert "missing" in capsys.readouterr().err
