@@ -52,6 +52,23 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_proxy(args: argparse.Namespace) -> int:
+    from agentgym_r1.adapters.proxy_server import serve
+
+    serve(
+        args.model,
+        backend=args.backend,
+        device=args.device,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        max_n=args.max_n,
+        max_sessions=args.max_sessions,
+        session_timeout_s=args.session_timeout,
+    )
+    return 0
+
+
 def _train(args: argparse.Namespace) -> int:
     """Hand the rest of the command line (``--config run.yaml`` and flags) to the trainer's TrlParser."""
     from agentgym_r1.error import require
@@ -162,6 +179,23 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--port", type=port_number, default=8000)
     sm.add_argument("--log-level", default="warning")
     sm.set_defaults(func=_serve_mcp)
+    sp = serve.add_parser(
+        "proxy",
+        help="serve a local model under the OpenAI chat-completions API and record each session's calls as "
+        "training rows (X-Session-Id header or the API key names the session; POST /v1/sessions/ID/reward closes it)",
+    )
+    sp.add_argument("--model", required=True, help="a local model directory (save_pretrained)")
+    sp.add_argument("--backend", choices=["transformers", "vllm"], default="transformers")
+    sp.add_argument("--device", default="cpu", help="the transformers backend's device (cpu, cuda)")
+    sp.add_argument("--host", default="127.0.0.1")
+    sp.add_argument("--port", type=port_number, default=8000)
+    sp.add_argument("--max-n", type=int, default=8, help="the most choices (n) one request may ask")
+    sp.add_argument("--max-sessions", type=int, default=1024, help="the most sessions held at once")
+    sp.add_argument(
+        "--session-timeout", type=float, default=600.0, help="seconds idle after which a session is evicted"
+    )
+    sp.add_argument("--log-level", default="warning")
+    sp.set_defaults(func=_serve_proxy)
     tr = sub.add_parser(
         "train",
         help="train a policy with GRPO or PPO (needs the 'train' extra)",

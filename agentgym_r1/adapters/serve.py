@@ -30,7 +30,15 @@ from agentgym_r1.adapters.tokenize import ChatTokenizer
 from agentgym_r1.core.spaces import utf8_safe
 from agentgym_r1.error import AgentGymError, ConfigError, require
 
-__all__ = ["ChatCompletions", "RequestRefused", "context_length", "make_app", "refusal_of", "request_model"]
+__all__ = [
+    "ChatCompletions",
+    "RequestRefused",
+    "app_for",
+    "context_length",
+    "make_app",
+    "refusal_of",
+    "request_model",
+]
 
 MAX_STOP = 4  # OpenAI's bound
 MAX_STOP_CHARS = 256
@@ -71,9 +79,11 @@ def context_length(backend: TokenBackend, chat: ChatTokenizer) -> int:
     raise ConfigError("the model's context length is not known from its config or tokenizer; pass max_context=")
 
 
-def request_model(max_n: int) -> Any:
+def request_model(max_n: int, *, tools: bool = False) -> Any:
     """The pydantic model of a chat-completions request (strict types, finite numbers, OpenAI's ranges). Fields this
-    server does not use (``user``, ``presence_penalty``...) are accepted and ignored, as OpenAI's clients send them."""
+    server does not use (``user``, ``presence_penalty``...) are accepted and ignored, as OpenAI's clients send them.
+    With ``tools`` (the proxy, :mod:`agentgym_r1.adapters.proxy_server`) it also takes ``tools``, ``tool_choice``,
+    ``stream``, assistant messages with ``tool_calls`` and tool messages with their ``tool_call_id``."""
     pydantic = require("pydantic", "serve", "the OpenAI-compatible server")
     from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -123,7 +133,78 @@ def request_model(max_n: int) -> Any:
                 raise ValueError("streaming is not supported by this server; send stream: false")
             return v
 
-    return ChatRequest
+    return tool_request_model(ChatRequest, Message, strict) if tools else ChatRequest
+
+
+MAX_TOOLS = 128
+MAX_TOOL_CALLS = 64
+MAX_NAME = 256
+
+
+def tool_request_model(base: Any, message: Any, strict: Any) -> Any:
+    """``base`` (the request model) with tools: see :func:`request_model`."""
+    from pydantic import BaseModel, Field, field_validator, model_validator
+
+    class Function(BaseModel):
+        model_config = strict
+        name: str = Field(min_length=1, max_length=MAX_NAME)
+        arguments: str = "{}"
+
+    class ToolCall(BaseModel):
+        model_config = strict
+        id: str = Field("", max_length=MAX_NAME)
+        type: Literal["function"] = "function"
+        function: Function
+
+    class ToolMessage(message):
+        content: str | None = None
+        tool_calls: list[ToolCall] | None = Field(None, max_length=MAX_TOOL_CALLS)
+        tool_call_id: str | None = Field(None, max_length=MAX_NAME)
+
+        @field_validator("content", mode="before")
+        @classmethod
+        def text_of(cls, v: Any) -> Any:
+            return v if v is None else message.text_of(v)
+
+        @model_validator(mode="after")
+        def said_something(self) -> Any:
+            if self.content is None and not (self.role == "assistant" and self.tool_calls):
+                raise ValueError("content is required, except on an assistant message with tool_calls")
+            return self
+
+    class Spec(BaseModel):
+        model_config = strict
+        name: str = Field(min_length=1, max_length=MAX_NAME)
+        description: str | None = None
+        parameters: dict[str, Any] | None = None
+
+    class Tool(BaseModel):
+        model_config = strict
+        type: Literal["function"] = "function"
+        function: Spec
+
+    class ToolRequest(base):
+        messages: list[ToolMessage] = Field(min_length=1)
+        tools: list[Tool] | None = Field(None, max_length=MAX_TOOLS)
+        tool_choice: Any = None
+        stream_options: dict[str, Any] | None = None
+
+        @field_validator("tool_choice")
+        @classmethod
+        def choice(cls, v: Any) -> Any:
+            named = isinstance(v, dict) and isinstance((v.get("function") or {}).get("name"), str)
+            if v is None or v in ("none", "auto", "required") or named:
+                return v
+            raise ValueError(
+                'tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}'
+            )
+
+        @field_validator("stream")
+        @classmethod
+        def not_streamed(cls, v: bool | None) -> bool | None:
+            return v  # the proxy streams
+
+    return ToolRequest
 
 
 def refusal_of(errors: list[dict[str, Any]]) -> RequestRefused:
@@ -191,11 +272,20 @@ class ChatCompletions:
         # context * that cannot fit and are refused without tokenizing them.
         self.max_prompt_chars = context * max(max((len(t) for t in chat.tokenizer.get_vocab()), default=1), 1)
 
+    def health(self) -> dict[str, Any]:
+        """What ``GET /health`` answers: the requests queued or in progress, and the bound on them."""
+        return {"status": "ok", "requests": self.queue.pending(), "max_queue": self.queue.max_jobs}
+
     def prepare(self, request: Any) -> Job:
         """The job for a validated request; :class:`RequestRefused` when it cannot fit the model's context."""
-        context = self.context
         messages = [{"role": m.role, "content": utf8_safe(m.content)} for m in request.messages]
-        chars = sum(len(m["content"]) for m in messages)
+        self.bound(messages)
+        return self.job_for(request, self.tokenized(messages))
+
+    def bound(self, messages: list[dict[str, Any]]) -> None:
+        """Refuse messages too long for the context, before tokenizing them."""
+        context = self.context
+        chars = sum(len(str(m.get("content") or "")) for m in messages)
         if chars > self.max_prompt_chars or len(messages) > context:
             raise RequestRefused(
                 400,
@@ -204,21 +294,30 @@ class ChatCompletions:
                 param="messages",
                 code="context_length_exceeded",
             )
+
+    def tokenized(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
+        """The prompt of ``messages``; a 400 when the template refuses them."""
         try:
-            prompt = self.chat.prompt_ids(messages)
+            return self.chat.prompt_ids(messages, tools)
         except Exception as e:  # the template refuses these messages (roles out of order, a role it does not know)
             raise RequestRefused(
                 400,
                 f"The model's chat template cannot render these messages: {type(e).__name__}: {e}",
                 param="messages",
             ) from e
+
+    def job_for(self, request: Any, prompt: list[int], limit: int | None = None, limit_name: str = "") -> Job:
+        """The job continuing ``prompt``: a 400 when ``prompt`` plus ``max_tokens`` passes the context (or ``limit``,
+        a smaller bound that ``limit_name`` describes)."""
+        context = self.context if limit is None else min(limit, self.context)
+        what = limit_name if limit is not None and limit < self.context else "This model's maximum context length"
         asked = request.max_completion_tokens or request.max_tokens
         max_tokens = min(self.default_max_tokens, context - len(prompt)) if asked is None else asked
         if max_tokens < 1 or len(prompt) + max_tokens > context:
             wanted = max(max_tokens, 1)
             raise RequestRefused(
                 400,
-                f"This model's maximum context length is {context} tokens. However, you "
+                f"{what} is {context} tokens. However, you "
                 f"requested {len(prompt) + wanted} tokens ({len(prompt)} in the messages, "
                 f"{wanted} in the completion). Please reduce the length of the messages or "
                 f"max_tokens.",
@@ -241,12 +340,16 @@ class ChatCompletions:
         from starlette.concurrency import run_in_threadpool
 
         job = await run_in_threadpool(self.prepare, request)
+        return self.reply(request, job, await self.run(job))
+
+    async def run(self, job: Job) -> list[Row]:
+        """Queue ``job`` and wait for its rows (429 when the queue is full, 503 past the time limit)."""
         try:
             future = self.queue.submit(job)
         except QueueFull as e:
             raise RequestRefused(429, str(e), code="queue_full", kind="rate_limit_error") from e
         try:  # a cancelled wait (timeout, client gone) cancels the job: the worker drops it
-            rows = await asyncio.wait_for(asyncio.wrap_future(future), self.request_timeout_s + 30)
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.request_timeout_s + 30)
         except (JobTimeout, TimeoutError) as e:
             raise RequestRefused(
                 503,
@@ -256,7 +359,6 @@ class ChatCompletions:
             ) from e
         except QueueFull as e:
             raise RequestRefused(503, str(e), code="shutting_down", kind="server_error") from e
-        return self.reply(request, job, rows)
 
     def reply(self, request: Any, job: Job, rows: list[Row]) -> dict[str, Any]:
         choices = [self.choice(i, row, job.params.stop, bool(request.logprobs)) for i, row in enumerate(rows)]
@@ -299,21 +401,33 @@ def make_app(backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agen
     ``default_max_tokens``, ``cached_requests``: how many requests in progress keep their own key/value cache
     between chunks, with the transformers backend). See the module docstring for the bounds."""
     fastapi = require("fastapi", "serve", "the OpenAI-compatible server")
+    service = ChatCompletions(backend, chat, model_name, **limits)
+    ChatRequest = request_model(service.max_n)
+    app = app_for(service, "agentgym-r1 chat completions")
+
+    @app.post("/v1/chat/completions")
+    async def completions(request: ChatRequest) -> Any:
+        return fastapi.responses.JSONResponse(await service.complete(request))
+
+    return app
+
+
+def app_for(service: ChatCompletions, title: str) -> Any:
+    """The FastAPI app around ``service`` without its completions route: OpenAI-style errors (400 for validation,
+    413 past the body bound), ``GET /health`` and ``GET /v1/models``, and the queue closed at shutdown."""
+    fastapi = require("fastapi", "serve", "the OpenAI-compatible server")
     from fastapi.exceptions import RequestValidationError
     from starlette.concurrency import run_in_threadpool
     from starlette.exceptions import HTTPException
 
     from agentgym_r1.core.http import limit_body
 
-    service = ChatCompletions(backend, chat, model_name, **limits)
-    ChatRequest = request_model(service.max_n)
-
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
         yield
         await run_in_threadpool(service.queue.close)
 
-    app = fastapi.FastAPI(title="agentgym-r1 chat completions", lifespan=lifespan)
+    app = fastapi.FastAPI(title=title, lifespan=lifespan)
 
     @app.exception_handler(RequestRefused)
     def refused(request: Any, exc: RequestRefused) -> Any:
@@ -329,20 +443,21 @@ def make_app(backend: TokenBackend, chat: ChatTokenizer, model_name: str = "agen
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        return {"status": "ok", "requests": service.queue.pending(), "max_queue": service.queue.max_jobs}
+        return service.health()
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
         return {
             "object": "list",
             "data": [
-                {"id": model_name, "object": "model", "owned_by": "agentgym-r1", "max_model_len": service.context}
+                {
+                    "id": service.model_name,
+                    "object": "model",
+                    "owned_by": "agentgym-r1",
+                    "max_model_len": service.context,
+                }
             ],
         }
-
-    @app.post("/v1/chat/completions")
-    async def completions(request: ChatRequest) -> Any:
-        return fastapi.responses.JSONResponse(await service.complete(request))
 
     answer = json.dumps(RequestRefused(413, "The request body is too large for this server's context").body())
     # Starlette builds each middleware as ``cls(app, **options)``: limit_body(app, ...) wraps the app the same way

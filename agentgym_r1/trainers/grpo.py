@@ -59,7 +59,8 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
     """``GRPOTrainer`` whose completions are multi-turn env episodes; see the module docstring.
 
     ``make_env`` replaces ``gym.make(args.env_id, **args.env_kwargs)``; ``backend`` replaces generation (any token
-    backend of :mod:`agentgym_r1.adapters.backends`, e.g. a replaying one for tests).
+    backend of :mod:`agentgym_r1.adapters.backends`, e.g. a replaying one for tests); ``rollouts`` replaces the env
+    rollouts (:class:`agentgym_r1.trainers.agent_rollouts.AgentRollouts`: an agent function run against the proxy).
     """
 
     def __init__(
@@ -70,11 +71,12 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         train_dataset: Any = None,
         make_env: Callable[[], gym.Env] | None = None,
         backend: Any = None,
+        rollouts: Rollouts | None = None,
         **kwargs: Any,
     ) -> None:
-        if make_env is None:
+        if make_env is None and rollouts is None:
             check_env_builds(args.env_id, args.env_kwargs)
-        self.rollouts = Rollouts(args, processing_class, make_env, backend)
+        self.rollouts = rollouts or Rollouts(args, processing_class, make_env, backend)
         self._batch: RolloutBatch | None = None
         self.echo_trap = EchoTrapMonitor(args.echo_trap_window, args.echo_trap_ratio)
         super().__init__(
