@@ -27,6 +27,10 @@ wall time the trainer waited for rollouts, generator restarts. A generator that 
 ``max_restarts`` times) with the newest weights and its unfinished batches; past that, or when it raises, the run
 stops with :class:`GeneratorDiedError` / :class:`AsyncRolloutError`; a batch that takes longer than ``timeout``
 seconds stops it with :class:`~agentgym_r1.error.WorkerTimeout`. No wait is unbounded.
+
+The generator is started with ``spawn`` (:mod:`agentgym_r1.trainers.async_generator`), which imports the script that
+started training in the new process: a script that trains with ``max_staleness >= 1`` must call its training from
+under ``if __name__ == "__main__":`` (``python -m agentgym_r1.trainers.grpo`` and the CLI do).
 """
 
 from __future__ import annotations
