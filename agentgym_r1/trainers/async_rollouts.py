@@ -250,6 +250,7 @@ class AsyncRollouts:
                     self._restart()
                     deadline = time.monotonic() + self.timeout
                 elif time.monotonic() > deadline:
+                    self.close()
                     raise WorkerTimeout(
                         f"the rollout generator gave no batch in {self.timeout:g} s (generation {index}); it was "
                         "stopped. Lower the batch size or max_new_tokens, or set max_staleness: 0."
