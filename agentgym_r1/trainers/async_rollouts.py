@@ -88,6 +88,12 @@ def check_async_config(args: Any) -> None:
             "updates and needs one update per generated batch. Set num_iterations: 1 and steps_per_generation "
             "equal to gradient_accumulation_steps (or leave steps_per_generation out), or max_staleness: 0."
         )
+    if args.resume_from_checkpoint not in (None, False, ""):
+        raise ConfigError(
+            f"{given} with resume_from_checkpoint={args.resume_from_checkpoint!r}: on resume TRL skips the batches "
+            "already trained on, which the generator's copy of TRL's sampler cannot follow. Resume with "
+            "max_staleness: 0 (set it again in a new run from the checkpoint's model)."
+        )
     if args.world_size > 1:
         raise ConfigError(
             f"{given} on {args.world_size} processes: one generator process serves one training process. Train on "
@@ -184,13 +190,14 @@ class AsyncRollouts:
             self.weight_queue.put(self.weights)
 
     def close(self) -> None:
-        """Stop the generator: asked first, then terminated, then killed, each with a bounded wait."""
+        """Stop the generator: asked first, then terminated, then killed, each with a bounded wait (it holds
+        nothing that outlives it: its envs and its copy of the policy)."""
         process, self.process = self.process, None
         if process is None:
             return
-        if process.is_alive():
+        if process.is_alive():  # between batches it stops at once; waiting for weights it is terminated
             self.tasks.put(None)
-            process.join(timeout=10)
+            process.join(timeout=2)
         for stop in (process.terminate, process.kill):
             if process.is_alive():
                 stop()

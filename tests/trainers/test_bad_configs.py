@@ -393,6 +393,7 @@ def test_a_refused_run_makes_no_output_dir(tmp_path, model_dir) -> None:
         ({"layout": "step"}, ("layout='step'", "layout: concatenated")),
         ({"num_iterations": 2}, ("num_iterations=2", "num_iterations: 1")),
         ({"steps_per_generation": 2}, ("steps_per_generation=2", "steps_per_generation")),
+        ({"resume_from_checkpoint": True}, ("resume_from_checkpoint=True",)),
     ],
     ids=lambda x: next(iter(x)) if isinstance(x, dict) else None,
 )
