@@ -82,6 +82,9 @@ class Sample:
     failed: bool = False
     """The episode could not be played (a placeholder, an env that raised, a generation error): a trainer leaves the
     row out of group statistics and the loss, and counts it."""
+    policy_version: int = 0
+    """The policy that sampled the row, as its number of optimizer updates (:meth:`RolloutBatch.stamp`; asynchronous
+    rollouts, :mod:`agentgym_r1.trainers.async_rollouts`, train on rows of earlier versions)."""
 
     @property
     def truncated(self) -> bool:
@@ -113,6 +116,8 @@ class Episode:
     placeholder: bool = False
     text_only: bool = False
     """Played through a chat backend (an OpenAI-compatible endpoint): actions as text, no token ids, no rows."""
+    policy_version: int = 0
+    """The policy that sampled the episode, as its number of optimizer updates (its rows carry it too)."""
 
     @property
     def truncated(self) -> bool:
@@ -192,6 +197,7 @@ class Episode:
             self.end_reason,
             self._step_process(),
             self.failed,
+            self.policy_version,
         )
 
     def _step_process(self) -> list[float]:
@@ -219,6 +225,7 @@ class Episode:
                     self.end_reason,
                     [process[i]],
                     self.failed,
+                    self.policy_version,
                 )
             )
         return rows
@@ -244,6 +251,13 @@ class RolloutBatch:
 
     def __len__(self) -> int:
         return len(self.samples)
+
+    def stamp(self, version: int) -> RolloutBatch:
+        """Mark every episode and row as sampled by the policy after ``version`` optimizer updates; returns the
+        batch."""
+        for item in (*self.episodes, *self.samples):
+            item.policy_version = version
+        return self
 
     def episode_rows(self) -> list[list[Sample]]:
         """The rows of each episode, episodes in order (one row each in the concatenated layout, one per turn in
@@ -276,6 +290,7 @@ class RolloutBatch:
             "end_reason": [r.end_reason for r in s],
             "step_process": [r.step_process for r in s],
             "failed": [r.failed for r in s],
+            "policy_version": [r.policy_version for r in s],
         }
         unknown = sorted(set(columns or ()) - set(every))
         if unknown:

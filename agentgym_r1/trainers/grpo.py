@@ -27,6 +27,7 @@ from trl import GRPOTrainer
 from agentgym_r1.adapters import RolloutBatch, Sample
 from agentgym_r1.adapters.records import row_tensors
 from agentgym_r1.trainers import advantages as A
+from agentgym_r1.trainers import async_rollouts as AR
 from agentgym_r1.trainers.common import (
     Rollouts,
     check_env_builds,
@@ -94,6 +95,29 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         # we mask by the episode's end instead (see _row_mask).
         self.mask_truncated_completions = False
         self.skip_rows = self._resolve_skip_zero_advantage()
+        self.async_rollouts = self._async_rollouts(make_env, backend) if args.max_staleness else None
+
+    def _async_rollouts(self, make_env: Any, backend: Any) -> AR.AsyncRollouts:
+        """The generator process's pipeline (:mod:`agentgym_r1.trainers.async_rollouts`), started at the first
+        rollout; its callback pushes the weights after each update."""
+        if backend is not None:
+            from agentgym_r1.error import ConfigError
+
+            raise ConfigError(
+                f"max_staleness={self.args.max_staleness} with a backend={backend!r}: the generator process samples "
+                "with its own copy of the policy. Leave backend out, or set max_staleness: 0."
+            )
+        if self.accelerator.num_processes > 1:  # the config refuses it too (world_size), this is the launch's count
+            from agentgym_r1.error import ConfigError
+
+            raise ConfigError(f"max_staleness={self.args.max_staleness} needs one training process; set 0")
+        args = self.args
+        tasks = AR.task_stream(
+            self.train_dataset, self.num_generations, args.generation_batch_size, args.shuffle_dataset, args.seed
+        )
+        pipeline = AR.AsyncRollouts(AR.generator_spec(self, make_env), tasks, args.max_staleness)
+        self.add_callback(AR.PushWeights(pipeline, self))
+        return pipeline
 
     def _resolve_skip_zero_advantage(self) -> bool:
         """Row skipping is exact only where a row with no advantage adds nothing to the loss *and* no other row's
@@ -112,6 +136,11 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
 
     # -- generation ---------------------------------------------------------------------------------------------------
     def _rollout(self, prompts: list[str], trainer: GRPOTrainer) -> dict[str, list[Any]]:
+        if self.async_rollouts is not None and self.model.training:
+            self._batch = batch = self.async_rollouts.next_batch(self.state.global_step, prompts)
+            for key, value in self.async_rollouts.metrics().items():
+                self._metrics["train"][key].append(value)
+            return batch.to_trl(TRL_COLUMNS)
         resets = [json.loads(p) for p in prompts]
         if self.args.use_vllm:  # weights synced in _generate
             batch = self.rollouts.play(self.vllm_rollout_backend(self.rollouts.chat), resets)
@@ -120,7 +149,7 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
                 self.model_wrapped, self.accelerator, self.args.ds3_gather_for_generation
             ) as backend:
                 batch = self.rollouts.play(backend, resets)
-        self._batch = batch
+        self._batch = batch.stamp(self.state.global_step)
         return batch.to_trl(TRL_COLUMNS)
 
     def _generate(self, prompts: list[Any]) -> Any:
@@ -177,12 +206,33 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         loss_mask = (agent if args.loss_mask else completion) * self._row_mask(rows, keep).to(device).unsqueeze(1)
         out["advantages"] = adv.to(device)
         out["tool_mask"] = loss_mask.to(dtype=out["completion_mask"].dtype)
+        if self.async_rollouts is not None and mode == "train":
+            self._correct_staleness(out)
         # TRL's token-sum losses divide by this; it must count exactly the tokens in the loss, never padding
         out["num_items_in_batch"] = self.accelerator.gather((loss_mask * completion).sum()).sum()
         self._log_groups(mode, rewards, valid, group, keep)
         if self.skip_rows and mode == "train":
             out = self._drop_rows_without_gradient(out)
         return out
+
+    def _correct_staleness(self, out: dict[str, Any]) -> None:
+        """Rows sampled by an older policy: advantages times the truncated importance weight of the current policy
+        (before this update) against the sampling one, per agent token (:func:`async_rollouts.truncated_is_weights`);
+        the current log-probs are also the loss's ``old_per_token_logps`` (decoupled PPO's proximal policy)."""
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+        attn = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+        with torch.no_grad():
+            current = self._get_per_token_logps_and_entropies(
+                self.model, ids, attn, out["completion_ids"].size(1), batch_size=self.args.per_device_train_batch_size
+            )[0]
+        mask = out["tool_mask"] * out["completion_mask"]
+        weights, stats = AR.truncated_is_weights(
+            current, out["sampling_per_token_logps"], mask, self.args.staleness_is_cap
+        )
+        out["advantages"] = AR.corrected_advantages(out["advantages"], weights)
+        out["old_per_token_logps"] = current
+        for key, value in stats.items():
+            self._metrics["train"][key].append(value)
 
     def _group_advantages(
         self, episodes: Sequence[Sequence[Sample]], group: int, device: Any

@@ -75,6 +75,8 @@ FIELDS: dict[str, Num] = {
     "keep_ratio": Num(low=0.0, high=1.0, open_low=True),
     "echo_trap_window": _count(),
     "echo_trap_ratio": UNIT,
+    "max_staleness": _count(0, fix="Use 0 for synchronous rollouts, or the updates a row may lag behind (e.g. 1)."),
+    "staleness_is_cap": POSITIVE,
     "rollout_batch_size": _count(),
     "mini_batch_size": _count(),
     "ppo_epochs": _count(),

@@ -62,8 +62,9 @@ SURFACE: tuple[Private, ...] = (
         GRPO,
         "_get_per_token_logps_and_entropies",
         "method",
-        "grpo.AgentGRPOTrainer._reference_logps",
-        "old and reference log-probabilities of step-layout rows, computed as TRL computes them",
+        "grpo.AgentGRPOTrainer._reference_logps, grpo.AgentGRPOTrainer._correct_staleness",
+        "old and reference log-probabilities of step-layout rows, computed as TRL computes them; the current "
+        "policy's log-probabilities of asynchronous rows, for their importance weights",
         ("model", "input_ids", "attention_mask", "logits_to_keep", "batch_size"),
     ),
     Private(

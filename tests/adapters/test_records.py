@@ -33,7 +33,8 @@ def test_episode_rows_group_step_rows_by_episode_in_order() -> None:
 def test_to_trl_picks_columns_and_names_unknown_ones() -> None:
     batch = RolloutBatch([_episode("a", 0)])
     assert batch.to_trl(["env_mask", "env_reward"]) == {"env_mask": [[1, 1, 0, 1]], "env_reward": [1.5]}
-    assert len(batch.to_trl()) == 13
+    assert len(batch.to_trl()) == 14
+    assert batch.stamp(3).to_trl(["policy_version"]) == {"policy_version": [3]}
     with pytest.raises(ValueError, match="tool_mask"):
         batch.to_trl(["tool_mask"])
 

@@ -149,6 +149,8 @@ GRPO_ONLY = {  # TRL's GRPOConfig and our AgentGRPOConfig fields
     "keep_ratio": OPEN_UNIT,
     "echo_trap_window": COUNT,
     "echo_trap_ratio": UNIT,
+    "max_staleness": COUNT0,
+    "staleness_is_cap": POSITIVE,
 }
 PPO_ONLY = {
     "gradient_accumulation_steps": ("2",),
@@ -381,3 +383,23 @@ def test_a_refused_run_makes_no_output_dir(tmp_path, model_dir) -> None:
         AgentGRPOConfig, write_config(tmp_path, base_config(AgentGRPOConfig, model_dir, out), "learning_rate: .inf\n")
     )
     assert not os.path.exists(out)
+
+
+# -- asynchronous rollouts where they cannot be served (issue 38) ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("change", "names"),
+    [
+        ({"use_vllm": True}, ("use_vllm", "use_vllm: false")),
+        ({"layout": "step"}, ("layout='step'", "layout: concatenated")),
+        ({"num_iterations": 2}, ("num_iterations=2", "num_iterations: 1")),
+        ({"steps_per_generation": 2}, ("steps_per_generation=2", "steps_per_generation")),
+        ({"resume_from_checkpoint": True}, ("resume_from_checkpoint=True",)),
+    ],
+    ids=lambda x: next(iter(x)) if isinstance(x, dict) else None,
+)
+def test_max_staleness_with_what_it_cannot_serve_is_refused(tmp_path, model_dir, change, names) -> None:
+    """Each message names max_staleness, the setting that cannot be served and the fix (or max_staleness: 0)."""
+    config = {**base_config(AgentGRPOConfig, model_dir, tmp_path / "out"), "max_staleness": 1, **change}
+    message = str(refused(AgentGRPOConfig, write_config(tmp_path, config)))
+    for name in ("max_staleness=1", "max_staleness: 0", *names):
+        assert name in message, message
