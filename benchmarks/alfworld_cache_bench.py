@@ -176,7 +176,7 @@ def main() -> None:
         warm = run_pass("warm", root, store, listing, args.steps)
         passes = [cold, warm]
         if args.precompile_workers:
-            from agentgym_r1.envs.alfworld.compiled import precompile
+            from agentgym_r1.envs.alfworld.precompile import precompile
 
             report = precompile(files, workers=args.precompile_workers, compile_cache=work / "store-ahead")
             print(

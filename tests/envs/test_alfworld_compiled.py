@@ -17,10 +17,11 @@ pytest.importorskip("fast_downward")
 pytest.importorskip("alfworld")
 
 from agentgym_r1.envs.alfworld import ALFWorldEnv, compiled
-from agentgym_r1.envs.alfworld.compiled import ENV_VAR, GameStore, file_digest, precompile
+from agentgym_r1.envs.alfworld.compiled import ENV_VAR, GameStore, file_digest
 from agentgym_r1.envs.alfworld.engine import Engine, clear_compiled
 from agentgym_r1.envs.alfworld.fast import FastEngine
 from agentgym_r1.envs.alfworld.parity import invalid_command
+from agentgym_r1.envs.alfworld.precompile import precompile
 from agentgym_r1.error import ConfigError, DataNotFoundError
 from tests.conftest import SHARED_DATA
 

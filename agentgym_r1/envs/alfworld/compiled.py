@@ -32,22 +32,18 @@ import hashlib
 import io
 import json
 import logging
-import multiprocessing
 import os
 import pickle
 import sys
 import tempfile
-import time
 import zlib
 from collections import Counter
-from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from agentgym_r1.error import AgentGymError, ConfigError, DataNotFoundError, require
+from agentgym_r1.error import ConfigError, require
 
 log = logging.getLogger(__name__)
 
@@ -133,9 +129,10 @@ class GameStore:
         path.parent.mkdir(parents=True, exist_ok=True)  # filelock before 3.10 does not make it
         return filelock.FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT)
 
-    def load(self, path: str, digest: str) -> Any:
-        """The compiled game of the file ``path`` (whose bytes hash to ``digest``), or ``None`` when there is no
-        valid entry; an invalid one is logged and counted in ``stats["rejected"]``."""
+    def load(self, path: str, digest: str, kind: type) -> Any:
+        """The compiled game (an instance of ``kind``, the engine's ``CompiledGame``) of the file ``path`` (whose
+        bytes hash to ``digest``), or ``None`` when there is no valid entry; an invalid one is logged and counted in
+        ``stats["rejected"]``."""
         entry = self.entry(digest)
         try:
             with open(entry, "rb") as f:
@@ -146,7 +143,7 @@ class GameStore:
         except OSError as e:
             log.warning("cannot read the compiled game %s (%s); compiling %s again", entry, e, path)
             return None
-        game, problem = _decode(blob, digest)
+        game, problem = _decode(blob, digest, kind)
         if game is None or (hasattr(os, "getuid") and owner != os.getuid()):
             problem = problem or f"owned by uid {owner}, not this user"
             log.warning("invalid compiled game %s (%s); rebuilding it from %s", entry, problem, path)
@@ -215,11 +212,9 @@ def _encode(game: Any, digest: str) -> bytes:
     return MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
 
 
-def _decode(blob: bytes, digest: str) -> tuple[Any, str | None]:
+def _decode(blob: bytes, digest: str, kind: type) -> tuple[Any, str | None]:
     """``(game, None)`` for a valid entry, else ``(None, what is wrong)``; nothing is unpickled before the header
     and the payload's hash check out."""
-    from agentgym_r1.envs.alfworld.engine import CompiledGame
-
     if not blob.startswith(MAGIC):
         return None, "no magic line"
     line, sep, payload = blob[len(MAGIC) :].partition(b"\n")
@@ -239,71 +234,13 @@ def _decode(blob: bytes, digest: str) -> tuple[Any, str | None]:
         game = pickle.loads(zlib.decompress(payload))
     except Exception as e:  # a payload that hashes right but does not load: written by a broken build
         return None, f"payload does not load ({type(e).__name__}: {e})"
-    if not isinstance(game, CompiledGame):
-        return None, f"payload is a {type(game).__name__}, not a CompiledGame"
+    if not isinstance(game, kind):
+        return None, f"payload is a {type(game).__name__}, not a {kind.__name__}"
     return game, None
 
 
 def file_digest(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
-
-
-@dataclass
-class PrecompileReport:
-    """What :func:`precompile` did: games ``compiled`` now, found ``cached``, and ``failed`` (path -> error)."""
-
-    compiled: int = 0
-    cached: int = 0
-    failed: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
-
-
-def precompile(
-    game_files: Iterable[str | os.PathLike[str]], *, workers: int = 1, compile_cache: Any = None
-) -> PrecompileReport:
-    """Compile ``game_files`` into the store (``compile_cache`` as the env takes it) in ``workers`` spawned
-    processes, for the fast engine; games already there are counted ``cached``. A game that cannot be compiled is
-    reported in ``failed``, not raised. Blocks until done: run it in a thread to overlap a rollout."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"precompile workers must be a positive int (processes), got {workers!r}")
-    if isinstance(game_files, str | os.PathLike):
-        raise ConfigError(f"precompile takes a list of game files, got one path {game_files!r}; wrap it in a list")
-    files = list(dict.fromkeys(os.path.abspath(os.fspath(p)) for p in game_files))
-    missing = [p for p in files if not os.path.isfile(p)]
-    if missing:
-        raise DataNotFoundError(f"precompile: {len(missing)} game file(s) do not exist, first {missing[0]!r}")
-    store = GameStore.resolve(compile_cache)
-    if store is None:
-        raise ConfigError(
-            f"precompile needs a disk cache; compile_cache={compile_cache!r} (or ${ENV_VAR}) turns it off"
-        )
-    report, start = PrecompileReport(), time.perf_counter()
-    if files:
-        spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: fast-downward keeps its task in globals
-        with ProcessPoolExecutor(max_workers=min(workers, len(files)), mp_context=spawn) as pool:
-            chunk = max(1, len(files) // (4 * workers))
-            statuses = pool.map(_precompile_one, files, [str(store.root)] * len(files), chunksize=chunk)
-            for path, status in zip(files, statuses, strict=True):
-                if status in ("compiled", "cached"):
-                    setattr(report, status, getattr(report, status) + 1)
-                else:
-                    report.failed[path] = status
-    report.seconds = time.perf_counter() - start
-    return report
-
-
-def _precompile_one(path: str, root: str) -> str:
-    """In a worker: ``"cached"``, ``"compiled"``, or the error's text."""
-    from agentgym_r1.envs.alfworld.fast import FastEngine
-
-    store = GameStore(Path(root))
-    try:
-        FastEngine(store).compile(path)
-    except AgentGymError as e:
-        return f"{type(e).__name__}: {e}"
-    if store.stats["write_errors"]:
-        return f"compiled but not written under {root!r} (see the worker's warning)"
-    return "compiled" if store.stats["compiled"] else "cached"
 
 
 engine_version()  # hashed as the engine's modules are imported, not when a first game is stored after an upgrade

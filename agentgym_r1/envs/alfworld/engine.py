@@ -213,7 +213,7 @@ def _stored(path: str, raw: bytes, lib: Any, store: GameStore, finish: Any) -> C
     """The game from ``store``, or compiled now and written there, once across processes: on a miss the entry's lock
     is taken and the entry read again, since another process may have been compiling it."""
     digest = file_digest(raw)
-    game = store.load(path, digest)
+    game = store.load(path, digest, CompiledGame)
     if game is not None and (finish is None or game.machine is not None):
         return game
     lock = None
@@ -225,7 +225,7 @@ def _stored(path: str, raw: bytes, lib: Any, store: GameStore, finish: Any) -> C
         lock = None
     try:
         if lock is not None:
-            game = store.load(path, digest)
+            game = store.load(path, digest, CompiledGame)
             if game is not None and (finish is None or game.machine is not None):
                 return game
         game = _compile_now(path, raw, lib, finish, game)  # a stored translation is finished, not redone

@@ -91,7 +91,7 @@ class ALFWorldEnv(Env):
     (:mod:`~agentgym_r1.envs.alfworld.compiled`): ``compile_cache`` is its directory (default
     ``$AGENTGYM_R1_COMPILE_CACHE``, else ``alfworld/compiled`` under ``$AGENTGYM_R1_CACHE`` or the user's cache
     directory, ``~/.cache/agentgym-r1`` on Linux), or ``False`` for none;
-    :func:`~agentgym_r1.envs.alfworld.compiled.precompile` fills it ahead.
+    :func:`~agentgym_r1.envs.alfworld.precompile.precompile` fills it ahead.
 
     **Version history.** v1: the first observation opens with :data:`INSTRUCTIONS` (``system_prompt`` defaults to
     them). v0: first release; the first observation is the game's intro alone (``system_prompt=""``).
