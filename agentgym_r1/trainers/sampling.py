@@ -109,7 +109,9 @@ class TaskSampling:
         """The step's batch: ``play(resets)`` as it is when sampling is off or outside training; else the groups
         chosen as the module docstring says, as many as ``resets`` holds."""
         if not (self.active and training):
-            return play(resets)
+            batch = play(resets)
+            self.generated += len(batch.episodes) if training else 0
+            return batch
         assert len(resets) % self.group == 0, "TRL repeats each prompt num_generations times in a row"
         needed = len(resets) // self.group
         pending = [dict(resets[i * self.group]) for i in range(needed)]

@@ -169,6 +169,7 @@ def gsm8k_args(tmp_path, **kw):
         per_device_train_batch_size=8,
         num_generations=2,
         max_turns=1,
+        max_prompt_tokens=1500,  # a hard problem's prompt is ~1,070 tokens with the tiny tokenizer
         save_strategy="steps",
         save_steps=1,
         **kw,
