@@ -74,9 +74,14 @@ class Rollouts:
         self.failed_streak = 0
 
     def prompts(self, resets: Sequence[dict[str, Any]]) -> list[Prompt]:
+        """One engine prompt per reset: its seed and options, and the env's kwargs with the reset's own
+        ``env_kwargs`` over them (a curriculum's ``difficulty``; :mod:`agentgym_r1.trainers.sampling`)."""
         env = self.make_env or self.args.env_id
         kwargs = {} if self.make_env else dict(self.args.env_kwargs)
-        return [Prompt(env, kwargs, r.get("seed"), r.get("options")) for r in resets]
+        return [
+            Prompt(env, {**kwargs, **r["env_kwargs"]} if "env_kwargs" in r else kwargs, r.get("seed"), r.get("options"))
+            for r in resets
+        ]
 
     def play(self, backend: Any, resets: Sequence[dict[str, Any]]) -> RolloutBatch:
         """One episode per reset, in order (TRL repeats each prompt ``num_generations`` times, so the samples of a

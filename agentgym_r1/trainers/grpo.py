@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -37,6 +38,8 @@ from agentgym_r1.trainers.common import (
 )
 from agentgym_r1.trainers.grpo_config import AgentGRPOConfig
 from agentgym_r1.trainers.guards import FiniteGuard
+from agentgym_r1.trainers.sampling import SamplingStateCallback, TaskSampling
+from agentgym_r1.trainers.sampling_config import check_levels
 from agentgym_r1.trainers.signals import EchoTrapMonitor
 from agentgym_r1.trainers.vllm import VLLMSync
 
@@ -77,6 +80,14 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
     ) -> None:
         if make_env is None and rollouts is None:
             check_env_builds(args.env_id, args.env_kwargs)
+            check_levels(args)
+        elif args.curriculum:
+            from agentgym_r1.error import ConfigError
+
+            raise ConfigError(
+                f"curriculum={args.curriculum!r} with a make_env factory or agent rollouts: the curriculum sets each "
+                "task's level as env_kwargs.difficulty, which they cannot take. Give env_id and env_kwargs instead."
+            )
         self.rollouts = rollouts or Rollouts(args, processing_class, make_env, backend)
         self._batch: RolloutBatch | None = None
         self.echo_trap = EchoTrapMonitor(args.echo_trap_window, args.echo_trap_ratio)
@@ -95,6 +106,8 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         # we mask by the episode's end instead (see _row_mask).
         self.mask_truncated_completions = False
         self.skip_rows = self._resolve_skip_zero_advantage()
+        self.sampling = TaskSampling(args, self.train_dataset, self.num_generations)  # dynamic sampling, curriculum
+        self.add_callback(SamplingStateCallback(self.sampling))
         self.async_rollouts = self._async_rollouts(make_env, backend) if args.max_staleness else None
 
     def _async_rollouts(self, make_env: Any, backend: Any) -> AR.AsyncRollouts:
@@ -134,6 +147,11 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
             )
         return bool(self.args.skip_rows_exact and not self.aux_loss_enabled if wanted is None else wanted)
 
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
+        """``Trainer.train``, the task sampling's state read back first from the checkpoint resumed."""
+        self.sampling.resume(resume_from_checkpoint, self.args.output_dir)
+        return super().train(resume_from_checkpoint, *args, **kwargs)
+
     # -- generation ---------------------------------------------------------------------------------------------------
     def _rollout(self, prompts: list[str], trainer: GRPOTrainer) -> dict[str, list[Any]]:
         if self.async_rollouts is not None and self.model.training:
@@ -142,13 +160,18 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
                 self._metrics["train"][key].append(value)
             return batch.to_trl(TRL_COLUMNS)
         resets = [json.loads(p) for p in prompts]
+        training = self.model.training
         if self.args.use_vllm:  # weights synced in _generate
-            batch = self.rollouts.play(self.vllm_rollout_backend(self.rollouts.chat), resets)
+            play = partial(self.rollouts.play, self.vllm_rollout_backend(self.rollouts.chat))
+            batch = self.sampling.play(play, resets, training)
         else:
             with self.rollouts.policy_backend(
                 self.model_wrapped, self.accelerator, self.args.ds3_gather_for_generation
             ) as backend:
-                batch = self.rollouts.play(backend, resets)
+                batch = self.sampling.play(partial(self.rollouts.play, backend), resets, training)
+        if training and self.sampling.active:
+            for key, value in self.sampling.metrics.items():
+                self._metrics["train"][key].append(value)
         self._batch = batch.stamp(self.state.global_step)
         return batch.to_trl(TRL_COLUMNS)
 

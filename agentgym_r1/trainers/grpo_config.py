@@ -16,6 +16,7 @@ from agentgym_r1.trainers.advantages import ESTIMATORS
 from agentgym_r1.trainers.async_rollouts import check_async_config
 from agentgym_r1.trainers.env_config import EnvArguments, library_refusals
 from agentgym_r1.trainers.sharding import check_sharding
+from agentgym_r1.trainers.sampling_config import CURRICULA, SamplingArguments
 
 SKIP_EXACT_LOSSES = ("dapo", "cispo", "vespo")
 # TRL 1.16 ``GRPOTrainer._compute_loss``: these average over the rows of a micro-batch (grpo, sapo: the mean of
@@ -24,11 +25,12 @@ ROW_MEAN_LOSSES = ("grpo", "sapo", "dr_grpo", "luspo")
 
 
 @dataclass
-class AgentGRPOConfig(EnvArguments, GRPOConfig):
+class AgentGRPOConfig(SamplingArguments, EnvArguments, GRPOConfig):
     r"""
     Configuration class for the [`~agentgym_r1.trainers.grpo.AgentGRPOTrainer`]: TRL's [`~trl.GRPOConfig`] with
     multi-turn env rollouts, our advantage estimators, StarPO-S filtering and the mask switches. The env fields are
-    [`EnvArguments`]'s; everything else is TRL's, refused where this trainer cannot honour it.
+    [`EnvArguments`]'s, the task-sampling ones (dynamic sampling, the curriculum) [`SamplingArguments`]'s;
+    everything else is TRL's, refused where this trainer cannot honour it.
 
     Parameters:
         > Parameters that control the advantages
@@ -132,13 +134,14 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
         )
 
     def __post_init__(self) -> None:
-        self._check_env({"advantage_estimator": ESTIMATORS})
+        self._check_env({"advantage_estimator": ESTIMATORS, "curriculum": CURRICULA})
         self._check_grpo()
         check_sharding(self, generates_with_transformers=not self.use_vllm)  # before transformers reads fsdp/deepspeed
         with library_refusals(type(self).__name__):
             super().__post_init__()
         self._check_step_rows()
         check_async_config(self)
+        self._check_sampling()
         if self.use_vllm:
             from agentgym_r1.trainers.vllm import check_vllm_config
 

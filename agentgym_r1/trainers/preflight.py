@@ -18,6 +18,7 @@ from typing import Any
 from agentgym_r1.adapters.loading import load_model, load_tokenizer
 from agentgym_r1.error import ConfigError, ModelFilesError
 from agentgym_r1.trainers.common import check_env_builds
+from agentgym_r1.trainers.sampling_config import check_levels
 
 SAFE_WEIGHTS, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
 TORCH_WEIGHTS, TORCH_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
@@ -28,6 +29,7 @@ def preflight(args: Any) -> None:
     """Every check that needs no tokenizer and no model, cheapest first (see the module docstring)."""
     check_output_dir(args.output_dir)
     check_env_builds(args.env_id, args.env_kwargs)
+    check_levels(args)
     check_model_dir(args.model_init)
     check_resume(args)
 

@@ -151,6 +151,11 @@ GRPO_ONLY = {  # TRL's GRPOConfig and our AgentGRPOConfig fields
     "echo_trap_ratio": UNIT,
     "max_staleness": COUNT0,
     "staleness_is_cap": POSITIVE,
+    "dynamic_sampling_max_tries": COUNT,
+    "curriculum": NAME,
+    "curriculum_band": ("[0.2]", "[-0.1, 0.5]", "[0.5, 1.5]", "[0.8, 0.2]", "[.nan, 0.5]", "[0.2, 0.5, 0.8]"),
+    "curriculum_window": COUNT,
+    "curriculum_explore": UNIT,
 }
 PPO_ONLY = {
     "gradient_accumulation_steps": ("2",),
@@ -354,6 +359,32 @@ def test_an_output_dir_that_cannot_be_a_directory_is_refused(tmp_path, model_dir
     out = tmp_path / "afile" / "run" if where == "under a file" else tmp_path / "afile"
     message = str(refused(AgentGRPOConfig, write_config(tmp_path, base_config(AgentGRPOConfig, model_dir, out))))
     assert "output_dir" in message and str(tmp_path / "afile") in message, message
+
+
+# -- task sampling: dynamic sampling and the curriculum (issue 38) ----------------------------------------------------
+@pytest.mark.parametrize(
+    ("change", "names"),
+    [
+        ({"dynamic_sampling": True, "dynamic_sampling_max_tries": 1}, "dynamic_sampling_max_tries=1"),
+        ({"dynamic_sampling": True, "top_k": 1}, "top_k=1"),
+        ({"curriculum": "pass_rate", "env_kwargs": {"source": "TASKS"}}, "source with levels"),
+        ({"curriculum": "pass_rate", "curriculum_levels": ["easy", "nope"]}, "'nope'"),
+        ({"curriculum": "pass_rate", "curriculum_levels": ["hard"]}, "at least two different"),
+        ({"curriculum": "pass_rate", "env_kwargs": {"source": "synthetic", "difficulty": "hard"}}, "difficulty"),
+    ],
+)
+def test_task_sampling_that_cannot_work_is_refused_at_start(tmp_path, model_dir, change, names) -> None:
+    """Dynamic sampling that could never fill a batch, and a curriculum on a source without levels (real data, an
+    env without ``difficulty``), a level the generator does not know or a single level: refused before the model
+    loads, naming the field and the fix."""
+    tasks = tmp_path / "tasks.jsonl"  # real data in GSM8K's format: its problems are as they are, no levels
+    tasks.write_text(json.dumps({"question": "Ann has 2 apples and buys 2. How many?", "answer": "2+2=4\n#### 4"}))
+    if change.get("env_kwargs", {}).get("source") == "TASKS":
+        change = {**change, "env_kwargs": {"source": str(tasks)}}
+    config = {**base_config(AgentGRPOConfig, model_dir, tmp_path / "out"), **change}
+    message = str(refused(AgentGRPOConfig, write_config(tmp_path, config)))
+    field = "dynamic_sampling" if "dynamic_sampling" in change else "curriculum"
+    assert field in message and names in message, message
 
 
 # -- the env and the first prompt -----------------------------------------------------------------------------------
