@@ -36,6 +36,7 @@ from agentgym_r1.trainers.common import (
 )
 from agentgym_r1.trainers.grpo_config import AgentGRPOConfig
 from agentgym_r1.trainers.guards import FiniteGuard
+from agentgym_r1.trainers.lora import base_model_context, trainer_peft_config
 from agentgym_r1.trainers.signals import EchoTrapMonitor
 from agentgym_r1.trainers.vllm import VLLMSync
 
@@ -77,6 +78,7 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         self.rollouts = Rollouts(args, processing_class, make_env, backend)
         self._batch: RolloutBatch | None = None
         self.echo_trap = EchoTrapMonitor(args.echo_trap_window, args.echo_trap_ratio)
+        kwargs.setdefault("peft_config", trainer_peft_config(args, model))  # use_peft: TRL wraps the model
         super().__init__(
             model=model,
             reward_funcs=[episode_reward],
@@ -256,11 +258,12 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
                 out["old_per_token_logps"] = self._get_per_token_logps_and_entropies(
                     self.model, ids, attn, keep, batch_size=size
                 )[0]
-            if self.beta != 0.0:
+            if self.beta != 0.0:  # with LoRA there is no ref_model: the reference is the base, adapter disabled
                 model = self.ref_model if self.ref_model is not None else self.model
-                out["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
-                    model, ids, attn, keep, batch_size=size
-                )[0]
+                with base_model_context(self.accelerator.unwrap_model(self.model) if self.ref_model is None else None):
+                    out["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
+                        model, ids, attn, keep, batch_size=size
+                    )[0]
 
     def _gather(self, columns: list[list[float]], device: Any) -> torch.Tensor:
         return self.accelerator.gather(torch.tensor(columns, dtype=torch.float32, device=device).T).T.cpu()

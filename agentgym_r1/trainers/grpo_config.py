@@ -14,6 +14,7 @@ from trl import GRPOConfig
 from agentgym_r1.error import ConfigError
 from agentgym_r1.trainers.advantages import ESTIMATORS
 from agentgym_r1.trainers.env_config import EnvArguments, library_refusals
+from agentgym_r1.trainers.lora import LoraArguments
 
 SKIP_EXACT_LOSSES = ("dapo", "cispo", "vespo")
 # TRL 1.16 ``GRPOTrainer._compute_loss``: these average over the rows of a micro-batch (grpo, sapo: the mean of
@@ -22,11 +23,12 @@ ROW_MEAN_LOSSES = ("grpo", "sapo", "dr_grpo", "luspo")
 
 
 @dataclass
-class AgentGRPOConfig(EnvArguments, GRPOConfig):
+class AgentGRPOConfig(EnvArguments, LoraArguments, GRPOConfig):
     r"""
     Configuration class for the [`~agentgym_r1.trainers.grpo.AgentGRPOTrainer`]: TRL's [`~trl.GRPOConfig`] with
     multi-turn env rollouts, our advantage estimators, StarPO-S filtering and the mask switches. The env fields are
-    [`EnvArguments`]'s; everything else is TRL's, refused where this trainer cannot honour it.
+    [`EnvArguments`]'s, the LoRA fields (`use_peft`, `lora_r`, ...) [`LoraArguments`]'s; everything else is TRL's,
+    refused where this trainer cannot honour it.
 
     Parameters:
         > Parameters that control the advantages
@@ -108,6 +110,7 @@ class AgentGRPOConfig(EnvArguments, GRPOConfig):
 
     def __post_init__(self) -> None:
         self._check_env({"advantage_estimator": ESTIMATORS})
+        self._check_lora()
         self._check_grpo()
         with library_refusals(type(self).__name__):
             super().__post_init__()
