@@ -151,7 +151,10 @@ def test_an_adapter_checkpoint_plays_on_its_base_and_merges(tmp_path, tokenizer)
     tiny_model(tokenizer).save_pretrained(base_dir)
     tokenizer.save_pretrained(base_dir)
     model = AutoModelForCausalLM.from_pretrained(base_dir)  # from its directory: the adapter records the base's path
-    trainer = AgentGRPOTrainer(model, grpo_args(tmp_path / "run", **SMALL, **LORA), tokenizer, make_env=CountEnv)
+    # bf16=False: accelerate's autocast stays on the trained model's forward (TRL's GRPOConfig turns bf16 on), and
+    # the logits below are compared in fp32
+    args = grpo_args(tmp_path / "run", bf16=False, **SMALL, **LORA)
+    trainer = AgentGRPOTrainer(model, args, tokenizer, make_env=CountEnv)
     trainer.train()
     out = tmp_path / "adapter"
     trainer.save_model(str(out))
