@@ -78,6 +78,8 @@ class PolicyWithCritic(nn.Module):
     def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
         for m in (self.policy, self.critic):
             m.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gradient_checkpointing_kwargs)
+            if lora.is_peft_model(m):  # a frozen base: checkpointed blocks need inputs that require grad (as TRL 1.16
+                m.enable_input_require_grads()  # GRPOTrainer.__init__ does for PEFT, transformers#42489)
 
     def gradient_checkpointing_disable(self) -> None:
         for m in (self.policy, self.critic):
