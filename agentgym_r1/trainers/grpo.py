@@ -258,9 +258,10 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
                 out["old_per_token_logps"] = self._get_per_token_logps_and_entropies(
                     self.model, ids, attn, keep, batch_size=size
                 )[0]
-            if self.beta != 0.0:  # with LoRA there is no ref_model: the reference is the base, adapter disabled
+            if self.beta != 0.0:
                 model = self.ref_model if self.ref_model is not None else self.model
-                with base_model_context(self.accelerator.unwrap_model(self.model) if self.ref_model is None else None):
+                # with LoRA TRL keeps no ref_model: the reference is the base, the adapter disabled (as TRL does)
+                with base_model_context(self.accelerator.unwrap_model(model)):
                     out["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
                         model, ids, attn, keep, batch_size=size
                     )[0]
