@@ -86,6 +86,14 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _adapter(args: argparse.Namespace) -> int:
+    """``agentgym-r1 adapter ADAPTER_DIR --merge OUT``: the adapter merged into its base, saved as a model."""
+    from agentgym_r1.adapters.loading import merge_adapter
+
+    print(f"merged weights written to {merge_adapter(args.adapter_dir, args.merge)}")
+    return 0
+
+
 def port_number(text: str) -> int:
     """An argparse type: a TCP port, 0 (any free port) to 65535."""
     try:
@@ -205,6 +213,15 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("algorithm", choices=["grpo", "ppo"])
     tr.add_argument("trainer_args", nargs=argparse.REMAINDER, help="--config run.yaml and trainer flags")
     tr.set_defaults(func=_train)
+    ad = sub.add_parser(
+        "adapter",
+        help="act on a LoRA adapter directory saved by a use_peft run (needs the 'lora' extra)",
+        description="The adapter plays on its base everywhere a model directory is taken (eval --policy hf:DIR, "
+        "leaderboard run, inspect --model DIR); --merge writes the merged weights as a plain model directory.",
+    )
+    ad.add_argument("adapter_dir", help="the adapter directory (adapter_config.json, adapter_model.safetensors)")
+    ad.add_argument("--merge", required=True, metavar="OUT_DIR", help="write base + adapter merged to OUT_DIR")
+    ad.set_defaults(func=_adapter)
     from agentgym_r1.adapters.inspector import add_inspect_parser
     from agentgym_r1.envs.gsm8k.expert import expert_actions
 

@@ -1,6 +1,8 @@
 """The trainers' CUDA paths on a GPU: GRPO and PPO steps with bf16 autocast on fp32 master weights, generation with
-transformers on the GPU, and the rollout throughput there. Prints what it measured; exits non-zero when a check
-fails. (vLLM is not checked here: the GPU machine this project is lent has no vLLM and cannot fetch one.)
+transformers on the GPU, the rollout throughput there, and LoRA: a GRPO step with ``use_peft`` (only the adapter
+moves) and a QLoRA step (``load_in_4bit``: the base in 4 bits through bitsandbytes; skipped, saying why, where
+bitsandbytes is not installed). Prints what it measured; exits non-zero when a check fails. (vLLM is not checked
+here: the GPU machine this project is lent has no vLLM and cannot fetch one.)
 
     PYTHONPATH=. python benchmarks/cuda_check.py --steps 3
 
@@ -88,6 +90,7 @@ def main() -> None:
             f" master weights fp32={fp32}, last loss={loss}"
         )
         assert moved and fp32 and device.type == "cuda"
+    lora_checks(tok, common, tasks, a.batch)
     model = make_model(tok, hidden=128, layers=2, heads=2).cuda()
     chat = ChatTokenizer(tok)
     engine = RolloutEngine(
@@ -173,6 +176,53 @@ def fsdp2_check() -> None:
         diff = max((a - b).abs().max().item() for a, b in zip(sharded[name], plain[name], strict=True))
         print(f"fsdp2 check {name}: largest update {moved:.3e}, largest difference sharded vs unsharded {diff:.3e}")
         assert moved > 0 and diff <= 1e-5 + 1e-3 * moved, (name, moved, diff)
+
+
+def lora_checks(tok, common: dict, tasks, batch: int) -> None:
+    """A LoRA GRPO step on CUDA (base bit-identical, adapter moved), then QLoRA (a 4-bit base) where bitsandbytes is
+    installed: the base loaded through ``load_in_4bit``'s quantization config, the adapter trained on it."""
+    import importlib.util
+
+    from agentgym_r1.adapters.loading import load_model
+    from agentgym_r1.adapters.scratch import make_model
+    from agentgym_r1.trainers.configs import AgentGRPOConfig
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+
+    base_dir = tempfile.mkdtemp()
+    make_model(tok, base_dir, hidden=128, layers=2, heads=2)
+    tok.save_pretrained(base_dir)
+    lora = dict(use_peft=True, lora_r=8, lora_alpha=16, lora_target_modules=["all-linear"], model_init=base_dir)
+    for quant in ("", "load_in_4bit"):
+        if quant and importlib.util.find_spec("bitsandbytes") is None:
+            print("qlora: SKIPPED: bitsandbytes is not installed here (pip install bitsandbytes to check QLoRA)")
+            continue
+        args = AgentGRPOConfig(
+            output_dir=tempfile.mkdtemp(),
+            per_device_train_batch_size=batch,
+            num_generations=4,
+            beta=0.0,
+            **common,
+            **lora,
+            **({quant: True} if quant else {}),
+        )
+        model = load_model(base_dir, **args.quantization_kwargs())
+        trainer = AgentGRPOTrainer(model, args, tok, train_dataset=tasks)
+        named = dict(trainer.model.named_parameters())
+        base = {n: q.detach().clone() for n, q in named.items() if "lora_" not in n}
+        adapter = {n: q.detach().clone() for n, q in named.items() if "lora_" in n}
+        t0 = time.perf_counter()
+        trainer.train()
+        wall = time.perf_counter() - t0
+        base_same = all(torch.equal(t, named[n].detach()) for n, t in base.items())
+        adapter_moved = any(not torch.equal(t, named[n].detach()) for n, t in adapter.items())
+        trainable = sum(q.numel() for q in named.values() if q.requires_grad)
+        name = "qlora (4-bit base)" if quant else "lora"
+        print(
+            f"{name} grpo: {common['max_steps']} steps on {next(iter(named.values())).device}: "
+            f"{wall / common['max_steps']:.2f} s/step, trainable params {trainable}, base unchanged={base_same}, "
+            f"adapter moved={adapter_moved}, 4-bit={getattr(model, 'is_loaded_in_4bit', False)}"
+        )
+        assert base_same and adapter_moved and (not quant or model.is_loaded_in_4bit)
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ def run_from_argv(config_class: type, trainer_class: type, argv: Sequence[str] |
     preflight(args)
     tokenizer = load_tokenizer(args.model_init)
     check_prompt_fits(args, tokenizer)
-    model = load_model(args.model_init, **dict(args.model_init_kwargs or {}))
+    model = load_model(args.model_init, **dict(args.model_init_kwargs or {}), **args.quantization_kwargs())
     trainer = trainer_class(model, args, tokenizer)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     trainer.save_model(args.output_dir)

@@ -38,6 +38,7 @@ from agentgym_r1.trainers.common import (
 )
 from agentgym_r1.trainers.grpo_config import AgentGRPOConfig
 from agentgym_r1.trainers.guards import FiniteGuard
+from agentgym_r1.trainers.lora import base_model_context, trainer_peft_config
 from agentgym_r1.trainers.sampling import SamplingStateCallback, TaskSampling
 from agentgym_r1.trainers.sampling_config import check_levels
 from agentgym_r1.trainers.signals import EchoTrapMonitor
@@ -91,6 +92,7 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         self.rollouts = rollouts or Rollouts(args, processing_class, make_env, backend)
         self._batch: RolloutBatch | None = None
         self.echo_trap = EchoTrapMonitor(args.echo_trap_window, args.echo_trap_ratio)
+        kwargs.setdefault("peft_config", trainer_peft_config(args, model))  # use_peft: TRL wraps the model
         super().__init__(
             model=model,
             reward_funcs=[episode_reward],
@@ -333,9 +335,11 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
                 )[0]
             if self.beta != 0.0:
                 model = self.ref_model if self.ref_model is not None else self.model
-                out["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
-                    model, ids, attn, keep, batch_size=size
-                )[0]
+                # with LoRA TRL keeps no ref_model: the reference is the base, the adapter disabled (as TRL does)
+                with base_model_context(self.accelerator.unwrap_model(model)):
+                    out["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
+                        model, ids, attn, keep, batch_size=size
+                    )[0]
 
     def _gather(self, columns: list[list[float]], device: Any) -> torch.Tensor:
         return self.accelerator.gather(torch.tensor(columns, dtype=torch.float32, device=device).T).T.cpu()

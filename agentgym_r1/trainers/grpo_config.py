@@ -15,8 +15,9 @@ from agentgym_r1.error import ConfigError
 from agentgym_r1.trainers.advantages import ESTIMATORS
 from agentgym_r1.trainers.async_rollouts import check_async_config
 from agentgym_r1.trainers.env_config import EnvArguments, library_refusals
-from agentgym_r1.trainers.sharding import check_sharding
+from agentgym_r1.trainers.lora import LoraArguments
 from agentgym_r1.trainers.sampling_config import CURRICULA, SamplingArguments
+from agentgym_r1.trainers.sharding import check_sharding
 
 SKIP_EXACT_LOSSES = ("dapo", "cispo", "vespo")
 # TRL 1.16 ``GRPOTrainer._compute_loss``: these average over the rows of a micro-batch (grpo, sapo: the mean of
@@ -25,12 +26,13 @@ ROW_MEAN_LOSSES = ("grpo", "sapo", "dr_grpo", "luspo")
 
 
 @dataclass
-class AgentGRPOConfig(SamplingArguments, EnvArguments, GRPOConfig):
+class AgentGRPOConfig(SamplingArguments, EnvArguments, LoraArguments, GRPOConfig):
     r"""
     Configuration class for the [`~agentgym_r1.trainers.grpo.AgentGRPOTrainer`]: TRL's [`~trl.GRPOConfig`] with
     multi-turn env rollouts, our advantage estimators, StarPO-S filtering and the mask switches. The env fields are
-    [`EnvArguments`]'s, the task-sampling ones (dynamic sampling, the curriculum) [`SamplingArguments`]'s;
-    everything else is TRL's, refused where this trainer cannot honour it.
+    [`EnvArguments`]'s, the task-sampling ones (dynamic sampling, the curriculum) [`SamplingArguments`]'s, the LoRA
+    fields (`use_peft`, `lora_r`, ...) [`LoraArguments`]'s; everything else is TRL's, refused where this trainer
+    cannot honour it.
 
     Parameters:
         > Parameters that control the advantages
@@ -135,6 +137,7 @@ class AgentGRPOConfig(SamplingArguments, EnvArguments, GRPOConfig):
 
     def __post_init__(self) -> None:
         self._check_env({"advantage_estimator": ESTIMATORS, "curriculum": CURRICULA})
+        self._check_lora()
         self._check_grpo()
         check_sharding(self, generates_with_transformers=not self.use_vllm)  # before transformers reads fsdp/deepspeed
         with library_refusals(type(self).__name__):

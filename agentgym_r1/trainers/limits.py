@@ -89,6 +89,10 @@ FIELDS: dict[str, Num] = {
     "critic_learning_rate": Num(low=0.0, high=1.0, open_low=True, optional=True),
     "gamma": UNIT,
     "lam": UNIT,
+    # LoRA (agentgym_r1.trainers.lora.LoraArguments, TRL's ModelConfig names)
+    "lora_r": _count(fix="The adapter's rank: e.g. 8, 16 or 64."),
+    "lora_alpha": Num(low=0.0, open_low=True, fix="The adapter's scale is lora_alpha / lora_r; e.g. 2 * lora_r."),
+    "lora_dropout": Num(low=0.0, high=1.0, open_high=True),
     # sampling (TRL's GRPOConfig; AgentPPOConfig's own)
     "temperature": Num(low=0.0, open_low=True, fix="Logits are divided by it; use 1.0 to sample from the policy."),
     "top_p": Num(low=0.0, high=1.0, open_low=True),
@@ -184,6 +188,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "vllm_importance_sampling_mode": ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"),
     "layout": ("concatenated", "step"),
     "level": ("token", "step"),
+    "lora_task_type": ("CAUSAL_LM",),  # the policy is a causal LM; other peft task types train another head
 }
 
 

@@ -9,6 +9,12 @@ value at the next agent token bootstraps) or over steps (``level="step"``: one v
 first agent token, i.e. after the env reply it answers; the step's advantage is shared by its tokens), as in
 Agent-R1. The critic is a copy of the policy's backbone with a scalar head, in the policy's dtype.
 
+With ``use_peft`` (LoRA) the policy trains an adapter on its frozen base, and the critic is its own frozen copy of
+the base's backbone with an adapter of its own (same rank and targets) and its value head: the policy loss moves
+only the policy's adapter, the value loss only the critic's adapter and head, and neither base changes (tested).
+The critic's copy of the base costs memory (no optimizer state); an adapter of the critic on the policy's own base
+would save it, but peft trains one active adapter per forward, and one forward must run both here (DDP).
+
 One forward of :class:`PolicyWithCritic` runs policy and critic together, so DDP sees every parameter used. Losses
 and advantage whitening are normalised by token counts over every process, so 2 processes with half the episodes
 each take the same update as 1 with all of them. Failed rows (placeholders, env or generation errors) are left out
@@ -33,6 +39,7 @@ from transformers import Trainer
 
 from agentgym_r1.adapters import RolloutBatch
 from agentgym_r1.trainers import advantages as A
+from agentgym_r1.trainers import lora
 from agentgym_r1.trainers.common import (
     Rollouts,
     check_env_builds,
@@ -50,10 +57,12 @@ class PolicyWithCritic(nn.Module):
     ``forward`` returns ``(logits, values)`` for the last ``keep`` positions, both from one call, so a DDP wrapper
     sees the critic's parameters used in the same forward as the policy's."""
 
-    def __init__(self, policy: Any) -> None:
+    def __init__(self, policy: Any, peft_config: Any = None) -> None:
         super().__init__()
-        self.policy = policy
-        self.critic = copy.deepcopy(policy.get_decoder() if hasattr(policy, "get_decoder") else policy.model)
+        critic = copy.deepcopy(policy.get_decoder() if hasattr(policy, "get_decoder") else policy.model)
+        if peft_config is not None:  # LoRA: an adapter each, on frozen bases (module docstring)
+            policy, critic = lora.adapt_policy_and_critic(policy, critic, peft_config)
+        self.policy, self.critic = policy, critic
         dtype = next(policy.parameters()).dtype
         self.value_head = nn.Linear(policy.config.hidden_size, 1, dtype=dtype)
         nn.init.zeros_(self.value_head.weight)
@@ -69,6 +78,8 @@ class PolicyWithCritic(nn.Module):
     def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
         for m in (self.policy, self.critic):
             m.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gradient_checkpointing_kwargs)
+            if lora.is_peft_model(m):  # a frozen base: checkpointed blocks need inputs that require grad (as TRL 1.16
+                m.enable_input_require_grads()  # GRPOTrainer.__init__ does for PEFT, transformers#42489)
 
     def gradient_checkpointing_disable(self) -> None:
         for m in (self.policy, self.critic):
@@ -112,7 +123,8 @@ class AgentPPOTrainer(Trainer):
             check_env_builds(args.env_id, args.env_kwargs)
         self.rollouts = Rollouts(args, processing_class, make_env, backend)
         self._metrics: dict[str, list[float]] = defaultdict(list)
-        model = model if isinstance(model, PolicyWithCritic) else PolicyWithCritic(model)
+        if not isinstance(model, PolicyWithCritic):
+            model = PolicyWithCritic(model, lora.trainer_peft_config(args, model))
         super().__init__(
             model=model,
             args=args,
@@ -136,11 +148,15 @@ class AgentPPOTrainer(Trainer):
             m = self.model
             cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(self.args, m)
             kwargs = {k: v for k, v in kwargs.items() if k != "lr"}
-            critic = [*m.critic.parameters(), *m.value_head.parameters()]
+            critic = [p for p in (*m.critic.parameters(), *m.value_head.parameters()) if p.requires_grad]
             decay = {"weight_decay": self.args.weight_decay}
             self.optimizer = cls(
                 [
-                    {"params": list(m.policy.parameters()), "lr": self.args.learning_rate, **decay},
+                    {
+                        "params": [p for p in m.policy.parameters() if p.requires_grad],
+                        "lr": self.args.learning_rate,
+                        **decay,
+                    },
                     {"params": critic, "lr": self.args.critic_learning_rate or self.args.learning_rate, **decay},
                 ],
                 lr=self.args.learning_rate,
@@ -155,7 +171,8 @@ class AgentPPOTrainer(Trainer):
             from agentgym_r1.adapters.backends.vllm import VLLMBackend
             from agentgym_r1.trainers.vllm import sync_colocated_weights
 
-            sync_colocated_weights(self.llm, self.accelerator.unwrap_model(model).policy.named_parameters())
+            policy = self.accelerator.unwrap_model(model).policy
+            sync_colocated_weights(self.llm, lora.merged_parameters(policy))  # with LoRA: the adapter's update added
             batch = self.rollouts.play(VLLMBackend(self.rollouts.chat, llm=self.llm), inputs["resets"])
         else:
             with self.rollouts.policy_backend(self.model_wrapped, self.accelerator, select=lambda m: m.policy) as b:
@@ -264,7 +281,7 @@ class AgentPPOTrainer(Trainer):
         self._metrics.clear()
         super().log(logs, start_time)
 
-    # -- checkpoints: the policy as a normal model directory, the critic beside it ------------------------------------
+    # -- checkpoints: the policy as a normal model directory (LoRA: its adapter), the critic beside it -----------------
     def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
         """``state_dict``: the full weights of policy and critic when the Trainer gathered them from shards (FSDP's
         ``FULL_STATE_DICT``, ZeRO-3's consolidated weights: ``Trainer.save_model`` gathers on every process, then calls
@@ -283,7 +300,8 @@ class AgentPPOTrainer(Trainer):
             }
             plain_copy(model.policy, parts["policy"]).save_pretrained(output_dir)
         else:
-            parts = {name: getattr(model, name).state_dict() for name in ("critic", "value_head")}
+            # an adapted critic: its adapter only (the frozen base is model_init's)
+            parts = {"critic": lora.trainable_state(model.critic), "value_head": model.value_head.state_dict()}
             model.policy.save_pretrained(output_dir)
         torch.save(
             {"critic": parts["critic"], "value_head": parts["value_head"]}, os.path.join(output_dir, "critic.pt")
@@ -295,10 +313,18 @@ class AgentPPOTrainer(Trainer):
         from transformers import AutoModelForCausalLM
 
         model = self.accelerator.unwrap_model(model or self.model)
-        policy = AutoModelForCausalLM.from_pretrained(resume_from_checkpoint, dtype=next(model.parameters()).dtype)
-        model.policy.load_state_dict(policy.state_dict())
         critic = torch.load(os.path.join(resume_from_checkpoint, "critic.pt"), weights_only=True)
-        model.critic.load_state_dict(critic["critic"])
+        if lora.is_peft_model(model.policy):  # the adapters only; the frozen bases are model_init's
+            from peft import set_peft_model_state_dict
+            from safetensors.torch import load_file
+
+            adapter = load_file(os.path.join(resume_from_checkpoint, "adapter_model.safetensors"))
+            set_peft_model_state_dict(model.policy, adapter)
+            model.critic.load_state_dict(critic["critic"], strict=False)
+        else:
+            policy = AutoModelForCausalLM.from_pretrained(resume_from_checkpoint, dtype=next(model.parameters()).dtype)
+            model.policy.load_state_dict(policy.state_dict())
+            model.critic.load_state_dict(critic["critic"])
         model.value_head.load_state_dict(critic["value_head"])
 
 

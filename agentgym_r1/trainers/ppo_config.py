@@ -12,15 +12,17 @@ from transformers import TrainingArguments
 
 from agentgym_r1.error import ConfigError
 from agentgym_r1.trainers.env_config import EnvArguments, as_dict, library_refusals
+from agentgym_r1.trainers.lora import LoraArguments
 from agentgym_r1.trainers.sharding import check_sharding
 
 
 @dataclass
-class AgentPPOConfig(EnvArguments, TrainingArguments):
+class AgentPPOConfig(EnvArguments, LoraArguments, TrainingArguments):
     r"""
     Configuration class for the [`~agentgym_r1.trainers.ppo.AgentPPOTrainer`]: transformers'
     [`~transformers.TrainingArguments`] with multi-turn PPO's fields (a critic, GAE over agent tokens or over steps,
-    clipped policy and value losses). The env fields are [`EnvArguments`]'s. `per_device_train_batch_size` is set to
+    clipped policy and value losses). The env fields are [`EnvArguments`]'s, the LoRA fields [`LoraArguments`]'s
+    (with `use_peft` the critic trains an adapter of its own on a frozen copy of the base, and its value head). `per_device_train_batch_size` is set to
     `rollout_batch_size` (each `Trainer` step plays that many episodes per process) and `remove_unused_columns` to
     `False` (the collator reads the dataset's `prompt` column).
 
@@ -109,6 +111,7 @@ class AgentPPOConfig(EnvArguments, TrainingArguments):
 
     def __post_init__(self) -> None:
         self._check_env()
+        self._check_lora()
         self.model_init_kwargs = as_dict("model_init_kwargs", self.model_init_kwargs)
         if self.use_vllm and self.vllm_mode != "colocate":
             raise ConfigError(

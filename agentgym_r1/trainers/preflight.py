@@ -18,10 +18,12 @@ from typing import Any
 from agentgym_r1.adapters.loading import load_model, load_tokenizer
 from agentgym_r1.error import ConfigError, ModelFilesError
 from agentgym_r1.trainers.common import check_env_builds
+from agentgym_r1.trainers.lora import check_targets_of_model_dir
 from agentgym_r1.trainers.sampling_config import check_levels
 
 SAFE_WEIGHTS, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
 TORCH_WEIGHTS, TORCH_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
+ADAPTER_CONFIG, ADAPTER_WEIGHTS = "adapter_config.json", "adapter_model.safetensors"  # peft's file names
 TRAINER_STATE = "trainer_state.json"  # transformers' TRAINER_STATE_NAME: Trainer.train reads it on every resume
 
 
@@ -31,6 +33,7 @@ def preflight(args: Any) -> None:
     check_env_builds(args.env_id, args.env_kwargs)
     check_levels(args)
     check_model_dir(args.model_init)
+    check_targets_of_model_dir(args)
     check_resume(args)
 
 
@@ -65,6 +68,11 @@ def check_model_dir(path: str | None, field: str = "model_init") -> None:
         raise ConfigError(
             f"{field} is not set: give a local model directory (with its tokenizer), e.g. the SFT "
             "checkpoint written by benchmarks/train_gsm8k_proof.py"
+        )
+    if os.path.isfile(os.path.join(path, ADAPTER_CONFIG)) and not os.path.isfile(os.path.join(path, "config.json")):
+        raise ConfigError(
+            f"{field}={path!r} is a LoRA adapter directory, not a model: merge it into its base first "
+            f"(agentgym-r1 adapter {path} --merge MERGED_DIR) and give {field}=MERGED_DIR."
         )
     if not os.path.isdir(path) or not os.path.isfile(os.path.join(path, "config.json")):
         raise ConfigError(
@@ -177,7 +185,9 @@ def check_resume(args: Any) -> None:
             f"resume_from_checkpoint={resume!r} is not a checkpoint of this trainer: "
             f"{', '.join(missing)} missing. Give a checkpoint-N directory that the trainer saved."
         )
-    if not (args.deepspeed or args.fsdp):  # sharded checkpoints are read by their own engines
+    if os.path.isfile(os.path.join(resume, ADAPTER_CONFIG)):  # a LoRA run's checkpoint holds the adapter only
+        check_weight_file(os.path.join(resume, ADAPTER_WEIGHTS), "resume_from_checkpoint")
+    elif not (args.deepspeed or args.fsdp):  # sharded checkpoints are read by their own engines
         check_weights(resume, "resume_from_checkpoint")
 
 

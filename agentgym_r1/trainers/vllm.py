@@ -109,8 +109,10 @@ class VLLMSync:
     def sync_vllm_weights(self) -> None:
         gen = self.vllm_generation  # type: ignore[attr-defined]
         if gen.mode == "colocate" and on_cpu_vllm():
+            from agentgym_r1.trainers.lora import merged_parameters
+
             model = self.accelerator.unwrap_model(self.model)  # type: ignore[attr-defined]
-            sync_colocated_weights(gen.llm, model.named_parameters())
+            sync_colocated_weights(gen.llm, merged_parameters(model))  # with LoRA: the adapter's update added
         else:
             gen.sync_weights()
 

@@ -95,6 +95,14 @@ SHARED = {  # fields both configs have: ours (EnvArguments) and transformers' Tr
     "local_rank": ("-2", "2.5"),
     "lr_scheduler_type": NAME,
     "optim": NAME,
+    # LoRA (issue 37): refused whatever use_peft says, so the base config (use_peft false) reaches each check
+    "lora_r": COUNT,
+    "lora_alpha": POSITIVE,
+    "lora_dropout": HALF_OPEN_UNIT,
+    "lora_task_type": ("SEQ_CLS", "nope"),
+    "lora_target_modules": ("[q_proj]", "[5]", "[]"),
+    "load_in_4bit": ("true",),
+    "load_in_8bit": ("true",),
 }
 GRPO_ONLY = {  # TRL's GRPOConfig and our AgentGRPOConfig fields
     "gradient_accumulation_steps": COUNT,
@@ -434,3 +442,19 @@ def test_max_staleness_with_what_it_cannot_serve_is_refused(tmp_path, model_dir,
     message = str(refused(AgentGRPOConfig, write_config(tmp_path, config)))
     for name in ("max_staleness=1", "max_staleness: 0", *names):
         assert name in message, message
+
+
+def test_a_lora_target_that_matches_no_module_is_refused_before_the_model_loads(tmp_path, model_dir) -> None:
+    """Issue 37: the message lists the model's module names (read from config.json on the meta device)."""
+    for cls in TRAINERS:
+        config = {**base_config(cls, model_dir, tmp_path / "out"), "use_peft": True, "lora_target_modules": ["qkv"]}
+        message = str(refused(cls, write_config(tmp_path, config)))
+        assert "lora_target_modules" in message and "'qkv'" in message and "q_proj" in message, message
+
+
+def test_an_adapter_directory_as_model_init_says_to_merge_it(tmp_path, model_dir) -> None:
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(model_dir)}))
+    message = str(refused(AgentGRPOConfig, write_config(tmp_path, base_config(AgentGRPOConfig, adapter, tmp_path))))
+    assert "LoRA adapter" in message and "--merge" in message, message
