@@ -15,10 +15,10 @@ episodes from the generator seeded 1 (:data:`HELD_OUT_OPTIONS`), which training 
 
 What happens is recorded in the results store (:class:`~agentgym_r1.leaderboard.store.TrainingRecord`) as it goes:
 ``running`` when it starts, each curve point as it is read, then ``done``, ``failed`` (an exception, with its
-message) or ``interrupted`` (Ctrl-C); ``skipped`` without the ``train`` extra. A process killed outright leaves ``running``, which the board reads as
-interrupted once the process is gone. The board then shows the rows that finished and says which training row is
-missing and why. The checkpoints go to ``out_dir`` (``sft/``, ``grpo/``); a rerun keeps a finished SFT checkpoint and
-trains again what did not finish.
+message) or ``interrupted`` (Ctrl-C); ``skipped`` without the ``train`` extra. A process killed outright leaves
+``running``, which the board reads as interrupted once the process is gone. The board then shows the rows that finished
+and says which training row is missing and why. The checkpoints go to ``out_dir`` (``sft/``, ``grpo/``); a rerun keeps a
+finished SFT checkpoint and trains again what did not finish.
 
 ``callbacks`` (transformers ``TrainerCallback`` objects) are given to the GRPO trainer: a hook to watch or stop
 training (the tests inject a failure through one).

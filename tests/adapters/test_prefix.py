@@ -1,4 +1,5 @@
-"""Key/value reuse across turns (HFBackend.rollout_session): the same episodes as full prefills, with fewer tokens fed."""
+"""Key/value reuse across turns (HFBackend.rollout_session): the same episodes as full prefills, with fewer tokens
+fed."""
 
 from __future__ import annotations
 

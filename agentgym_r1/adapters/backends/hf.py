@@ -6,8 +6,8 @@ log-probability, and ends a row on an end-of-turn id, on the token completing a 
 Rows are cut where they stopped, so the ids are exactly those sampled; the pads ``generate`` adds after a finished
 row are never returned.
 
-Inside :meth:`HFBackend.rollout_session` (the rollout engine opens one per rollout) each call keeps its key/value cache and
-the next call prefills only the tokens its contexts add (:mod:`agentgym_r1.adapters.backends.prefix`).
+Inside :meth:`HFBackend.rollout_session` (the rollout engine opens one per rollout) each call keeps its key/value cache
+and the next call prefills only the tokens its contexts add (:mod:`agentgym_r1.adapters.backends.prefix`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ class HFBackend:
     with ``neutral=True`` (what the trainers use) generation starts from a fresh ``GenerationConfig``, so only the
     temperature and top-p/top-k act, exactly the distribution a trainer's loss recomputes.
 
-    ``reuse_prefix`` (default on) lets :meth:`rollout_session` keep each call's key/value cache for the next call's longer
-    contexts; it applies to calls of one ``generate`` batch (all contexts within ``batch_size``) and no ``extra``
+    ``reuse_prefix`` (default on) lets :meth:`rollout_session` keep each call's key/value cache for the next call's
+    longer contexts; it applies to calls of one ``generate`` batch (all contexts within ``batch_size``) and no ``extra``
     sampling settings.
     """
 
