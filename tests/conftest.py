@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +59,37 @@ def make_env(env_id: str, **overrides: Any) -> gym.Env:
 
 
 ALL_ENV_IDS = agentgym_r1.env_ids()
+
+
+@contextmanager
+def deprecations() -> Iterator[list[str]]:
+    """Every DeprecationWarning and FutureWarning raised inside the block (each time, whatever the filters said
+    before), and transformers' logged deprecations ("... are deprecated"), as ``"Category: message"`` strings.
+
+    transformers logs some deprecations with ``logger.warning_once`` (an ``lru_cache`` over the message,
+    ``utils/logging.py``): its cache is cleared first, so a message an earlier test logged is caught again."""
+    import logging
+
+    found: list[str] = []
+
+    class Logged(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "deprecated" in record.getMessage():
+                found.append(f"{record.name}: {record.getMessage()}")
+
+    logger, handler = logging.getLogger("transformers"), Logged(logging.WARNING)
+    once = getattr(logging.Logger, "warning_once", None)  # set when transformers is imported
+    if once is not None:
+        once.cache_clear()
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield found
+    finally:
+        logger.removeHandler(handler)
+        found += [
+            f"{w.category.__name__}: {w.message}"
+            for w in caught
+            if issubclass(w.category, (DeprecationWarning, FutureWarning))
+        ]
