@@ -69,17 +69,6 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def port_number(text: str) -> int:
-    """An argparse type: a TCP port, 0 (any free port) to 65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text!r}")
-    return port
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym-r1", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -95,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--env", required=True, help="an env id, e.g. AgentR1/GSM8K-v0")
     ev.add_argument("--source", default=None, help="the env's data source (e.g. synthetic, hf, a path)")
-    from agentgym_r1.leaderboard.cli import MAX_EPISODES, SEED_MAX, add_play_options, int_arg
+    from agentgym_r1.leaderboard.cli import MAX_EPISODES, SEED_MAX, add_play_options, int_arg, port_arg
 
     ev.add_argument("--episodes", type=int_arg(1, MAX_EPISODES), default=20)
     ev.add_argument("--seed", type=int_arg(0, SEED_MAX), default=0)
@@ -113,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     sr = serve.add_parser("retriever", help="serve a saved retrieval index over HTTP (POST /retrieve, GET /health)")
     sr.add_argument("--index", required=True, help="an index directory built by build_retriever")
     sr.add_argument("--host", default="127.0.0.1")
-    sr.add_argument("--port", type=port_number, default=8000)
+    sr.add_argument("--port", type=port_arg, default=8000)
     sr.add_argument("--model", default=None, help="embedding model directory (dense/hybrid; default: the saved one)")
     sr.add_argument("--log-level", default="warning")
     sr.set_defaults(func=_serve_retriever)
@@ -130,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the env's constructor options, values read as JSON where they parse (source=synthetic)",
     )
     se.add_argument("--host", default="127.0.0.1")
-    se.add_argument("--port", type=port_number, default=8000)
+    se.add_argument("--port", type=port_arg, default=8000)
     se.add_argument("--max-sessions", type=int, default=16, help="the most /ws sessions open at once")
     se.add_argument(
         "--idle-timeout",
@@ -159,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sm.add_argument("--transport", choices=["streamable-http", "stdio"], default="streamable-http")
     sm.add_argument("--host", default="127.0.0.1")
-    sm.add_argument("--port", type=port_number, default=8000)
+    sm.add_argument("--port", type=port_arg, default=8000)
     sm.add_argument("--log-level", default="warning")
     sm.set_defaults(func=_serve_mcp)
     tr = sub.add_parser(
