@@ -94,17 +94,6 @@ def _adapter(args: argparse.Namespace) -> int:
     return 0
 
 
-def port_number(text: str) -> int:
-    """An argparse type: a TCP port, 0 (any free port) to 65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text!r}")
-    return port
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym-r1", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -120,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--env", required=True, help="an env id, e.g. AgentR1/GSM8K-v0")
     ev.add_argument("--source", default=None, help="the env's data source (e.g. synthetic, hf, a path)")
-    from agentgym_r1.leaderboard.cli import MAX_EPISODES, SEED_MAX, add_play_options, int_arg
+    from agentgym_r1.leaderboard.cli import MAX_EPISODES, SEED_MAX, add_play_options, int_arg, port_arg
 
     ev.add_argument("--episodes", type=int_arg(1, MAX_EPISODES), default=20)
     ev.add_argument("--seed", type=int_arg(0, SEED_MAX), default=0)
@@ -138,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     sr = serve.add_parser("retriever", help="serve a saved retrieval index over HTTP (POST /retrieve, GET /health)")
     sr.add_argument("--index", required=True, help="an index directory built by build_retriever")
     sr.add_argument("--host", default="127.0.0.1")
-    sr.add_argument("--port", type=port_number, default=8000)
+    sr.add_argument("--port", type=port_arg, default=8000)
     sr.add_argument("--model", default=None, help="embedding model directory (dense/hybrid; default: the saved one)")
     sr.add_argument("--log-level", default="warning")
     sr.set_defaults(func=_serve_retriever)
@@ -155,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the env's constructor options, values read as JSON where they parse (source=synthetic)",
     )
     se.add_argument("--host", default="127.0.0.1")
-    se.add_argument("--port", type=port_number, default=8000)
+    se.add_argument("--port", type=port_arg, default=8000)
     se.add_argument("--max-sessions", type=int, default=16, help="the most /ws sessions open at once")
     se.add_argument(
         "--idle-timeout",
@@ -184,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sm.add_argument("--transport", choices=["streamable-http", "stdio"], default="streamable-http")
     sm.add_argument("--host", default="127.0.0.1")
-    sm.add_argument("--port", type=port_number, default=8000)
+    sm.add_argument("--port", type=port_arg, default=8000)
     sm.add_argument("--log-level", default="warning")
     sm.set_defaults(func=_serve_mcp)
     sp = serve.add_parser(
@@ -196,9 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--backend", choices=["transformers", "vllm"], default="transformers")
     sp.add_argument("--device", default="cpu", help="the transformers backend's device (cpu, cuda)")
     sp.add_argument("--host", default="127.0.0.1")
-    sp.add_argument("--port", type=port_number, default=8000)
-    sp.add_argument("--max-n", type=int, default=8, help="the most choices (n) one request may ask")
-    sp.add_argument("--max-sessions", type=int, default=1024, help="the most sessions held at once")
+    sp.add_argument("--port", type=port_arg, default=8000)
+    sp.add_argument("--max-n", type=int_arg(1, 64), default=8, help="the most choices (n) one request may ask")
+    sp.add_argument("--max-sessions", type=int_arg(1, 10**6), default=1024, help="the most sessions held at once")
     sp.add_argument(
         "--session-timeout", type=float, default=600.0, help="seconds idle after which a session is evicted"
     )

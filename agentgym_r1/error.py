@@ -61,7 +61,8 @@ class DataFormatError(DataSourceError, ValueError):
 
 
 class RetrievalError(AgentGymError, RuntimeError):
-    """A search that could not be answered (backend down, timeout). Envs show it to the agent; ``step`` never raises it."""
+    """A search that could not be answered (backend down, timeout). Envs show it to the agent; ``step`` never raises
+    it."""
 
 
 class IndexMismatchError(ConfigError):

@@ -100,8 +100,8 @@ def main() -> None:
 
         ray.init(num_cpus=max(args.workers), include_dashboard=False, logging_level="WARNING")
     print(
-        f"{args.episodes} episodes of {ENV_ID} (engine {args.engine}, {args.games} generated games, expert plans, at most "
-        f"{args.max_turns} turns), {os.cpu_count()} CPUs"
+        f"{args.episodes} episodes of {ENV_ID} (engine {args.engine}, {args.games} generated games, expert plans, "
+        f"at most {args.max_turns} turns), {os.cpu_count()} CPUs"
     )
     print(
         f"{'backend':<8} {'workers':>7} {'seconds':>8} {'episodes/s':>11} {'steps/s':>8} {'env share':>10} "

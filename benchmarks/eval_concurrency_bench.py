@@ -125,7 +125,8 @@ def main() -> None:
             spec = f"openai:http://127.0.0.1:{port}/v1#tiny?max_tokens={args.max_tokens}"
             server = "vLLM's OpenAI server" if args.vllm else "adapters.serve"
             print(
-                f"{server}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {args.episodes} episodes per run, "
+                f"{server}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+                f"{args.episodes} episodes per run, "
                 f"{args.max_tokens} tokens per turn, {args.latency:g} s added latency per request",
                 flush=True,
             )

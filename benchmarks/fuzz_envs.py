@@ -1,4 +1,5 @@
-"""Fuzz campaign: replay the adversarial action corpus on every registered env, with every parser, and report what broke.
+"""Fuzz campaign: replay the adversarial action corpus on every registered env, with every parser, and report what
+broke.
 
 For each env, with each parser that reads text differently (the env's own; ``parser="auto"`` outside the engine, the
 families' documented formats; and the parser ``parser="auto"`` builds for each model family's tokenizer, one per

@@ -5,10 +5,11 @@ source), the OpenAI-compatible model server (:mod:`agentgym_r1.adapters.serve`, 
 the spot) and ``agentgym-r1 serve retriever`` (a small BM25 index built on the spot). Each gets a bounded corpus of
 hostile requests: every field with wrong types, negative, zero, huge and non-finite numbers, lone surrogates, huge
 bodies, bodies that are not JSON or not objects, deep nesting, integers past 4,300 digits; the env server also gets
-binary and malformed ``/ws`` frames and the adversarial action corpus (:func:`agentgym_r1.core.fuzz.adversarial_actions`)
-stepped over one session. It prints per server: requests tried, errors (5xx, dropped ``/ws`` sessions, env errors,
-hangs: no answer in ``--timeout-s``) and the worst latency with its case; then the model server's latency for a small
-request alone and beside the longest legal request (8 choices filling the context). Exit status 1 on any error.
+binary and malformed ``/ws`` frames and the adversarial action corpus
+(:func:`agentgym_r1.core.fuzz.adversarial_actions`) stepped over one session. It prints per server: requests tried,
+errors (5xx, dropped ``/ws`` sessions, env errors, hangs: no answer in ``--timeout-s``) and the worst latency with its
+case; then the model server's latency for a small request alone and beside the longest legal request (8 choices filling
+the context). Exit status 1 on any error.
 
     PYTHONPATH=. python benchmarks/fuzz_servers.py                          # the full campaign (a few minutes)
     PYTHONPATH=. python benchmarks/fuzz_servers.py --count 5 --max-chars 20000   # the short run CI does
@@ -129,7 +130,7 @@ def fields_crossed(base: dict[str, Any], fields: list[str], values: list[Any]) -
             yield f"{name}={str(value)[:20]!r}", raw({**base, name: value})
 
 
-# -- the servers --------------------------------------------------------------------------------------------------------
+# -- the servers -------------------------------------------------------------------------------------------------------
 def serve_model(port: int) -> None:
     """The model server process: a tiny random model behind ``adapters.serve.make_app``."""
     import torch
@@ -187,7 +188,7 @@ def process(argv: list[str], health: str) -> Iterator[subprocess.Popen]:
         proc.stderr.close()
 
 
-# -- the campaigns ------------------------------------------------------------------------------------------------------
+# -- the campaigns -----------------------------------------------------------------------------------------------------
 def fuzz_model(url: str, args: argparse.Namespace) -> Tally:
     tally, endpoint = Tally("model server"), f"{url}/v1/chat/completions"
     hi = [{"role": "user", "content": "Hi"}]

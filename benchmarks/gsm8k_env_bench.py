@@ -38,7 +38,8 @@ def report(name: str, samples: list[float]) -> float:
     med = statistics.median(samples)
     p95 = statistics.quantiles(samples, n=20)[-1]
     print(
-        f"{name:<44} median {med:8.2f} us   p95 {p95:8.2f} us   {1e6 / statistics.fmean(samples):12,.0f} steps/s (1/mean)"
+        f"{name:<44} median {med:8.2f} us   p95 {p95:8.2f} us   "
+        f"{1e6 / statistics.fmean(samples):12,.0f} steps/s (1/mean)"
     )
     return med
 

@@ -4,10 +4,10 @@ For every text-only chat template TRL ships (their ``_training`` twins parse ali
 ``parser="auto"`` builds (:func:`agentgym_r1.adapters.native.native_parser`, over a tiny tokenizer carrying the
 family's special tokens) parses: runs of every family's openers and markers alone and after each family's call
 opener, the same runs cut at the marker caps (``MAX_STRING_DELIMITERS`` and ``MAX_MARKERS`` of
-:mod:`agentgym_r1.adapters.tokenize`: the most markers that still reach transformers' parser), and the fuzz corpus (:func:`agentgym_r1.core.fuzz.adversarial_actions`).
-It prints the worst parse per family and the shape that took it. With ``--stock-chars N`` it also times
-transformers' own ``parse_response`` with TRL's template unchanged (what the env parsed with before) on the same
-shapes cut to N characters, for the families given with ``--stock``.
+:mod:`agentgym_r1.adapters.tokenize`: the most markers that still reach transformers' parser), and the fuzz corpus
+(:func:`agentgym_r1.core.fuzz.adversarial_actions`). It prints the worst parse per family and the shape that took it.
+With ``--stock-chars N`` it also times transformers' own ``parse_response`` with TRL's template unchanged (what the env
+parsed with before) on the same shapes cut to N characters, for the families given with ``--stock``.
 
     PYTHONPATH=. python benchmarks/native_parse_bench.py
     PYTHONPATH=. python benchmarks/native_parse_bench.py --chars 100000 --stock-chars 20000 \\

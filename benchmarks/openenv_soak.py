@@ -5,8 +5,8 @@ The server is the real command (``agentgym-r1 serve env ...``) in a subprocess; 
 async ``EnvClient`` (:class:`agentgym_r1.envs.remote.AgentEnvClient`), ``--sessions`` of them at once in one event
 loop. Each client plays ``--reconnect-every`` episodes on one session, then closes it and opens a new one, so
 sessions are both reused and churned. Prints one line per sample (episodes done, server RSS, server fds, live envs)
-and a summary (sessions per second, steps per second); exits 1 if the server's fds are not back to their idle count or its RSS grew by more than
-``--max-growth-mib`` over the second half of the run.
+and a summary (sessions per second, steps per second); exits 1 if the server's fds are not back to their idle count or
+its RSS grew by more than ``--max-growth-mib`` over the second half of the run.
 
     python benchmarks/openenv_soak.py --episodes 5000 --sessions 16
 """

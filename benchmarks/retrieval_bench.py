@@ -1,8 +1,9 @@
 """Retrieval benchmark: build time, memory, query latency (p50/p95) and top-5 agreement of the retrieval engines.
 
-Engines: ``bm25`` (the default in-process backend, tantivy; ``bm25-nostem`` without stemming), ``bm25s`` (the pure-Python alternative, measured raw),
-``lucene`` (pyserini) and ``dense`` (faiss + all-MiniLM-L6-v2, one torch thread; latency includes encoding the query). Each engine is
-built in one fresh process and queried in another, so RSS figures are its own.
+Engines: ``bm25`` (the default in-process backend, tantivy; ``bm25-nostem`` without stemming), ``bm25s`` (the
+pure-Python alternative, measured raw), ``lucene`` (pyserini) and ``dense`` (faiss + all-MiniLM-L6-v2, one torch thread;
+latency includes encoding the query). Each engine is built in one fresh process and queried in another, so RSS figures
+are its own.
 
 Corpora: ``shared`` is the distractor corpus of the HotpotQA samples in ../shared/data/hotpotqa (~10.8k paragraphs;
 queries are the questions); ``synthetic`` is a generated corpus (``gen``) with a Zipfian vocabulary: English function
@@ -303,10 +304,12 @@ def compare(args: argparse.Namespace) -> None:
             results[engine] = {**_child("build", engine, args, index_dir), **_child("query", engine, args, index_dir)}
             r = results[engine]
             print(
-                f"{engine:7s} build {r['build_s']:7.1f} s (CPU {r['build_cpu_s'] + r['build_child_cpu_s']:6.1f} s)  peak RSS {r['build_peak_rss_mb']:7.0f} MB "
+                f"{engine:7s} build {r['build_s']:7.1f} s (CPU {r['build_cpu_s'] + r['build_child_cpu_s']:6.1f} s)  "
+                f"peak RSS {r['build_peak_rss_mb']:7.0f} MB "
                 f"(indexer subprocess {r['build_child_peak_rss_mb']:5.0f} MB)  load {r['load_s']:5.2f} s  "
                 f"query p50 {r['p50_ms']:7.3f} ms  p95 {r['p95_ms']:7.3f} ms  p99 {r['p99_ms']:7.3f} ms  "
-                f"RSS after queries {r['rss_after_load_and_queries_mb']:6.0f} MB (anonymous {r['anon_rss_after_mb']:5.0f} MB)  "
+                f"RSS after queries {r['rss_after_load_and_queries_mb']:6.0f} MB "
+                f"(anonymous {r['anon_rss_after_mb']:5.0f} MB)  "
                 f"({r['queries']} queries)",
                 flush=True,
             )

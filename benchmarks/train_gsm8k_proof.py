@@ -1,7 +1,7 @@
 """Proof of learning on CPU: a tiny model warm-started on expert GSM8K episodes, then trained with GRPO (or PPO).
 
-Phases (each prints what it measured and writes it to ``OUT/results/<run>.json`` with its ``provenance``: ``git rev-parse
-HEAD`` and a dirty-tree flag; ``--protocol FILE`` makes a run confirmatory, see ``benchmarks/study.py``):
+Phases (each prints what it measured and writes it to ``OUT/results/<run>.json`` with its ``provenance``: ``git
+rev-parse HEAD`` and a dirty-tree flag; ``--protocol FILE`` makes a run confirmatory, see ``benchmarks/study.py``):
 
     python benchmarks/train_gsm8k_proof.py sft  --out runs/proof          # tokenizer, tiny Qwen2, SFT checkpoint
     python benchmarks/train_gsm8k_proof.py grpo --out runs/proof          # GRPO from the SFT checkpoint

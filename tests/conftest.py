@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +71,37 @@ def compiled_games_off_the_users_cache(tmp_path_factory):
     os.environ["AGENTGYM_R1_COMPILE_CACHE"] = str(tmp_path_factory.mktemp("compiled-games"))
     yield
     os.environ.pop("AGENTGYM_R1_COMPILE_CACHE", None)
+
+
+@contextmanager
+def deprecations() -> Iterator[list[str]]:
+    """Every DeprecationWarning and FutureWarning raised inside the block (each time, whatever the filters said
+    before), and transformers' logged deprecations ("... are deprecated"), as ``"Category: message"`` strings.
+
+    transformers logs some deprecations with ``logger.warning_once`` (an ``lru_cache`` over the message,
+    ``utils/logging.py``): its cache is cleared first, so a message an earlier test logged is caught again."""
+    import logging
+
+    found: list[str] = []
+
+    class Logged(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "deprecated" in record.getMessage():
+                found.append(f"{record.name}: {record.getMessage()}")
+
+    logger, handler = logging.getLogger("transformers"), Logged(logging.WARNING)
+    once = getattr(logging.Logger, "warning_once", None)  # set when transformers is imported
+    if once is not None:
+        once.cache_clear()
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield found
+    finally:
+        logger.removeHandler(handler)
+        found += [
+            f"{w.category.__name__}: {w.message}"
+            for w in caught
+            if issubclass(w.category, (DeprecationWarning, FutureWarning))
+        ]

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from agentgym_r1.cli import main
+from agentgym_r1.cli import build_parser, main
 
 
 def test_eval_prints_the_summary(capsys):
@@ -253,3 +253,21 @@ def test_the_largest_seed_runs(tmp_path, capsys):
         == 0
     )
     assert "episodes=2" in capsys.readouterr().out
+
+
+SERVERS = [["retriever", "--index", "nowhere"], ["env", "AgentR1/GSM8K-v0"], ["mcp", "AgentR1/HotpotQA-v0"]]
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("port", ["65536", "-1", "http", "8e3"])
+def test_a_server_port_outside_0_to_65535_is_a_usage_error(server, port, capsys):
+    """One argparse type for every server's --port, refusing anything else with the range, before any work."""
+    with pytest.raises(SystemExit) as stop:
+        build_parser().parse_args(["serve", *server, "--port", port])
+    assert stop.value.code == 2
+    assert f"argument --port: must be a port number from 0 to 65535, got {port!r}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_server_takes_port_0_to_65535(server):
+    assert [build_parser().parse_args(["serve", *server, "--port", p]).port for p in ("0", "65535")] == [0, 65535]

@@ -229,7 +229,8 @@ class GenerationQueue:
 
     @staticmethod
     def scan(scanner: StopScanner, ids: list[int], start: int) -> tuple[int, FinishReason | None]:
-        """Where the completion ``ids`` ends, looking at the tokens from ``start`` on (the earlier ones ended nothing)."""
+        """Where the completion ``ids`` ends, looking at the tokens from ``start`` on (the earlier ones ended
+        nothing)."""
         for n in range(start + 1, len(ids) + 1):
             reason = scanner.check(ids[max(0, n - scanner.window) : n])
             if reason is not None:

@@ -1,10 +1,10 @@
 """The mask inspector: one training row drawn token by token, agent tokens (trained) apart from env and prompt tokens.
 
 ``agentgym-r1 inspect`` reads a saved batch (:func:`save_batch`, the ``to_trl()`` dict as JSON) or plays a fresh
-rollout with a model (a local directory, or ``tiny``: a random tiny model built on the spot) and a chat template (the model's,
-one of TRL's by name, or a ``.jinja`` file), then prints the row with ANSI colours and/or writes it as HTML. Each
-token is its own cell with alternating shades, so token boundaries show; whitespace is visible (``↵`` for a newline).
-The step reward sits after the last agent token of its step, where a trainer puts it.
+rollout with a model (a local directory, or ``tiny``: a random tiny model built on the spot) and a chat template (the
+model's, one of TRL's by name, or a ``.jinja`` file), then prints the row with ANSI colours and/or writes it as HTML.
+Each token is its own cell with alternating shades, so token boundaries show; whitespace is visible (``↵`` for a
+newline). The step reward sits after the last agent token of its step, where a trainer puts it.
 """
 
 from __future__ import annotations
@@ -124,7 +124,8 @@ body { font-family: ui-monospace, monospace; font-size: 13px; margin: 2em; }
 <h3>{{ title }}</h3>
 <p class="legend"><span class="t agent s0">agent: trained (env_mask 1)</span><span class="t env s0">env and template:
 masked (0)</span><span class="t prompt s0">prompt</span> {{ summary }}</p>
-<div class="row">{% for c in cells %}<span class="t {{ c.source }} s{{ c.shade }}" title="{{ c.title }}">{{ c.text }}</span>
+<div class="row">{% for c in cells %}<span class="t {{ c.source }} s{{ c.shade }}" title="{{ c.title }}">\
+{{ c.text }}</span>
 {%- if c.step %}<span class="step">{{ c.step }}</span>{% endif %}{% endfor %}</div>
 </body></html>
 """

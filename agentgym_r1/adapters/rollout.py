@@ -166,7 +166,7 @@ class RolloutEngine:
         if cfg.seed is not None and hasattr(self.backend, "reseed"):
             self.backend.reseed(cfg.seed)
         lives = self._start([(i, j, spec) for i, spec in enumerate(specs) for j in range(g)])
-        # a backend's rollout session (HFBackend: key/value reuse across turns) spans one rollout, whose weights are fixed
+        # a backend's rollout session (HFBackend: key/value reuse across turns) spans one rollout, with fixed weights
         session = getattr(self.backend, "rollout_session", contextlib.nullcontext)
         try:
             with session():

@@ -482,7 +482,8 @@ class FunctionTool(BaseTool):
 
 
 def tool(fn: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
-    """Decorator (or function) turning a typed function into a :class:`FunctionTool`: ``@tool`` or ``@tool(timeout=5)``."""
+    """Decorator (or function) turning a typed function into a :class:`FunctionTool`: ``@tool`` or
+    ``@tool(timeout=5)``."""
     if fn is None:
         return lambda f: FunctionTool(f, **kwargs)
     return FunctionTool(fn, **kwargs)

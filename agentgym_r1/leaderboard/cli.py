@@ -17,15 +17,18 @@ SEED_MAX = 2**32 - 1  # what every seeding API takes (numpy's legacy RandomState
 MAX_EPISODES = 100_000  # episodes x samples of one job: every index is planned up front
 
 
-def int_arg(low: int, high: int) -> Callable[[str], int]:
+def int_arg(low: int, high: int, what: str | None = None) -> Callable[[str], int]:
     """An argparse ``type``: an integer from ``low`` to ``high``. Anything else is argparse's usage error, naming the
-    flag (``argument --seed: must be at most 4294967295, got 10**20``), exit status 2, before any work."""
+    flag (``argument --seed: must be at most 4294967295, got 10**20``), exit status 2, before any work. With ``what``
+    every refusal names the kind and the range (``argument --port: must be a port number from 0 to 65535``)."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:  # not an integer (or more digits than int() reads)
-            raise argparse.ArgumentTypeError(f"must be an integer from {low} to {high}, got {text[:40]!r}") from None
+            value = None
+        if value is None or (what is not None and not low <= value <= high):
+            raise argparse.ArgumentTypeError(f"must be {what or 'an integer'} from {low} to {high}, got {text[:40]!r}")
         if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
         if value > high:
@@ -33,6 +36,9 @@ def int_arg(low: int, high: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+port_arg = int_arg(0, 65535, "a port number")  # 0: any free port
 
 
 def seconds_arg(text: str) -> float:

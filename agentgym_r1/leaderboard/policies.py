@@ -1,5 +1,6 @@
 """Policies: the ``Policy`` base, ``RandomPolicy``, ``hermes_call``, and the registry of named policies per env family
-(``POLICY_SPECS``; :func:`agentgym_r1.leaderboard.models.make_policy` makes one by name). The scripted baselines and oracles live in :mod:`agentgym_r1.leaderboard.baselines`."""
+(``POLICY_SPECS``; :func:`agentgym_r1.leaderboard.models.make_policy` makes one by name). The scripted baselines and
+oracles live in :mod:`agentgym_r1.leaderboard.baselines`."""
 
 from __future__ import annotations
 

@@ -176,7 +176,8 @@ def markdown(boards: dict[str, list[Row]], trainings: Sequence[TrainingRecord] =
         out += [line for text in paired_lines(rows) for line in (text, "")]
         out += [line for text in _summaries(env_id, trainings) for line in (text, "")]
     out.append(
-        f"[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). Rows marked *reported, not run* are copied from "
+        "[low, high] is the 95% confidence interval (Wilson for rates, Student's t for means). "
+        "Rows marked *reported, not run* are copied from "
         f"{REFERENCE_SOURCE}; oracle rows read the gold answer and are upper bounds, not results."
     )
     return "\n".join(out) + "\n"

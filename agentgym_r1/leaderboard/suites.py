@@ -1,9 +1,10 @@
 """The evaluation suites: which envs, on which offline sources, with which baselines and how many episodes.
 
 ``quick`` (the README's main job) runs in a few minutes on a laptop CPU, on the generated sources' default ``easy``
-level, and trains a tiny agent on GSM8K in the run (:data:`TRAINED_ENTRY`, :mod:`agentgym_r1.leaderboard.training`); ``full`` runs enough episodes for tight confidence intervals, at every difficulty level (``easy``, ``medium``,
-``hard``). Both name all five envs with their offline sources; an env id that is not registered in this
-checkout is recorded as skipped, with the reason, and the rest of the suite runs.
+level, and trains a tiny agent on GSM8K in the run (:data:`TRAINED_ENTRY`, :mod:`agentgym_r1.leaderboard.training`);
+``full`` runs enough episodes for tight confidence intervals, at every difficulty level (``easy``, ``medium``,
+``hard``). Both name all five envs with their offline sources; an env id that is not registered in this checkout is
+recorded as skipped, with the reason, and the rest of the suite runs.
 """
 
 from __future__ import annotations

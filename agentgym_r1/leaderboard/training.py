@@ -16,10 +16,10 @@ episodes from the generator seeded 3 (:data:`HELD_OUT_OPTIONS`), which training 
 
 What happens is recorded in the results store (:class:`~agentgym_r1.leaderboard.store.TrainingRecord`) as it goes:
 ``running`` when it starts, each curve point as it is read, then ``done``, ``failed`` (an exception, with its
-message) or ``interrupted`` (Ctrl-C); ``skipped`` without the ``train`` extra. A process killed outright leaves ``running``, which the board reads as
-interrupted once the process is gone. The board then shows the rows that finished and says which training row is
-missing and why. The checkpoints go to ``out_dir`` (``sft/``, ``grpo/``); a rerun keeps a finished SFT checkpoint and
-trains again what did not finish.
+message) or ``interrupted`` (Ctrl-C); ``skipped`` without the ``train`` extra. A process killed outright leaves
+``running``, which the board reads as interrupted once the process is gone. The board then shows the rows that finished
+and says which training row is missing and why. The checkpoints go to ``out_dir`` (``sft/``, ``grpo/``); a rerun keeps a
+finished SFT checkpoint and trains again what did not finish.
 
 ``callbacks`` (transformers ``TrainerCallback`` objects) are given to the GRPO trainer: a hook to watch or stop
 training (the tests inject a failure through one).
@@ -335,27 +335,19 @@ def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
     _save(model, tokenizer, path)
 
 
-def _grpo(
-    plan: TrainPlan,
-    rec: TrainingRecord,
-    store: ResultsStore,
-    mark: Callable[[str], None],
-    callbacks: Sequence[Any],
-    say: Callable[[str], None],
-) -> tuple[Any, Any]:
-    from transformers import TrainerCallback
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+def grpo_config(plan: TrainPlan) -> Any:
+    """The GRPO run's ``AgentGRPOConfig``: the budget's recipe on CPU in fp32, a step budget, no checkpoints saved."""
+    import dataclasses
 
-    from agentgym_r1.adapters.loading import load_model, load_tokenizer
-    from agentgym_r1.leaderboard.batched import EnginePlayer
     from agentgym_r1.trainers.configs import AgentGRPOConfig
-    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    budget, sft_dir = plan.budget, plan.out_dir / "sft"
-    tokenizer = load_tokenizer(str(sft_dir), "the SFT checkpoint")
-    model = load_model(str(sft_dir), "the SFT checkpoint", device="cpu").train()  # from_pretrained, as before
-    args = AgentGRPOConfig(
+    # Activation checkpointing off, under the name the installed transformers reads: TRL 1.16's _BaseConfig always
+    # sets gradient_checkpointing (default True), which transformers 5.24 renamed activation_checkpointing; it warns
+    # whenever the old name is set and the new one is not (training_args.py:1536-1541, TrainingArguments.__post_init__).
+    # Older transformers have no activation_checkpointing field.
+    budget, fields = plan.budget, {f.name for f in dataclasses.fields(AgentGRPOConfig)}
+    checkpointing = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
+    return AgentGRPOConfig(
         output_dir=str(plan.out_dir / "grpo-trainer"),
         env_id=ENV_ID,
         env_kwargs={"source": SOURCE, **TASK_OPTIONS},
@@ -371,7 +363,7 @@ def _grpo(
         max_steps=budget.grpo_steps,
         logging_steps=budget.eval_every,
         report_to="none",
-        gradient_checkpointing=False,
+        **{checkpointing: False},
         save_strategy="no",
         use_cpu=True,
         bf16=False,
@@ -380,6 +372,29 @@ def _grpo(
         data_seed=budget.seed,
         disable_tqdm=True,
     )
+
+
+def _grpo(
+    plan: TrainPlan,
+    rec: TrainingRecord,
+    store: ResultsStore,
+    mark: Callable[[str], None],
+    callbacks: Sequence[Any],
+    say: Callable[[str], None],
+) -> tuple[Any, Any]:
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    from agentgym_r1.adapters.loading import load_model, load_tokenizer
+    from agentgym_r1.leaderboard.batched import EnginePlayer
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+    from agentgym_r1.trainers.trl_surface import trl_deprecations_silenced
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    budget, sft_dir = plan.budget, plan.out_dir / "sft"
+    tokenizer = load_tokenizer(str(sft_dir), "the SFT checkpoint")
+    model = load_model(str(sft_dir), "the SFT checkpoint", device="cpu").train()  # from_pretrained, as before
+    args = grpo_config(plan)
     job = plan.job("grpo")
     held_out = full_env_kwargs(ENV_ID, SOURCE, plan.held_out)
 
@@ -407,7 +422,8 @@ def _grpo(
     for printer in (PrinterCallback, ProgressCallback):  # our own lines instead of the log dicts
         trainer.remove_callback(printer)
     try:
-        trainer.train()
+        with trl_deprecations_silenced():
+            trainer.train()
     finally:
         trainer.rollouts.close()
     return model, tokenizer

@@ -55,7 +55,8 @@ class Retriever:
 
 
 def as_documents(records: Iterable[Document | dict]) -> list[Document]:
-    """Documents from ``Document`` objects or dicts (``{"id", "title", "text"}`` or Search-R1's ``{"id", "contents"}``)."""
+    """Documents from ``Document`` objects or dicts (``{"id", "title", "text"}`` or Search-R1's
+    ``{"id", "contents"}``)."""
     out: list[Document] = []
     for i, r in enumerate(records):
         if isinstance(r, Document):

@@ -1,4 +1,5 @@
-"""Corpora: JSONL files (Search-R1's ``{"id", "contents"}`` or ``{"title", "text"}``), HotpotQA contexts, fingerprints."""
+"""Corpora: JSONL files (Search-R1's ``{"id", "contents"}`` or ``{"title", "text"}``), HotpotQA contexts,
+fingerprints."""
 
 from __future__ import annotations
 

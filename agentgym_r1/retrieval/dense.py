@@ -137,7 +137,8 @@ class DenseRetriever(Retriever):
         index_factory: str = "Flat",
         threads: int | None = None,
     ) -> DenseRetriever:
-        """Open a saved index (faiss memory-maps it where the index type allows); ``model`` defaults to the one saved."""
+        """Open a saved index (faiss memory-maps it where the index type allows); ``model`` defaults to the one
+        saved."""
         path = Path(index_dir)
         manifest = read_manifest(path)
         manifest.check(path, cls.backend, None if model is None else str(model))

@@ -21,7 +21,8 @@ from agentgym_r1.retrieval.manifest import MANIFEST, read_manifest
 
 __all__ = ["BACKENDS", "build_retriever", "clear_retriever_cache", "load_retriever"]
 
-# backend name -> "module:class"; each class has build(documents, index_dir, fingerprint=, **opts) and load(index_dir, **opts)
+# backend name -> "module:class"; each class has build(documents, index_dir, fingerprint=, **opts)
+# and load(index_dir, **opts)
 BACKENDS: dict[str, str] = {
     "bm25": "agentgym_r1.retrieval.bm25:BM25Retriever",
     "lucene": "agentgym_r1.retrieval.lucene:LuceneRetriever",

@@ -2,8 +2,9 @@
 
 The index is built with Anserini's ``IndexCollection`` (``JsonCollection``, default Lucene English analyzer, raw
 documents stored) in a subprocess, so its logging never reaches the caller, and searched in-process with
-Anserini's ``SimpleSearcher`` (BM25 with pyserini's k1=0.9, b=0.4). Anserini builds a bag-of-words query from the analyzed text
-(no query-parser syntax); queries are cut to ``MAX_QUERY_WORDS`` words so Lucene's clause limit is never reached.
+Anserini's ``SimpleSearcher`` (BM25 with pyserini's k1=0.9, b=0.4). Anserini builds a bag-of-words query from the
+analyzed text (no query-parser syntax); queries are cut to ``MAX_QUERY_WORDS`` words so Lucene's clause limit is never
+reached.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ FORMAT_VERSION = 1
 
 @dataclass
 class IndexManifest:
-    """``backend`` (bm25, lucene, dense, hybrid), embedding ``model`` (dense only), corpus ``fingerprint``, doc count."""
+    """``backend`` (bm25, lucene, dense, hybrid), embedding ``model`` (dense only), corpus ``fingerprint``, doc
+    count."""
 
     backend: str
     fingerprint: str

@@ -4,8 +4,8 @@ take the learning rate from its initial value to zero on a cosine over those min
 A step-count schedule needs the machine's speed in advance; a time budget does not. transformers has no such
 option (``TrainingArguments`` counts steps or epochs), so :class:`WallClockBudget` does it from the callback events:
 ``on_train_begin`` receives the trainer's ``lr_scheduler`` (transformers 5.23: ``Trainer._inner_training_loop`` calls
-``_prepare_for_training``, which builds it, before ``callback_handler.on_train_begin``), a ``LambdaLR`` for the schedules
-``"constant"``, ``"linear"`` and ``"cosine"``, whose factor functions are replaced by one of elapsed time; and
+``_prepare_for_training``, which builds it, before ``callback_handler.on_train_begin``), a ``LambdaLR`` for the
+schedules ``"constant"``, ``"linear"`` and ``"cosine"``, whose factor functions are replaced by one of elapsed time; and
 ``on_step_end`` may set ``control.should_training_stop``, which the loop checks after each step.
 
 Under several processes (``accelerate launch``, ``torchrun``) each process has its own clock, and they drift apart by

@@ -22,9 +22,9 @@ class AgentPPOConfig(EnvArguments, LoraArguments, TrainingArguments):
     Configuration class for the [`~agentgym_r1.trainers.ppo.AgentPPOTrainer`]: transformers'
     [`~transformers.TrainingArguments`] with multi-turn PPO's fields (a critic, GAE over agent tokens or over steps,
     clipped policy and value losses). The env fields are [`EnvArguments`]'s, the LoRA fields [`LoraArguments`]'s
-    (with `use_peft` the critic trains an adapter of its own on a frozen copy of the base, and its value head). `per_device_train_batch_size` is set to
-    `rollout_batch_size` (each `Trainer` step plays that many episodes per process) and `remove_unused_columns` to
-    `False` (the collator reads the dataset's `prompt` column).
+    (with `use_peft` the critic trains an adapter of its own on a frozen copy of the base, and its value head).
+    `per_device_train_batch_size` is set to `rollout_batch_size` (each `Trainer` step plays that many episodes per
+    process) and `remove_unused_columns` to `False` (the collator reads the dataset's `prompt` column).
 
     Parameters:
         > Parameters that control the PPO iteration

@@ -269,16 +269,18 @@ def test_concatenated_rows_keep_the_reasoning_the_model_saw_where_qwen3_strips_i
 NATIVE_CALLS = {  # each family's own tool call, as its model writes it after the generation prompt (Qwen3.6 and
     # Nemotron prompts open a <think> block, so their models write the reasoning's end first)
     "qwen2_5": '<tool_call>\n{"name": "_echo", "arguments": {"text": "abc"}}\n</tool_call><|im_end|>',
-    "qwen3_6": "Echo it.\n</think>\n\n<tool_call>\n<function=_echo>\n<parameter=text>\nabc\n</parameter>\n</function>\n</tool_call><|im_end|>",
-    "nemotron_3_nano": "Echo it.\n</think>\n<tool_call>\n<function=_echo>\n<parameter=text>\nabc\n</parameter>\n</function>\n</tool_call>"
-    "<|im_end|>",
+    "qwen3_6": "Echo it.\n</think>\n\n<tool_call>\n<function=_echo>\n<parameter=text>\nabc\n</parameter>\n</function>\n"
+    "</tool_call><|im_end|>",
+    "nemotron_3_nano": "Echo it.\n</think>\n<tool_call>\n<function=_echo>\n<parameter=text>\nabc\n</parameter>\n"
+    "</function>\n</tool_call><|im_end|>",
     "llama3_1": '{"name": "_echo", "parameters": {"text": "abc"}}<|eot_id|>',
     "gptoss": "<|channel|>analysis<|message|>Echo it.<|end|><|start|>assistant to=functions._echo<|channel|>commentary "
     'json<|message|>{"text": "abc"}<|call|>',
     "glm4moe": "<tool_call>_echo\n<arg_key>text</arg_key>\n<arg_value>abc</arg_value>\n</tool_call><|observation|>",
     "lfm2_2_5": "<|tool_call_start|>[_echo(text='abc')]<|tool_call_end|><|im_end|>",
     "gemma4": '<|tool_call>call:_echo{text:<|"|>abc<|"|>}<tool_call|><|tool_response>',
-    "deepseekv3": '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>_echo\n```json\n{"text": "abc"}\n```'
+    "deepseekv3": "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>_echo\n"
+    '```json\n{"text": "abc"}\n```'
     "<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
 }
 

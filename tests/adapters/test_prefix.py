@@ -1,4 +1,5 @@
-"""Key/value reuse across turns (HFBackend.rollout_session): the same episodes as full prefills, with fewer tokens fed."""
+"""Key/value reuse across turns (HFBackend.rollout_session): the same episodes as full prefills, with fewer tokens
+fed."""
 
 from __future__ import annotations
 
@@ -71,6 +72,21 @@ def test_nothing_is_kept_outside_a_session(model, chat):
         assert be.prefix.reused == 1
     assert first.ids == again.ids
     assert continued.ids == be.generate([longer], [8], greedy)[0].ids
+
+
+def test_reuse_passes_the_cache_by_the_name_transformers_takes(model, chat):
+    """A call that continues a kept cache hands it to ``generate`` and reads it back without a deprecated name
+    (transformers 5.24 renamed ``past_key_values`` to ``cache`` and warns on the old one, both ways)."""
+    from tests.conftest import deprecations
+
+    be = backend(model, chat)
+    prompt = chat.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])
+    greedy = SamplingParams(max_new_tokens=4, temperature=0)
+    with deprecations() as found, be.rollout_session():
+        (first,) = be.generate([prompt], [4], greedy)
+        be.generate([prompt + first.ids + prompt], [4], greedy)
+        assert be.prefix.reused == 1 and be.prefix.kept is not None
+    assert found == []
 
 
 def test_pads_fed_after_a_row_stopped_are_masked_out(model, chat):

@@ -15,7 +15,10 @@ from agentgym_r1.core.native import (
 from agentgym_r1.core.parsers import ToolCall
 
 ECHO = ToolCall("echo", {"text": "abc"})
-DS = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>echo\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+DS = (
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>echo\n```json\n{}\n```"
+    "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,8 @@ from agentgym_r1.error import ConfigError, SandboxUnavailableError
 
 LIMITS = Limits(cpu_s=2, wall_s=20.0, memory_bytes=256 * 2**20, processes=8, output_bytes=16 * 2**10)
 
-# (name, program, a pattern of what the answer must say). Each must fail as an error result, never crash or hang the caller.
+# (name, program, a pattern of what the answer must say). Each must fail as an error result, never crash or hang
+# the caller.
 HOSTILE = [
     ("infinite loop", "while True:\n    pass", "CPU time|time limit"),  # on a loaded machine the wall clock may end it
     ("sleep past the wall clock", "import time\ntime.sleep(600)", "time limit"),

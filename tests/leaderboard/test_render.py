@@ -170,8 +170,9 @@ def options_page(tmp_path_factory) -> str:
 
 
 class Charts(HTMLParser):
-    """Each bar chart (``<svg class="plot">``; a learning curve is ``plot curve``) of a page: the caption shown with it (its ``figure``'s ``figcaption``, "" when
-    none), its aria-label and the texts drawn in it (its ``text`` elements)."""
+    """Each bar chart (``<svg class="plot">``; a learning curve is ``plot curve``) of a page: the caption shown with it
+    (its ``figure``'s ``figcaption``, "" when none), its aria-label and the texts drawn in it (its ``text``
+    elements)."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -25,7 +25,8 @@ from agentgym_r1.error import ConfigError  # noqa: E402
 from agentgym_r1.leaderboard.board import board  # noqa: E402
 from agentgym_r1.leaderboard.cli import run_board  # noqa: E402
 from agentgym_r1.leaderboard.store import ResultsStore, TrainingRecord  # noqa: E402
-from agentgym_r1.leaderboard.training import DEPENDS, TrainBudget, TrainPlan  # noqa: E402
+from agentgym_r1.leaderboard.training import DEPENDS, TrainBudget, TrainPlan, grpo_config  # noqa: E402
+from tests.conftest import deprecations  # noqa: E402
 
 GSM8K = "AgentR1/GSM8K-v0"
 TINY = TrainBudget(
@@ -95,10 +96,18 @@ class Fail(TrainerCallback):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def run_deprecations() -> list[str]:
+    """The deprecation warnings the ``trained`` run raised (filled by that fixture)."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, run_deprecations):
     """One quick-suite run on GSM8K with the tiny budget; its results file and printed output."""
     results = tmp_path_factory.mktemp("board") / "lb.sqlite"
-    rc = run_board(board_args(results), TINY)
+    with deprecations() as found:
+        rc = run_board(board_args(results), TINY)
+    run_deprecations.extend(found)
     return results, rc
 
 
@@ -128,6 +137,20 @@ def test_the_quick_suite_trains_an_agent_and_its_rows_stand_beside_the_baselines
     assert rec.curve[0][1] == before.metrics["accuracy"].value and rec.curve[-1][1] == after.metrics["accuracy"].value
     checkpoint = results.with_name("lb-train") / "grpo"
     assert rec.checkpoint == str(checkpoint) and (checkpoint / "model.safetensors").exists()
+
+
+def test_the_main_job_warns_of_no_deprecation(trained, run_deprecations):
+    """A new user's first run prints no library deprecations: the GRPO config, generation with a key/value cache and
+    TRL's training step use the names the installed transformers takes (transformers 5.24 warned four times)."""
+    assert trained[1] == 0
+    assert run_deprecations == []
+
+
+def test_the_grpo_config_turns_checkpointing_off_under_the_current_name(tmp_path):
+    with deprecations() as found:
+        args = grpo_config(TrainPlan(str(tmp_path / "lb.sqlite"), tmp_path / "train", budget=TINY))
+    assert found == []
+    assert args.gradient_checkpointing is False and getattr(args, "activation_checkpointing", False) is False
 
 
 def test_the_curve_is_plotted_on_the_page_and_summarised_in_the_text_renders(trained, capsys):

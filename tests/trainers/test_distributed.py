@@ -1,11 +1,12 @@
 """GRPO and PPO under ``torchrun --nproc_per_node 2`` (CPU, gloo) take the same step as one process on the
 same fixed batch: advantages, loss and parameter update, with each group's samples split across the processes
 (C1: GRPO crashed there; C2: PPO's critic broke DDP), also with row skipping and in the step layout, where
-the processes hold different numbers of rows (TRL's per-row all-gathers aborted the run). A wall-clock budget stops every process at the same step with
-the same learning rates when their clocks disagree (each process read its own clock: the first to spend the budget
-left the others waiting in an all-reduce, and their learning rates differed). Processes that never joined one group
-(``use_cpu=False`` without a GPU) are refused instead of training a copy each, and so is the step layout with a
-loss that averages over each process's rows (padded to the largest count, they would scale the update)."""
+the processes hold different numbers of rows (TRL's per-row all-gathers aborted the run). A wall-clock budget stops
+every process at the same step with the same learning rates when their clocks disagree (each process read its own clock:
+the first to spend the budget left the others waiting in an all-reduce, and their learning rates differed). Processes
+that never joined one group (``use_cpu=False`` without a GPU) are refused instead of training a copy each, and so is the
+step layout with a loss that averages over each process's rows (padded to the largest count, they would scale the
+update)."""
 
 from __future__ import annotations
 

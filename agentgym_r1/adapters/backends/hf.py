@@ -6,12 +6,13 @@ log-probability, and ends a row on an end-of-turn id, on the token completing a 
 Rows are cut where they stopped, so the ids are exactly those sampled; the pads ``generate`` adds after a finished
 row are never returned.
 
-Inside :meth:`HFBackend.rollout_session` (the rollout engine opens one per rollout) each call keeps its key/value cache and
-the next call prefills only the tokens its contexts add (:mod:`agentgym_r1.adapters.backends.prefix`).
+Inside :meth:`HFBackend.rollout_session` (the rollout engine opens one per rollout) each call keeps its key/value cache
+and the next call prefills only the tokens its contexts add (:mod:`agentgym_r1.adapters.backends.prefix`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -31,8 +32,8 @@ class HFBackend:
     with ``neutral=True`` (what the trainers use) generation starts from a fresh ``GenerationConfig``, so only the
     temperature and top-p/top-k act, exactly the distribution a trainer's loss recomputes.
 
-    ``reuse_prefix`` (default on) lets :meth:`rollout_session` keep each call's key/value cache for the next call's longer
-    contexts; it applies to calls of one ``generate`` batch (all contexts within ``batch_size``) and no ``extra``
+    ``reuse_prefix`` (default on) lets :meth:`rollout_session` keep each call's key/value cache for the next call's
+    longer contexts; it applies to calls of one ``generate`` batch (all contexts within ``batch_size``) and no ``extra``
     sampling settings.
     """
 
@@ -121,7 +122,7 @@ class HFBackend:
             "synced_gpus": False,
         }
         if cache is not None:
-            kwargs["past_key_values"] = cache
+            kwargs[cache_name()] = cache
         if not greedy:
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
         training, config = self.model.training, self.model.generation_config
@@ -140,11 +141,25 @@ class HFBackend:
             self.model.generation_config = config
         results = criterion.results()
         if keep:
-            self.prefix.keep(getattr(output, "past_key_values", None), mask, contexts, [r.ids for r in results])
+            self.prefix.keep(getattr(output, cache_name(), None), mask, contexts, [r.ids for r in results])
         return results
 
     def _decode(self, ids: list[int]) -> str:
         return self.chat.tokenizer.decode(ids, skip_special_tokens=False)
+
+
+@functools.cache
+def cache_name() -> str:
+    """The name ``generate`` takes a key/value cache by, and its output returns it by, in the installed transformers.
+
+    ``cache`` once it was renamed: transformers 5.24 deprecates ``past_key_values`` (``generation/utils.py``:
+    ``@deprecate_kwarg("past_key_values", "6.0.0", new_name="cache")`` on ``generate``; ``utils/generic.py``: the
+    output's ``past_key_values`` property logs "`past_key_values`/`cache_params` are deprecated"). ``past_key_values``
+    before it (the vLLM venv's transformers<5.20), where ``ALL_CACHE_NAMES`` in ``generation/utils.py`` (the names
+    ``generate`` hands a cache on by) has no ``cache``."""
+    from transformers.generation import utils
+
+    return "cache" if "cache" in getattr(utils, "ALL_CACHE_NAMES", ()) else "past_key_values"
 
 
 class _LogprobRecorder:

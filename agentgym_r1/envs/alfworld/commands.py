@@ -1,4 +1,5 @@
-"""Reading an ALFWorld action: plain text or an ``act`` tool call (Hermes, or the env's tool parser), down to one engine command.
+"""Reading an ALFWorld action: plain text or an ``act`` tool call (Hermes, or the env's tool parser), down to one
+engine command.
 
 Pure functions, no engine: :func:`read_action` turns the model's text into one normalised command (lower case,
 single spaces) or says what is wrong with it; :func:`explain` says why a well-formed command is not admissible

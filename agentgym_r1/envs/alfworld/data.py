@@ -150,7 +150,8 @@ def load_source(
     cache_dir: str | None,
     knobs: Knobs = LEVELS["easy"],
 ) -> TaskSource:
-    """``"generated"`` (alias ``"synthetic"``), ``"alfworld"`` ($ALFWORLD_DATA) or a directory in the official layout."""
+    """``"generated"`` (alias ``"synthetic"``), ``"alfworld"`` (``$ALFWORLD_DATA``) or a directory in the official
+    layout."""
     types = normalise_task_types(task_types)
     if source in ("generated", "synthetic"):
         return GeneratedGames(int(seed), types, num_games, cache_dir, knobs)

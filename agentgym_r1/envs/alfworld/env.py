@@ -57,7 +57,8 @@ class ALFWorldEnv(Env):
 
     **Observation.** At reset: ``system_prompt`` (default :data:`INSTRUCTIONS`: the commands and the ``act`` tool;
     ``""`` for none), then ALFWorld's intro (the room and "Your task is to: ..."). After a command: the engine's
-    feedback ("You arrive at ...", "Nothing happens."), wrapped in ``<tool_response>`` when the command came as a tool call. After an invalid action: what was wrong.
+    feedback ("You arrive at ...", "Nothing happens."), wrapped in ``<tool_response>`` when the command came as a tool
+    call. After an invalid action: what was wrong.
 
     **Action.** One ALFWorld command as plain text (``go to desk 1``; case and spaces are normalised, a leading
     ``>`` or ``Action:`` is dropped), or one Hermes tool call ``<tool_call>{"name": "act", "arguments":
@@ -77,12 +78,13 @@ class ALFWorldEnv(Env):
     **Data sources.** ``source="generated"`` (default; alias ``"synthetic"``): new games from
     :mod:`~agentgym_r1.envs.alfworld.generator`, seeded by ``seed``, unlimited or the first ``num_games``, each
     solved by the planner and carrying its expert plan; a new game takes about a second to make and is cached as a
-    file under ``cache_dir`` (default ``~/.cache/agentgym-r1/alfworld``, or ``$AGENTGYM_R1_CACHE``). ``source="alfworld"``: the official data under ``$ALFWORLD_DATA``
-    (``alfworld-download``), or a path to a directory in that layout; ``split`` is one of ``train``,
-    ``valid_seen``, ``valid_unseen``. ``task_types`` filters both (names or ALFWorld's ids 1-6). ``difficulty`` (generated games):
-    ``"easy"`` (default, the games above), ``"medium"``, ``"hard"`` (rooms of ALFRED's size and beyond, goal objects
-    hidden in closed receptacles, more distractors; solvable by construction, made without the planner) or a dict
-    of :class:`~agentgym_r1.envs.alfworld.generator.Knobs`; recorded in ``info["env"]["difficulty"]``.
+    file under ``cache_dir`` (default ``~/.cache/agentgym-r1/alfworld``, or ``$AGENTGYM_R1_CACHE``).
+    ``source="alfworld"``: the official data under ``$ALFWORLD_DATA`` (``alfworld-download``), or a path to a directory
+    in that layout; ``split`` is one of ``train``, ``valid_seen``, ``valid_unseen``. ``task_types`` filters both (names
+    or ALFWorld's ids 1-6). ``difficulty`` (generated games): ``"easy"`` (default, the games above), ``"medium"``,
+    ``"hard"`` (rooms of ALFRED's size and beyond, goal objects hidden in closed receptacles, more distractors; solvable
+    by construction, made without the planner) or a dict of :class:`~agentgym_r1.envs.alfworld.generator.Knobs`;
+    recorded in ``info["env"]["difficulty"]``.
 
     **Engine.** ``engine="fast"`` (default): :mod:`~agentgym_r1.envs.alfworld.fast`, a state machine compiled per
     game that writes TextWorld's text step for step (tested against it); ``engine="textworld"``: TextWorld's own

@@ -116,15 +116,16 @@ class HotpotQAEnv(ToolEnv):
     works, seeded by ``seed`` with about ``kb_size`` entities; unlimited bridge and comparison questions; the corpus
     is the KB's passages; ``difficulty`` ``"easy"`` (default), ``"medium"``, ``"hard"`` (three-hop bridges,
     comparisons of entities named through a bridge) or a dict of
-    :class:`~agentgym_r1.envs.hotpotqa.synthetic.Knobs`, recorded in ``info["env"]["difficulty"]``. A path to the official JSON (``hotpot_dev_distractor_v1.json``) or to JSON lines in the
-    Hugging Face layout; ``"hf"``: ``hotpotqa/hotpot_qa`` (``config`` distractor or fullwiki, ``split``). The corpus
-    is the loaded questions' context paragraphs (deduplicated by title: the distractor setting) unless ``corpus=``
-    names a JSONL corpus (``{"id", "contents"}`` or ``{"title", "text"}``: the full-wiki setting). ``retriever``:
-    a backend name for :func:`agentgym_r1.retrieval.factory.build_retriever` (``"bm25"`` default, ``"lucene"``,
-    ``"dense"``, ``"hybrid"``) with ``retriever_options`` and an optional ``index_dir`` cache; ``"http"`` with
-    ``retriever_options={"url": ...}`` for a retriever server (``agentgym-r1 serve retriever --index DIR``); or any
-    :class:`~agentgym_r1.retrieval.base.Retriever` instance. One index per corpus and backend is built per process
-    and shared by every env instance; a server that is down or slow gives the agent an error observation.
+    :class:`~agentgym_r1.envs.hotpotqa.synthetic.Knobs`, recorded in ``info["env"]["difficulty"]``. A path to the
+    official JSON (``hotpot_dev_distractor_v1.json``) or to JSON lines in the Hugging Face layout; ``"hf"``:
+    ``hotpotqa/hotpot_qa`` (``config`` distractor or fullwiki, ``split``). The corpus is the loaded questions' context
+    paragraphs (deduplicated by title: the distractor setting) unless ``corpus=`` names a JSONL corpus (``{"id",
+    "contents"}`` or ``{"title", "text"}``: the full-wiki setting). ``retriever``: a backend name for
+    :func:`agentgym_r1.retrieval.factory.build_retriever` (``"bm25"`` default, ``"lucene"``, ``"dense"``, ``"hybrid"``)
+    with ``retriever_options`` and an optional ``index_dir`` cache; ``"http"`` with ``retriever_options={"url": ...}``
+    for a retriever server (``agentgym-r1 serve retriever --index DIR``); or any
+    :class:`~agentgym_r1.retrieval.base.Retriever` instance. One index per corpus and backend is built per process and
+    shared by every env instance; a server that is down or slow gives the agent an error observation.
 
     **MCP tools.** ``mcp_servers`` (and ``mcp_timeout``) add MCP servers' tools beside the env's own, as in
     :class:`~agentgym_r1.envs.tool_env.ToolEnv`.

@@ -80,8 +80,9 @@ class WebShopEnv(Env):
 
     **Action.** ``search[query]`` or ``click[button]`` (buttons match case-insensitively), or one Hermes tool call
     ``search(query)`` / ``click(button)``; ``parser="auto"`` (or an :class:`~agentgym_r1.core.parsers.ActionParser`)
-    reads the calls in the model family's own format instead (the rollout engine picks it from the tokenizer). Invalid: malformed text, a search off the search page, a button, product or
-    option not on the page, ``buy now`` with no product open.
+    reads the calls in the model family's own format instead (the rollout engine picks it from the tokenizer). Invalid:
+    malformed text, a search off the search page, a button, product or option not on the page, ``buy now`` with no
+    product open.
 
     **Reward.** ``outcome`` at ``Buy Now``: WebShop's score in [0, 1] (attributes, options with colour normalisation,
     price, times the type factor; see :mod:`agentgym_r1.envs.webshop.reward`). ``format``: ``format_penalty`` per
@@ -94,12 +95,12 @@ class WebShopEnv(Env):
     **Data sources.** ``source="generated"`` (default, offline): a seeded procedural catalogue of ``num_products``
     (default 1000, up to 1,000,000) with unlimited synthetic goals; ``difficulty`` ``"easy"`` (default), ``"medium"``,
     ``"hard"`` (more attributes, goals written as a person would, tight price limits) or a dict of
-    :class:`~agentgym_r1.envs.webshop.generator.Knobs`, recorded in ``info["env"]["difficulty"]``. Or a path to the official files (a product file:
-    ``items_shuffle*.json`` or ``{id, contents, product}`` JSONL; or their directory, with ``items_ins_v2*.json`` and
-    ``items_human_ins*.json`` found beside it); ``goals="human"``, ``"synthetic"`` or ``"auto"`` (human when there
-    are human instructions); ``num_products`` keeps the first products of the file. Goals are drawn with
-    ``self.np_random`` in proportion to WebShop's goal weights (synthetic goals with rare attributes come up more
-    often; human goals uniformly), or chosen with ``options={"index": i}`` / ``{"task_id": ...}``.
+    :class:`~agentgym_r1.envs.webshop.generator.Knobs`, recorded in ``info["env"]["difficulty"]``. Or a path to the
+    official files (a product file: ``items_shuffle*.json`` or ``{id, contents, product}`` JSONL; or their directory,
+    with ``items_ins_v2*.json`` and ``items_human_ins*.json`` found beside it); ``goals="human"``, ``"synthetic"`` or
+    ``"auto"`` (human when there are human instructions); ``num_products`` keeps the first products of the file. Goals
+    are drawn with ``self.np_random`` in proportion to WebShop's goal weights (synthetic goals with rare attributes come
+    up more often; human goals uniformly), or chosen with ``options={"index": i}`` / ``{"task_id": ...}``.
 
     **Version history.** v0: first release.
     """

@@ -11,9 +11,10 @@ lasting and cruelty free with color: ruby red, and price lower than 30.00 dollar
 
 Difficulty (:class:`Knobs`, levels in :data:`LEVELS`): more attributes to match (siblings each lack one, so more
 attributes rule out more near duplicates), the product type, attributes and options written as a person would
-("sun cream", "not tested on animals", "3.4 ounce") instead of the catalogue's words (search and string matching no longer single out
-the product among its siblings), and a price limit at the first step above the price. ``easy`` is the original
-generator, draw for draw. Every goal stays solvable: it is made from one product's own attributes, options and price.
+("sun cream", "not tested on animals", "3.4 ounce") instead of the catalogue's words (search and string matching no
+longer single out the product among its siblings), and a price limit at the first step above the price. ``easy`` is the
+original generator, draw for draw. Every goal stays solvable: it is made from one product's own attributes, options and
+price.
 """
 
 from __future__ import annotations

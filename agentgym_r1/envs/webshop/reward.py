@@ -99,10 +99,10 @@ _STOP = frozenset(
     _words(
         "a about above after again against all am an and any are as at be because been before being below between both "
         "but by can could did do does doing down during each few for from further had has have having he her here hers "
-        "him his how i if in into is it its itself just me more most my no nor not now of off on once only or other our "
-        "out over own same she should so some such than that the their them then there these they this those through "
-        "to too under until up very was we were what when where which while who whom why will with you your yours "
-        "'s s per x w"
+        "him his how i if in into is it its itself just me more most my no nor not now of off on once only or other "
+        "our out over own same she should so some such than that the their them then there these they this those "
+        "through to too under until up very was we were what when where which while who whom why will with you your "
+        "yours 's s per x w"
     )
 )
 _NOT_NOUNS = frozenset(
