@@ -47,9 +47,9 @@ HELD_OUT_OPTIONS: dict[str, Any] = TRAINED_HELD_OUT_OPTIONS  # the generator see
 # What the trained rows' figures depend on, printed under them (benchmarks/reports/main_job.md has the runs).
 DEPENDS = (
     "Both trained rows depend on the training seed and on the CPU's floating-point kernels (the SFT parts "
-    "between kernel settings after about 40 of its 850 steps): over 10 runs (seeds 0-4, two kernel settings) the "
-    "before row ranged 7.4-48.6% and the gain +2.0 to +12.6 points (p < 0.01 paired in 9 of 10); the paired "
-    "test above is this run's (benchmarks/reports/main_job.md)."
+    "between kernel settings after about 40 of its 850 steps): over 10 pre-registered runs (seeds 0-4, two kernel "
+    "settings) the before row ranged 18.3-52.8% and the gain +1.3 to +9.4 points (p < 0.01 paired in 8 of 10, "
+    "intervals apart in 4); the paired test above is this run's (benchmarks/reports/main_job.md)."
 )
 COMPLETE = ".complete"  # written in a checkpoint folder once it is saved whole
 
