@@ -112,6 +112,34 @@ def test_backend_samples_exact_ids_with_the_policys_logprobs(llm, model_dir) -> 
         assert (ref - torch.tensor(g.logprobs)).abs().max().item() < 1e-3
 
 
+def test_lora_sync_gives_the_engine_the_adapted_policys_logprobs(llm, model_dir) -> None:
+    """Issue 37: with LoRA the engine gets base + the adapter's update (``lora.merged_parameters``, out of place),
+    so after an optimizer step on the adapter its log-probabilities are the adapted policy's, and the base is left
+    bit-identical. It runs before the trainer tests: those tear down vLLM's process groups,
+    which the module's engine (the ``llm`` fixture) needs."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from agentgym_r1.trainers.lora import merged_parameters
+    from agentgym_r1.trainers.vllm import sync_colocated_weights
+
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    sync_colocated_weights(llm, base.named_parameters())  # the engine back at the base (earlier tests moved it)
+    config = LoraConfig(task_type="CAUSAL_LM", r=8, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear")
+    policy = get_peft_model(base, config)
+    frozen = {n: p.detach().clone() for n, p in policy.named_parameters() if not p.requires_grad}
+    opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=5e-2)
+    ids = torch.tensor([SEQS[0]])
+    for _ in range(2):  # the first step moves only B (A's gradient is B^T... = 0 at B = 0); the second both
+        policy(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    assert max_gap(engine_logps(llm), policy_logps(policy)) > 1e-2  # the adapter moved the policy away
+    sync_colocated_weights(llm, merged_parameters(policy))
+    assert max_gap(engine_logps(llm), policy_logps(policy)) < TOL
+    assert all(torch.equal(t, dict(policy.named_parameters())[n]) for n, t in frozen.items())
+
+
 def test_grpo_generates_on_the_engine_and_keeps_it_synced(tmp_path, model_dir) -> None:
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
@@ -177,33 +205,6 @@ def test_grpo_on_colocated_engines_under_two_processes(tmp_path, model_dir) -> N
         assert run["processes"] == 2 and run["steps"] == 2 and run["moved"]
         assert run["calls"]["vllm"] >= 4 and run["calls"]["hf"] == 0  # two turns a step, two steps, on the engine
     torch.testing.assert_close(ranks[1]["params"], ranks[0]["params"])  # one model: DDP kept them equal
-
-
-def test_lora_sync_gives_the_engine_the_adapted_policys_logprobs(llm, model_dir) -> None:
-    """Issue 37: with LoRA the engine gets base + the adapter's update (``lora.merged_parameters``, out of place),
-    so after an optimizer step on the adapter its log-probabilities are the adapted policy's, and the base is left
-    bit-identical."""
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    from agentgym_r1.trainers.lora import merged_parameters
-    from agentgym_r1.trainers.vllm import sync_colocated_weights
-
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    sync_colocated_weights(llm, base.named_parameters())  # the engine back at the base (earlier tests moved it)
-    config = LoraConfig(task_type="CAUSAL_LM", r=8, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear")
-    policy = get_peft_model(base, config)
-    frozen = {n: p.detach().clone() for n, p in policy.named_parameters() if not p.requires_grad}
-    opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=5e-2)
-    ids = torch.tensor([SEQS[0]])
-    for _ in range(2):  # the first step moves only B (A's gradient is B^T... = 0 at B = 0); the second both
-        policy(input_ids=ids, labels=ids).loss.backward()
-        opt.step()
-        opt.zero_grad()
-    assert max_gap(engine_logps(llm), policy_logps(policy)) > 1e-2  # the adapter moved the policy away
-    sync_colocated_weights(llm, merged_parameters(policy))
-    assert max_gap(engine_logps(llm), policy_logps(policy)) < TOL
-    assert all(torch.equal(t, dict(policy.named_parameters())[n]) for n, t in frozen.items())
 
 
 def test_lora_grpo_keeps_the_engine_on_the_current_adapter(tmp_path, model_dir) -> None:
