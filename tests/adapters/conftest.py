@@ -41,7 +41,10 @@ def ray():
     ray = pytest.importorskip("ray", reason="the ray extra is not installed")
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=4, include_dashboard=False, logging_level="WARNING")  # logical CPUs: one per actor
+        # address="local": a new instance, never the cluster that RAY_ADDRESS or /tmp/ray/ray_current_cluster names
+        # (a `ray start` or a ray.cluster_utils.Cluster on this machine writes that file; Ray joins it when there is no
+        # address, and then refuses num_cpus)
+        ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="WARNING")  # 1 CPU per actor
     yield ray
     if started:
         ray.shutdown()
