@@ -195,7 +195,7 @@ def run_grpo(a: argparse.Namespace, where: Path, record: dict, seeds: list[int])
     before = json.loads(start_file.read_text())["success"]
     model = AutoModelForCausalLM.from_pretrained(where / "sft")
     args = AgentGRPOConfig(
-        output_dir=str(where / f"grpo-seed{a.seed}"),
+        output_dir=str(where / f"grpo{a.tag}-seed{a.seed}"),
         env_id=ENV_ID,
         env_kwargs=ENV_KWARGS,
         max_turns=MAX_TURNS,
@@ -217,16 +217,25 @@ def run_grpo(a: argparse.Namespace, where: Path, record: dict, seeds: list[int])
         num_tasks=TRAIN_POOL,
         seed=a.seed,
         data_seed=a.seed,
+        **({"use_peft": True, "lora_r": 16, "lora_alpha": 32, "lora_target_modules": ["all-linear"]} if a.lora else {}),
     )
     start = time.time()
     trainer = AgentGRPOTrainer(model, args, tokenizer)
     trainer.train()
     seconds = time.time() - start
-    after = score(model, tokenizer, a.held_out_seed, seeds)
+    after = score(trainer.model, tokenizer, a.held_out_seed, seeds)  # with LoRA, the adapted model
     logs = [h for h in trainer.state.log_history if "loss" in h]
     write(
-        where / f"grpo-seed{a.seed}.json",
-        {"seed": a.seed, "updates": trainer.state.global_step, "seconds": seconds, "before": before, "after": after}
+        where / f"grpo{a.tag}-seed{a.seed}.json",
+        {
+            "seed": a.seed,
+            "lora": a.lora,
+            "lr": a.lr,
+            "updates": trainer.state.global_step,
+            "seconds": seconds,
+            "before": before,
+            "after": after,
+        }
         | {"log": logs, **record},
     )
     print(f"[grpo {a.kernels} seed {a.seed}] {sum(before)} -> {sum(after)} of {len(seeds)}  {seconds:.0f}s")
@@ -365,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sft-episodes", type=int, default=20_000)
     p.add_argument("--held-out", type=int, default=1024)
     p.add_argument("--held-out-seed", type=int, default=7)
+    p.add_argument("--lora", action="store_true", help="grpo: train a LoRA adapter (r 16, alpha 32, all linear)")
+    p.add_argument("--tag", default="", help="grpo: a suffix of the run's files (exploratory variants)")
     p.add_argument("--protocol", type=Path, help="a confirmatory run: the committed protocol page")
     a = p.parse_args(argv)
     if a.phase == "table":
