@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -218,7 +219,15 @@ def torchrun(processes: int, module: str, *args: str, timeout: float = 300) -> N
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and the workers it started
+        import psutil
+
+        # torchrun starts each worker in a session of its own (``ps`` shows them as session leaders), so killing the
+        # launcher's group alone leaves the workers behind, waiting on each other forever: kill them by ancestry
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        os.killpg(proc.pid, signal.SIGKILL)
+        for worker in workers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                worker.kill()
         proc.communicate()
         pytest.fail(
             f"{module} under {processes} processes did not finish in {timeout:.0f} s (processes waiting on each other)"
