@@ -260,12 +260,8 @@ class RolloutBatch:
         return self
 
     def episode_rows(self) -> list[list[Sample]]:
-        """The rows of each episode, episodes in order (one row each in the concatenated layout, one per turn in
-        the step layout): what group statistics run over."""
-        by_episode: dict[str, list[Sample]] = {}
-        for row in self.samples:
-            by_episode.setdefault(row.episode_id, []).append(row)
-        return list(by_episode.values())
+        """:func:`episode_rows` of the batch's rows."""
+        return episode_rows(self.samples)
 
     def to_trl(self, columns: Sequence[str] | None = None) -> dict[str, Any]:
         """The rows as columns: ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (what a TRL
@@ -321,6 +317,15 @@ class RolloutBatch:
     def metrics(self, env_id: str | None = None) -> dict[str, float]:
         """This batch's :func:`rollout_metrics`."""
         return rollout_metrics(self.metric_sums(), env_id)
+
+
+def episode_rows(rows: Sequence[Sample]) -> list[list[Sample]]:
+    """The rows of each episode, episodes in order of their first row (one row each in the concatenated layout, one
+    per turn in the step layout): what group statistics run over."""
+    by_episode: dict[str, list[Sample]] = {}
+    for row in rows:
+        by_episode.setdefault(row.episode_id, []).append(row)
+    return list(by_episode.values())
 
 
 def rollout_metrics(sums: dict[str, float], env_id: str | None = None) -> dict[str, float]:

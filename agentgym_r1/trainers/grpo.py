@@ -1,12 +1,14 @@
 """Multi-turn GRPO (and RLOO, REINFORCE++) on TRL's ``GRPOTrainer``, driven by env rollouts through ``rollout_func``.
 
 TRL generates nothing here: ``rollout_func`` plays each prompt's episodes with the trainer's rollout engine and
-returns the engine's rows (``RolloutBatch.to_trl(TRL_COLUMNS)``: prompt and completion ids, sampled logprobs,
-``env_mask``, which TRL uses as its tool mask, and the reward function's two columns). :class:`AgentGRPOTrainer`
-then replaces TRL's advantages with ours, computed over the *global* batch (every process), as TRL computes its
-own: the chosen estimator over episode rewards, process rewards credited to their step's tokens, StarPO-S group
-filtering, the ``loss_mask`` / ``advantage_mask`` switches of the Agent-R1 ablation, and rows whose episode failed
-left out of group statistics and the loss.
+returns the engine's rows (``RolloutBatch.to_trl(TRL_COLUMNS)``: prompt and completion ids, sampled logprobs and
+``env_mask``, which TRL uses as its tool mask) and, in the :data:`ROW` column, each row's :class:`Sample` itself.
+TRL writes that column into the inputs it scores, and :class:`AgentGRPOTrainer` reads the rows back from there (the
+one path from rollout to loss: the trainer keeps no copy of the batch) to replace TRL's advantages with ours,
+computed over the *global* batch (every process), as TRL computes its own: the chosen estimator over episode
+rewards, process rewards credited to their step's tokens, StarPO-S group filtering, the ``loss_mask`` /
+``advantage_mask`` switches of the Agent-R1 ablation, and rows whose episode failed left out of group statistics
+and the loss.
 
 Generation goes through the policy (transformers ``generate`` on the model unwrapped with TRL's
 ``unwrap_model_for_generation``) or, with ``use_vllm: true``, through the vLLM engine TRL built and synced.
@@ -26,7 +28,7 @@ import torch
 from trl import GRPOTrainer
 
 from agentgym_r1.adapters import RolloutBatch, Sample
-from agentgym_r1.adapters.records import row_tensors
+from agentgym_r1.adapters.records import episode_rows, row_tensors
 from agentgym_r1.trainers import advantages as A
 from agentgym_r1.trainers import async_rollouts as AR
 from agentgym_r1.trainers.common import (
@@ -44,20 +46,24 @@ from agentgym_r1.trainers.sampling_config import check_levels
 from agentgym_r1.trainers.signals import EchoTrapMonitor
 from agentgym_r1.trainers.vllm import VLLMSync
 
-TRL_COLUMNS = ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "failed")
-"""The columns of :meth:`RolloutBatch.to_trl` that ``rollout_func`` hands TRL, and no more: TRL 1.16's
-``GRPOTrainer._generate`` requires ``prompt_ids``, ``completion_ids`` and ``logprobs``, pops ``env_mask`` as its
-``tool_mask``, and ``_generate_and_score_completions`` gives every other column to the reward functions, of which
-:func:`episode_reward` reads ``env_reward`` and ``failed``. Everything else the loss needs (advantages, masks,
-``num_items_in_batch``) comes from the batch's rows in :meth:`AgentGRPOTrainer._generate_and_score_completions`."""
+TRL_COLUMNS = ("prompt_ids", "completion_ids", "logprobs", "env_mask")
+"""The columns of :meth:`RolloutBatch.to_trl` that ``rollout_func`` hands TRL, beside :data:`ROW`: TRL 1.16's
+``GRPOTrainer._generate`` requires ``prompt_ids``, ``completion_ids`` and ``logprobs`` and pops ``env_mask`` as its
+``tool_mask``."""
+
+ROW = "sample"
+"""The ``rollout_func`` column holding each row's :class:`Sample` (the engine's object, not a copy). TRL 1.16 keeps
+every key beyond its required ones as ``extra_fields`` (``GRPOTrainer._generate``) and writes them into the inputs it
+scores, ``inp[key] = values[i]`` (``_generate_and_score_completions``; listed in :mod:`trl_surface`), where
+:meth:`AgentGRPOTrainer._generate_and_score_completions` reads the rows back and TRL's reward call hands the column
+to :func:`episode_reward`."""
 
 
-def episode_reward(
-    prompts: list[Any], completions: list[Any], env_reward: list[float], failed: list[bool], **_: Any
-) -> list[float | None]:
-    """The env's summed reward of each episode (``rollout_func`` passes it through); ``None`` for a failed row, which
-    TRL then leaves out of its logged reward statistics."""
-    return [None if f else float(r) for r, f in zip(env_reward, failed, strict=True)]
+def episode_reward(prompts: list[Any], completions: list[Any], sample: list[Sample], **_: Any) -> list[float | None]:
+    """The env's summed reward of each episode (the :data:`ROW` column); ``None`` for a failed row, which TRL then
+    leaves out of its logged reward statistics (``reward``, ``rewards/episode_reward/*``). The loss does not use it:
+    our advantages replace TRL's."""
+    return [None if row.failed else float(row.reward) for row in sample]
 
 
 class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
@@ -90,7 +96,6 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
                 "task's level as env_kwargs.difficulty, which they cannot take. Give env_id and env_kwargs instead."
             )
         self.rollouts = rollouts or Rollouts(args, processing_class, make_env, backend)
-        self._batch: RolloutBatch | None = None
         self.echo_trap = EchoTrapMonitor(args.echo_trap_window, args.echo_trap_ratio)
         kwargs.setdefault("peft_config", trainer_peft_config(args, model))  # use_peft: TRL wraps the model
         super().__init__(
@@ -156,26 +161,35 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
 
     # -- generation ---------------------------------------------------------------------------------------------------
     def _rollout(self, prompts: list[str], trainer: GRPOTrainer) -> dict[str, list[Any]]:
-        if self.async_rollouts is not None and self.model.training:
-            self._batch = batch = self.async_rollouts.next_batch(self.state.global_step, prompts)
+        """TRL's ``rollout_func``: the rows of :meth:`_play`, as TRL's columns and each row's :class:`Sample`."""
+        batch = self._play(prompts)
+        return {**batch.to_trl(TRL_COLUMNS), ROW: batch.samples}
+
+    def _play(self, prompts: list[str]) -> RolloutBatch:
+        """The episodes of ``prompts`` (JSON resets, each ``num_generations`` times in a row): from the asynchronous
+        generator in training with ``max_staleness``, else played now by vLLM or the policy through the task
+        sampling; the rollout metrics logged. Both layouts' one source of rows."""
+        training = self.model.training
+        if self.async_rollouts is not None and training:
+            batch = self.async_rollouts.next_batch(self.state.global_step, prompts)
             for key, value in self.async_rollouts.metrics().items():
                 self._metrics["train"][key].append(value)
-            return batch.to_trl(TRL_COLUMNS)
-        resets = [json.loads(p) for p in prompts]
-        training = self.model.training
-        if self.args.use_vllm:  # weights synced in _generate
-            play = partial(self.rollouts.play, self.vllm_rollout_backend(self.rollouts.chat))
-            batch = self.sampling.play(play, resets, training)
         else:
-            with self.rollouts.policy_backend(
-                self.model_wrapped, self.accelerator, self.args.ds3_gather_for_generation
-            ) as backend:
-                batch = self.sampling.play(partial(self.rollouts.play, backend), resets, training)
-        if training and self.sampling.active:
-            for key, value in self.sampling.metrics.items():
-                self._metrics["train"][key].append(value)
-        self._batch = batch.stamp(self.state.global_step)
-        return batch.to_trl(TRL_COLUMNS)
+            resets = [json.loads(p) for p in prompts]
+            if self.args.use_vllm:  # weights synced in _generate
+                play = partial(self.rollouts.play, self.vllm_rollout_backend(self.rollouts.chat))
+                batch = self.sampling.play(play, resets, training)
+            else:
+                with self.rollouts.policy_backend(
+                    self.model_wrapped, self.accelerator, self.args.ds3_gather_for_generation
+                ) as backend:
+                    batch = self.sampling.play(partial(self.rollouts.play, backend), resets, training)
+            if training and self.sampling.active:
+                for key, value in self.sampling.metrics.items():
+                    self._metrics["train"][key].append(value)
+            batch.stamp(self.state.global_step)
+        self._log_rollout_metrics("train" if training else "eval", batch)
+        return batch
 
     def _generate(self, prompts: list[Any]) -> Any:
         if self.args.use_vllm and self.state.global_step != self._last_loaded_step:
@@ -183,10 +197,10 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
             self.sync_vllm_weights()
             self._last_loaded_step = self.state.global_step
         out = super()._generate(prompts)
-        assert self._batch is not None
+        # TRL 1.16 appends its own completions/clipped_ratio once per _generate (grpo_trainer.py:2304: rows not
+        # ending in EOS), after rollout_func, where _play logged ours (episodes cut by the budget): drop TRL's
         mode = "train" if self.model.training else "eval"
-        self._metrics[mode]["completions/clipped_ratio"].pop()  # ours replaces TRL's (see gathered_rollout_metrics)
-        self._log_rollout_metrics(mode, self._batch)
+        self._metrics[mode]["completions/clipped_ratio"].pop()
         return out
 
     def _log_rollout_metrics(self, mode: str, batch: RolloutBatch) -> None:
@@ -207,14 +221,16 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         if self.args.layout == "step":
             return self._score_step_rows(inputs)
         out = super()._generate_and_score_completions(inputs)
-        args, batch = self.args, self._batch
-        assert batch is not None
-        rows = batch.samples
+        # TRL wrote rollout_func's extra columns into these dicts, row i's into inputs[i] (inp[key] = values[i]); each
+        # is its own dict: TRL takes datasets.Dataset rows (a fresh dict per access) or repeats an IterableDataset's
+        # records deep-copied (trl/trainer/utils.py repeat_iterable_dataset), so a task's samples never share one
+        args = self.args
+        rows = [x[ROW] for x in inputs]  # the rows TRL holds, in its order: the engine's Sample objects
         mode = "train" if self.model.training else "eval"
         group = self.num_generations if mode == "train" else self.num_generations_eval
         device = out["completion_ids"].device
         process = args.process_reward_weight != 0.0
-        adv, keep, rewards, valid = self._group_advantages(batch.episode_rows(), group, device)
+        adv, keep, rewards, valid = self._group_advantages(episode_rows(rows), group, device)
         completion = out["completion_mask"].float()
         agent = out["tool_mask"].float() * completion
         if process or not args.loss_mask:
@@ -263,9 +279,9 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         self, episodes: Sequence[Sequence[Sample]], group: int, device: Any
     ) -> tuple[torch.Tensor, ...]:
         """Each local episode's advantage and keep flag (:func:`advantages.group_advantages`) from the rows of each
-        episode (:meth:`RolloutBatch.episode_rows`), group statistics over the episodes of every process; also the
-        global outcome rewards and valid flags, for the group metrics. The outcome is the episode's reward less its
-        process parts when those are credited per step (never twice)."""
+        episode (:func:`agentgym_r1.adapters.records.episode_rows`), group statistics over the episodes of every
+        process; also the global outcome rewards and valid flags, for the group metrics. The outcome is the episode's
+        reward less its process parts when those are credited per step (never twice)."""
         args = self.args
         process = args.process_reward_weight != 0.0
         outcome = [
@@ -291,10 +307,7 @@ class AgentGRPOTrainer(VLLMSync, GRPOTrainer):
         args, device = self.args, self.accelerator.device
         mode = "train" if self.model.training else "eval"
         group = self.num_generations if mode == "train" else self.num_generations_eval
-        self._rollout([x["prompt"] for x in inputs], self)
-        batch = self._batch
-        assert batch is not None
-        self._log_rollout_metrics(mode, batch)
+        batch = self._play([x["prompt"] for x in inputs])
         episodes = batch.episode_rows()
         adv_ep, keep, rewards, valid = self._group_advantages(episodes, group, device)
         index = {rows[0].episode_id: i for i, rows in enumerate(episodes)}

@@ -1,6 +1,6 @@
 """Which tasks a GRPO step trains on: dynamic sampling (DAPO) and a pass-rate curriculum over difficulty levels.
 
-:class:`TaskSampling` sits between TRL's prompts and the rollout engine (``AgentGRPOTrainer._rollout``). With both
+:class:`TaskSampling` sits between TRL's prompts and the rollout engine (``AgentGRPOTrainer._play``). With both
 off, or outside training, it plays the resets TRL gave, once, unchanged: the rows are today's. Otherwise, a step:
 
 * **curriculum** (``curriculum: pass_rate``): each group's difficulty level is drawn by :class:`PassRateCurriculum`

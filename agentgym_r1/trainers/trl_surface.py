@@ -2,8 +2,10 @@
 versions it was read against (issue 39, item 5; STYLE: "TRL's private surface in one place").
 
 The trainers prefer TRL's public hooks (``rollout_func``, callbacks); what they cannot do through them is listed
-here. :func:`missing` says which of these the installed libraries lack (a method gone, a parameter renamed, an
-attribute no longer set), and ``tests/trainers/test_trl_surface.py`` fails naming them, so an upgrade of TRL or
+here, with the statements of TRL's methods whose behaviour the trainers rely on (``Private.source``: the columns of
+``rollout_func`` merged into the inputs the trainer scores, say). :func:`missing` says which of these the installed
+libraries lack (a method gone, a parameter renamed, an attribute no longer set, a relied-on statement gone or
+repeated), and ``tests/trainers/test_trl_surface.py`` fails naming them, so an upgrade of TRL or
 transformers says what to re-read instead of failing mid-run. That test also fails when a trainer module starts
 using a private library name that is not listed here.
 
@@ -35,6 +37,9 @@ class Private:
     used_by: str
     why: str
     params: tuple[str, ...] = ()
+    source: tuple[str, ...] = ()
+    """Statements the method's source must hold, each exactly once: the behaviour relied on, beyond the signature
+    (the trainers' tests check the behaviour itself; this names the statement to re-read)."""
 
     @property
     def label(self) -> str:
@@ -50,18 +55,29 @@ SURFACE: tuple[Private, ...] = (
         "_generate",
         "method",
         "grpo.AgentGRPOTrainer._generate (override, calls super)",
-        "sync the policy into vLLM before TRL's own step check; replace TRL's completions/clipped_ratio with "
-        "the episode-level one and log the rollout metrics",
+        "sync the policy into vLLM before TRL's own step check; replace TRL's completions/clipped_ratio, which "
+        "it appends once per call after rollout_func, with the episode-level one rollout_func logged. Relied on: "
+        "rollout_func's keys beyond the required three become extra_fields, env_mask among them popped as the "
+        "tool mask",
         ("prompts",),
+        (
+            "extra_fields = {k: v for k, v in output.items() if k not in required_keys}",
+            'tool_mask = extra_fields.pop("env_mask", None)',
+            'self._metrics[mode]["completions/clipped_ratio"].append(',
+        ),
     ),
     Private(
         GRPO,
         "_generate_and_score_completions",
         "method",
         "grpo.AgentGRPOTrainer._generate_and_score_completions (override, calls super)",
-        "replace TRL's advantages, tool mask and num_items_in_batch with ours over the global batch; build the "
-        "step layout's rows, which TRL's one-row-per-prompt batch cannot hold",
+        "replace TRL's advantages, tool mask and num_items_in_batch with ours over the global batch, from the "
+        "rows read back from the inputs after super(); build the step layout's rows, which TRL's "
+        "one-row-per-prompt batch cannot hold. Relied on: TRL writes rollout_func's extra columns into the dicts "
+        "of the inputs list it was given, row i's values into inputs[i] (grpo.ROW: each row's Sample), so the rows "
+        "reach the loss by TRL's path alone",
         ("inputs",),
+        ("for i, inp in enumerate(inputs):", "inp[key] = values[i]"),
     ),
     Private(
         GRPO,
@@ -128,9 +144,20 @@ def _present(entry: Private) -> bool:
     return re.search(rf"self\.{re.escape(entry.name)}\s*(:[^=\n]*)?=[^=]", source) is not None
 
 
+def _gaps(entry: Private) -> list[str]:
+    """What of ``entry`` the installed library lacks: its name (or a parameter), else each relied-on statement not
+    held exactly once by the method's source."""
+    if not _present(entry):
+        return [entry.label]
+    if not entry.source:
+        return []
+    text = inspect.getsource(getattr(_owner(entry.owner), entry.name))
+    return [f"{entry.label}: {s!r} ({text.count(s)} times)" for s in entry.source if text.count(s) != 1]
+
+
 def missing(surface: tuple[Private, ...] = SURFACE) -> list[str]:
-    """The listed names the installed TRL / transformers lack (``[]`` when all are there)."""
-    return [entry.label for entry in surface if not _present(entry)]
+    """The listed names and statements the installed TRL / transformers lack (``[]`` when all are there)."""
+    return [gap for entry in surface for gap in _gaps(entry)]
 
 
 def library_names(cls: type) -> set[str]:

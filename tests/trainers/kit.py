@@ -112,13 +112,18 @@ def ppo_args(tmp_path, **kw) -> AgentPPOConfig:
 
 
 def run_one_step(model, args, tokenizer, make_env=CountEnv, **trainer_kw):
-    """One GRPO step; keeps the per-token log-probs of the loss (with their gradient) and the batch it saw."""
+    """One GRPO step; keeps the per-token log-probs of the loss (with their gradient), the batch the rollout played
+    (``captured["batch"]``, the last) and what the scoring returned (``captured["out"]``)."""
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
     captured: dict = {"logps": [], "inputs": []}
     trainer = AgentGRPOTrainer(model, args, tokenizer, make_env=make_env, **trainer_kw)
     score, logps_fn = trainer._generate_and_score_completions, trainer._get_per_token_logps_and_entropies
-    loss_fn = trainer._compute_loss
+    loss_fn, play = trainer._compute_loss, trainer._play
+
+    def spy_play(prompts):
+        captured["batch"] = batch = play(prompts)
+        return batch
 
     def spy_score(inputs):
         captured["out"] = out = score(inputs)
@@ -138,6 +143,7 @@ def run_one_step(model, args, tokenizer, make_env=CountEnv, **trainer_kw):
     trainer._generate_and_score_completions = spy_score
     trainer._get_per_token_logps_and_entropies = spy_logps
     trainer._compute_loss = spy_loss
+    trainer._play = spy_play
     before = [p.detach().clone() for p in model.parameters()]
     trainer.train()
     captured["trainer"] = trainer

@@ -26,14 +26,14 @@ def trained_rows(tmp_path, steps: int, **kw):
     tok = tiny_tokenizer()
     model = tiny_model(tok)
     trainer = AgentGRPOTrainer(model, grpo_args(tmp_path, max_steps=steps, **kw), tok, make_env=CountEnv)
-    rows, play = [], trainer.rollout_func
+    rows, play = [], trainer._play
 
-    def spy(prompts, t):
-        out = play(prompts, t)
-        rows.append((list(prompts), trainer._batch))
-        return out
+    def spy(prompts):
+        batch = play(prompts)
+        rows.append((list(prompts), batch))
+        return batch
 
-    trainer.rollout_func = spy
+    trainer._play = spy
     trainer.train()
     weights = torch.cat([p.detach().flatten() for p in model.parameters()])
     return trainer, rows, weights

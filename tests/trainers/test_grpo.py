@@ -46,7 +46,7 @@ def test_loss_mask_false_is_a_clean_ablation(tmp_path, tokenizer) -> None:
     """W2: with loss_mask=False env tokens enter the loss but, under the advantage mask, carry no advantage, and
     num_items_in_batch counts exactly the tokens in the loss (never padding)."""
     captured, _ = run_one_step(tiny_model(tokenizer), grpo_args(tmp_path, loss_mask=False), tokenizer)
-    out, batch = captured["out"], captured["trainer"]._batch
+    out, batch = captured["out"], captured["batch"]
     loss_tokens = (out["completion_mask"] * out["tool_mask"]).sum()
     assert out["num_items_in_batch"] == loss_tokens
     assert (out["completion_mask"] == 0).any(), "rows of different lengths, so there is padding"
@@ -117,7 +117,7 @@ def test_clipped_ratio_counts_episodes_cut_by_the_budget_not_rows_without_eos(tm
     )
     trainer, out = captured["trainer"], captured["out"]
     assert changed
-    cut = [r.end_reason == "context_limit" for r in trainer._batch.samples]
+    cut = [r.end_reason == "context_limit" for r in captured["batch"].samples]
     logged = trainer.state.log_history[0]["completions/clipped_ratio"]
     assert logged == pytest.approx(sum(cut) / len(cut))
     kept = (out["tool_mask"] * out["completion_mask"]).sum(dim=1) > 0
@@ -128,7 +128,7 @@ def test_completion_budget_ends_the_episode_instead_of_cutting_the_row(tmp_path,
     """An episode that reaches max_completion_length ends there (context_limit) with the reward earned so far; the
     old path played on with a wider context, then cut the row and kept the answer's reward."""
     captured, _ = run_one_step(tiny_model(tokenizer), grpo_args(tmp_path, max_completion_length=12), tokenizer)
-    rows = captured["trainer"]._batch.samples
+    rows = captured["batch"].samples
     assert all(len(r.completion_ids) <= 12 for r in rows)
     cut = [r for r in rows if r.end_reason == "context_limit"]
     assert cut and all(r.reward == 0.0 for r in cut)  # the reward comes with the second action, never played
@@ -139,7 +139,7 @@ def test_process_reward_is_credited_once_per_step(tmp_path, tokenizer) -> None:
     from the outcome alone (here constant, so 0): it used to count the process part a second time."""
     args = grpo_args(tmp_path, process_reward_weight=1.0, skip_zero_advantage=False)
     captured, _ = run_one_step(tiny_model(tokenizer), args, tokenizer, ProcessEnv)
-    out, rows = captured["out"], captured["trainer"]._batch.samples
+    out, rows = captured["out"], captured["batch"].samples
     adv = out["advantages"]
     # the second step has process reward 0 in every row and the outcome is the same everywhere, so its tokens
     # carry the same advantage in every row; counting the process part in the episode reward made it vary
@@ -162,7 +162,7 @@ def test_failed_rows_stay_out_of_statistics_and_loss(tmp_path, tokenizer) -> Non
         tiny_model(tokenizer), grpo_args(tmp_path, skip_zero_advantage=False), tokenizer, FlakyEnv
     )
     out, trainer = captured["out"], captured["trainer"]
-    failed = torch.tensor([r.failed for r in trainer._batch.samples])
+    failed = torch.tensor([r.failed for r in captured["batch"].samples])
     assert failed.any() and not failed.all()
     assert torch.all(out["advantages"][failed] == 0)
     assert torch.all(out["tool_mask"][failed] == 0)
@@ -237,7 +237,7 @@ def test_step_layout_rows_share_their_episode_advantage(tmp_path, tokenizer, con
     args = grpo_args(tmp_path, layout="step", step_context=context, skip_zero_advantage=False)
     captured, changed = run_one_step(tiny_model(tokenizer), args, tokenizer)
     assert changed
-    out, batch = captured["out"], captured["trainer"]._batch
+    out, batch = captured["out"], captured["batch"]
     episodes = batch.episodes
     assert len(batch.samples) == 2 * len(episodes)  # two turns each
     expected = A.episode_advantages(torch.tensor([e.reward for e in episodes]), 4, "grpo")
@@ -298,7 +298,7 @@ def test_hotpotqa_grpo_step_keeps_env_tokens_at_zero_gradient(tmp_path, tokenize
     captured, changed = run_one_step(model, args, tokenizer, make_env=None)
     assert changed
     out, grad = captured["inputs"][-1], captured["logps"][-1].grad.abs()
-    batch = captured["trainer"]._batch
+    batch = captured["batch"]
     assert not any(r.failed for r in batch.samples)
     assert grad.shape == out["completion_ids"].shape  # one log-probability per completion token, none for prompts
     trained = (out["tool_mask"] == 1) & (out["completion_mask"] == 1)
@@ -328,8 +328,8 @@ def test_use_vllm_without_vllm_is_refused_at_config_time(tmp_path) -> None:
 
 def test_rollout_func_hands_trl_only_the_columns_it_reads(tmp_path, tokenizer, monkeypatch) -> None:
     """Issue 39: ``rollout_func`` returned all 13 columns of ``to_trl()``, 7 of them read by nothing. TRL 1.16 reads
-    ``prompt_ids``/``completion_ids``/``logprobs`` (required), ``env_mask`` (its tool mask) and hands the rest to the
-    reward function, which reads ``env_reward`` and ``failed``."""
+    ``prompt_ids``/``completion_ids``/``logprobs`` (required) and ``env_mask`` (its tool mask); ``sample`` (each row's
+    ``Sample``) reaches the scoring and the reward function through the inputs TRL scores."""
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
     returned: list[dict] = []
@@ -342,6 +342,57 @@ def test_rollout_func_hands_trl_only_the_columns_it_reads(tmp_path, tokenizer, m
     monkeypatch.setattr(AgentGRPOTrainer, "_rollout", spy)
     _, changed = run_one_step(tiny_model(tokenizer), grpo_args(tmp_path), tokenizer)
     assert changed and returned
-    assert all(
-        set(out) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "failed"} for out in returned
-    )
+    assert all(set(out) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "sample"} for out in returned)
+
+
+def test_each_row_is_scored_from_the_sample_trl_holds_for_it(tmp_path, tokenizer) -> None:
+    """Issue 39: the rows reached the loss by two channels, TRL's columns and a copy of the batch the trainer kept
+    (``self._batch``), whose order the advantages and masks followed. Now each row's ``Sample`` travels with it
+    through TRL (rollout_func's ``sample`` column, merged into the inputs TRL scores) and is read back from there. So
+    the advantages follow the rows TRL holds, whatever their order: here ``rollout_func`` returns each group's rows
+    reversed (a group's samples play one task, so their order is free), and every row must still get the advantage
+    of its own reward (the old trainer gave row i the advantage of the group's row G-1-i)."""
+    from agentgym_r1.trainers import advantages as A
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+
+    args = grpo_args(tmp_path, skip_zero_advantage=False)  # every row reaches the loss
+    trainer = AgentGRPOTrainer(tiny_model(tokenizer), args, tokenizer, make_env=CountEnv)
+    group, played, captured = args.num_generations, [], {}
+    rollout_func, score, play = trainer.rollout_func, trainer._generate_and_score_completions, trainer.rollouts.play
+
+    def reversed_groups(prompts, t):
+        columns = rollout_func(prompts, t)
+        n = len(columns["prompt_ids"])
+        order = [g + group - 1 - j for g in range(0, n, group) for j in range(group)]
+        return {key: [column[i] for i in order] for key, column in columns.items()}
+
+    def spy_play(backend, resets):
+        played.append(batch := play(backend, resets))
+        return batch
+
+    def spy_score(inputs):
+        captured["out"] = out = score(inputs)
+        captured["inputs"] = inputs
+        return out
+
+    trainer.rollout_func, trainer.rollouts.play = reversed_groups, spy_play
+    trainer._generate_and_score_completions = spy_score
+    trainer.train()
+    (batch,) = played
+    out = captured["out"]
+    reward = {(tuple(r.prompt_ids), tuple(r.completion_ids)): r.reward for r in batch.samples}
+    held = [  # the rows TRL scored, in its order, and the engine's reward for each
+        reward[tuple(p[m == 1].tolist()), tuple(c[cm == 1].tolist())]
+        for p, m, c, cm in zip(
+            out["prompt_ids"], out["prompt_mask"], out["completion_ids"], out["completion_mask"], strict=True
+        )
+    ]
+    order = [i for g in range(0, len(held), group) for i in range(g + group - 1, g - 1, -1)]
+    assert held == [batch.samples[i].reward for i in order]
+    # the rows scored are the engine's own Sample objects, which TRL put into the inputs it scored, in its order
+    assert [x.get("sample") for x in captured["inputs"]] == [batch.samples[i] for i in order]
+    assert all(x["sample"] is batch.samples[i] for x, i in zip(captured["inputs"], order, strict=True))
+    assert held != [r.reward for r in batch.samples], "the reversal moved rewards (else the test proves nothing)"
+    expected = A.episode_advantages(torch.tensor(held), group, "grpo")
+    torch.testing.assert_close(out["advantages"], expected, rtol=0, atol=1e-5)
+    assert "_batch" not in vars(trainer)  # no copy of the batch kept beside TRL's rows

@@ -39,7 +39,7 @@ def test_one_grpo_step_trains_on_proxy_rows(tmp_path) -> None:
     finally:
         rollouts.close()
     assert changed
-    batch = captured["trainer"]._batch
+    batch = captured["batch"]
     assert len(batch.samples) == 4 and not any(r.failed for r in batch.samples)
     assert all(len(r.step_ends) == 2 for r in batch.samples)  # two calls, one concatenated row each
     assert len({r.reward for r in batch.samples}) > 1, "the group's rewards differ, so there is an advantage"

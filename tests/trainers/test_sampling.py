@@ -54,13 +54,18 @@ def spied_step(model, args, tokenizer, env):
 
     trainer = AgentGRPOTrainer(model, args, tokenizer, make_env=env)
     spy = PlaySpy(trainer.rollouts)
-    captured, score = {"trainer": trainer}, trainer._generate_and_score_completions
+    captured, score, play = {"trainer": trainer}, trainer._generate_and_score_completions, trainer._play
+
+    def spy_play(prompts):
+        captured["batch"] = batch = play(prompts)
+        return batch
 
     def spy_score(inputs):
         captured["out"] = out = score(inputs)
         return out
 
     trainer._generate_and_score_completions = spy_score
+    trainer._play = spy_play
     trainer.train()
     return captured, spy
 
@@ -84,7 +89,7 @@ def test_sampling_off_trains_on_the_one_rollout_of_trls_resets(tmp_path, tokeniz
     trainer = captured["trainer"]
     assert len(spy.calls) == 1
     resets, batch = spy.calls[0]
-    assert trainer._batch is batch
+    assert captured["batch"] is batch
     assert all(set(r) == {"seed"} for r in resets) and len(resets) == 8
     assert [r["seed"] for r in resets[::4]] == [r["seed"] for r in resets[3::4]]
     ids = captured["out"]["completion_ids"]
@@ -106,7 +111,7 @@ def test_dynamic_sampling_refills_groups_whose_rewards_are_equal(tmp_path, token
     assert metrics["sampling/tries"] == len(spy.calls)
     assert metrics["sampling/episodes"] == sum(len(b.episodes) for _, b in spy.calls)
     assert metrics["sampling/unfilled_groups"] == 0
-    for rewards in group_rewards(trainer._batch, 4):
+    for rewards in group_rewards(captured["batch"], 4):
         assert max(rewards) - min(rewards) > 1e-6
     for resets, _ in spy.calls[1:]:  # each refill plays only the groups still missing
         assert len(resets) % 4 == 0 and len(resets) < 16
@@ -126,7 +131,7 @@ def test_an_unfillable_batch_trains_on_what_was_collected(tmp_path, tokenizer, c
     assert metrics["sampling/kept_groups"] == 0
     assert "2 of 2 groups still had equal rewards after 3 rollouts" in caplog.text
     played_last = {e.episode_id for _, b in spy.calls[1:] for e in b.episodes}
-    assert {e.episode_id for e in trainer._batch.episodes} <= played_last
+    assert {e.episode_id for e in captured["batch"].episodes} <= played_last
     assert len(captured["out"]["completion_ids"]) == 8
     assert float(captured["out"]["advantages"].abs().sum()) == 0.0
 
@@ -139,7 +144,7 @@ def test_dynamic_sampling_changes_nothing_when_every_group_differs(tmp_path, tok
         args = grpo_args(tmp_path / str(dynamic), dynamic_sampling=dynamic)
         captured, spy = spied_step(tiny_model(tokenizer), args, tokenizer, CountEnv)
         assert len(spy.calls) == 1
-        rows.append([s.completion_ids for s in captured["trainer"]._batch.samples])
+        rows.append([s.completion_ids for s in captured["batch"].samples])
     assert rows[0] == rows[1]
 
 

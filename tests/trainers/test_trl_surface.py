@@ -3,6 +3,7 @@ versions (issue 39, item 5): an upgrade that drops or renames one fails here, na
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
@@ -37,6 +38,25 @@ def test_a_dropped_or_renamed_name_is_reported() -> None:
     assert S.missing(surface) == [
         f"trl.trainer.grpo_trainer.GRPOTrainer.{n}" for n in ("_no_such_method", "_generate", "_no_such_attribute")
     ]
+
+
+def test_a_relied_on_statement_gone_or_repeated_is_reported() -> None:
+    """Behaviour the trainers rely on beyond a name: GRPO reads each row's Sample back from the inputs TRL scored,
+    where TRL's ``_generate_and_score_completions`` merged rollout_func's columns (``inp[key] = values[i]``); a TRL
+    that no longer does so (or does it twice) fails here, naming the statement."""
+    score = S.Private(
+        S.GRPO, "_generate_and_score_completions", "method", "", "", ("inputs",), ("inp[key] = values[i]",)
+    )
+    gone = S.Private(S.GRPO, "_generate", "method", "", "", ("prompts",), ("inp[key] = values[i]", "self."))
+    label = "trl.trainer.grpo_trainer.GRPOTrainer._generate"
+    repeated = inspect.getsource(trl.GRPOTrainer._generate).count("self.")
+    assert repeated > 1
+    assert S.missing((score, gone)) == [
+        f"{label}: 'inp[key] = values[i]' (0 times)",
+        f"{label}: 'self.' ({repeated} times)",
+    ]
+    listed = {(e.name, statement) for e in S.SURFACE for statement in e.source}
+    assert ("_generate_and_score_completions", "inp[key] = values[i]") in listed
 
 
 def test_every_private_library_name_the_trainers_use_is_listed() -> None:
