@@ -18,22 +18,7 @@ import argparse
 import json
 import tempfile
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": f"{name} two numbers",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-                "required": ["a", "b"],
-            },
-        },
-    }
-    for name in ("add", "multiply")
-]
-RUN = {"add": lambda a, b: a + b, "multiply": lambda a, b: a * b}
+from agentgym_r1.testing import CALCULATOR, CALCULATOR_TOOLS
 
 
 def agent(base_url: str, session: str, task: dict | None = None) -> list[dict]:
@@ -46,13 +31,14 @@ def agent(base_url: str, session: str, task: dict | None = None) -> list[dict]:
         {"role": "user", "content": "What is (2+3)*4?"},
     ]
     for _ in range(4):
-        message = client.chat.completions.create(model="policy", messages=messages, tools=TOOLS).choices[0].message
+        reply = client.chat.completions.create(model="policy", messages=messages, tools=CALCULATOR_TOOLS)
+        message = reply.choices[0].message
         messages.append(message.model_dump(exclude_none=True))
         if not message.tool_calls:
             break
         for call in message.tool_calls:
             try:
-                result = str(RUN[call.function.name](**json.loads(call.function.arguments)))
+                result = str(CALCULATOR[call.function.name](**json.loads(call.function.arguments)))
             except Exception as e:  # the model's bad call is the agent's to answer
                 result = f"error: {e}"
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})

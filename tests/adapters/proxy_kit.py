@@ -9,25 +9,11 @@ from typing import Any
 import gymnasium as gym
 
 from agentgym_r1.core.native import read_hermes
+from agentgym_r1.testing import CALCULATOR, CALCULATOR_TOOLS
 
 SYSTEM = "You are a calculator. Use the tools."
 QUESTION = "What is (2+3)*4?"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": f"{name} two numbers",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-                "required": ["a", "b"],
-            },
-        },
-    }
-    for name in ("add", "multiply")
-]
-RUN = {"add": lambda a, b: a + b, "multiply": lambda a, b: a * b}
+TOOLS, RUN = CALCULATOR_TOOLS, CALCULATOR
 # The model's three turns: call add, call multiply with add's result, answer.
 TURNS = [
     '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>',
