@@ -33,29 +33,12 @@ import study
 import torch
 import train_gsm8k_proof as proof  # benchmarks/: the recipe, its env and held-out problems
 
-from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, SamplingParams
-from agentgym_r1.adapters.backends.hf import HFBackend
-
 
 def held_out(model: Any, tokenizer: Any, n: int) -> list[bool]:
     """Greedy success on each held-out problem ``FINAL_FIRST .. FINAL_FIRST + n - 1`` (the proof's final check)."""
-    chat = ChatTokenizer(tokenizer)
-    config = RolloutConfig(
-        max_turns=proof.MAX_TURNS,
-        max_context_tokens=1536,
-        max_completion_tokens=512,
-        seed=None,
-        sampling=SamplingParams(max_new_tokens=proof.MAX_NEW_TOKENS, temperature=0.0),
+    return proof.solved(
+        model.eval(), tokenizer, proof.HELD_OUT["seed"], range(proof.FINAL_FIRST, proof.FINAL_FIRST + n)
     )
-    engine = RolloutEngine(HFBackend(model.eval(), chat, neutral=True), chat, config)
-    first = proof.FINAL_FIRST
-    try:
-        batch = engine.rollout(
-            [{"env": proof.ENV_ID, "env_kwargs": proof.HELD_OUT, "seed": s} for s in range(first, first + n)]
-        )
-    finally:
-        engine.close()
-    return [e.success for e in batch.episodes]
 
 
 def wilson(successes: list[bool]) -> dict[str, float]:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import study  # benchmarks/: provenance, the confirmatory guard
-from train_gsm8k_proof import ENV_ID, ENV_KWARGS, MAX_NEW_TOKENS, MAX_TURNS
+from train_gsm8k_proof import ENV_ID, ENV_KWARGS, MAX_NEW_TOKENS, MAX_TURNS, solved
 
 TRAIN_POOL = 100_000  # reset seeds 0..TRAIN_POOL-1 of the generator seeded 0: the SFT episodes and every GRPO task
 SHOWN = 5  # overlapping problems named in an error
@@ -99,27 +99,8 @@ def check_overlap(generator_seed: int, seeds: list[int], train: set[str]) -> Non
 
 
 def score(model, tokenizer, generator_seed: int, seeds: list[int]) -> list[bool]:
-    """Greedy success on each held-out problem, in the order of ``seeds``."""
-    from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, SamplingParams
-    from agentgym_r1.adapters.backends.hf import HFBackend
-
-    chat = ChatTokenizer(tokenizer)
-    config = RolloutConfig(
-        max_turns=MAX_TURNS,
-        max_context_tokens=1536,
-        max_completion_tokens=512,
-        seed=None,
-        sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0),
-    )
-    model.eval()
-    engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
-    kwargs = {**ENV_KWARGS, "seed": generator_seed}
-    try:
-        batch = engine.rollout([{"env": ENV_ID, "env_kwargs": kwargs, "seed": s} for s in seeds])
-    finally:
-        engine.close()
-    by_seed = {e.seed: e.success for e in batch.episodes}
-    return [bool(by_seed[s]) for s in seeds]
+    """Greedy success on each held-out problem, in the order of ``seeds`` (the proof's :func:`solved`)."""
+    return solved(model.eval(), tokenizer, generator_seed, seeds)
 
 
 def expert_data(episodes: int, tokenizer=None):

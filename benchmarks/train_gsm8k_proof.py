@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,12 @@ def save_result(out: Path, label: str, **row: Any) -> None:
 
 def held_out_success(model, tokenizer, episodes: int = 128, first: int = 0) -> float:
     """Greedy success on held-out problems ``first .. first + episodes - 1`` of the generator seeded 1."""
+    return sum(solved(model, tokenizer, HELD_OUT["seed"], range(first, first + episodes))) / episodes
+
+
+def solved(model, tokenizer, generator_seed: int, seeds: Sequence[int]) -> list[bool]:
+    """Whether greedy decoding solves each problem of ``seeds`` (reset seeds) of the generator ``generator_seed``,
+    in the order of ``seeds``; the model's training mode is restored after."""
     chat = ChatTokenizer(tokenizer)
     config = RolloutConfig(
         max_turns=MAX_TURNS,
@@ -68,14 +75,14 @@ def held_out_success(model, tokenizer, episodes: int = 128, first: int = 0) -> f
     )
     was_training = model.training
     engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
+    kwargs = {**ENV_KWARGS, "seed": generator_seed}
     try:
-        batch = engine.rollout(
-            [{"env": ENV_ID, "env_kwargs": HELD_OUT, "seed": s} for s in range(first, first + episodes)]
-        )
+        batch = engine.rollout([{"env": ENV_ID, "env_kwargs": kwargs, "seed": s} for s in seeds])
     finally:
         engine.close()
         model.train(was_training)
-    return sum(e.success for e in batch.episodes) / episodes
+    by_seed = {e.seed: e.success for e in batch.episodes}
+    return [bool(by_seed[s]) for s in seeds]
 
 
 def run_sft(
