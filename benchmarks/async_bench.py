@@ -42,20 +42,20 @@ def held_out(model: Any, tokenizer: Any, n: int) -> list[bool]:
 
 
 def wilson(successes: list[bool]) -> dict[str, float]:
-    from scipy.stats import binomtest
+    """The rate with its 95% Wilson interval (the board's :func:`~agentgym_r1.leaderboard.board.wilson`)."""
+    from agentgym_r1.leaderboard.board import wilson as interval
 
-    k, n = sum(successes), len(successes)
-    ci = binomtest(k, n).proportion_ci(0.95, method="wilson")
-    return {"rate": k / n, "low": ci.low, "high": ci.high, "n": n}
+    stat = interval(sum(successes), len(successes))
+    return {"rate": stat.value, "low": stat.low, "high": stat.high, "n": len(successes)}
 
 
 def mcnemar(a: list[bool], b: list[bool]) -> float:
-    """Exact McNemar p-value (two-sided binomial test on the discordant pairs)."""
-    from scipy.stats import binomtest
+    """Exact McNemar p-value of paired outcomes (the board's :func:`~agentgym_r1.leaderboard.board.mcnemar`)."""
+    from agentgym_r1.leaderboard.board import mcnemar as exact
 
-    only_a = sum(x and not y for x, y in zip(a, b, strict=True))
-    only_b = sum(y and not x for x, y in zip(a, b, strict=True))
-    return 1.0 if only_a + only_b == 0 else binomtest(only_a, only_a + only_b).pvalue
+    return exact(
+        sum(y and not x for x, y in zip(a, b, strict=True)), sum(x and not y for x, y in zip(a, b, strict=True))
+    )
 
 
 class Snapshots:
