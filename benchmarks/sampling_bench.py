@@ -79,7 +79,7 @@ def run_sft(out: Path, steps: int, demos: int, held: int) -> None:
     """The start: a tokenizer and a tiny Qwen2 model, fine-tuned on expert episodes of the three levels (in turn)."""
     from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
     from agentgym_r1.envs.gsm8k.expert import expert_actions
-    from agentgym_r1.trainers.sft import expert_episode, sft
+    from agentgym_r1.trainers.sft import expert_rows, sft
 
     t0 = time.time()
     envs = [gym.make(ENV_ID, **BASE, difficulty=level) for level in LEVELS]
@@ -90,8 +90,14 @@ def run_sft(out: Path, steps: int, demos: int, held: int) -> None:
         texts.append(render_chat(env.unwrapped.transcript.messages()))
     tokenizer = train_tokenizer(texts, vocab_size=800, split_digits=True, cross_spaces=True)
     model = make_model(tokenizer, hidden=96, layers=2, mlp_ratio=4, seed=0).train()
-    episodes = [expert_episode(envs[s % 3], tokenizer, s, expert_actions) for s in range(demos)]
-    sft(model, episodes, tokenizer.pad_token_id, steps=steps, batch_size=16, lr=3e-3, seed=0)
+    rows = [  # reset seed s plays level s % 3, as the tokenizer's transcripts do
+        row
+        for i, level in enumerate(LEVELS)
+        for row in expert_rows(
+            ENV_ID, {**BASE, "difficulty": level}, range(i, demos, 3), tokenizer, expert_actions
+        ).samples
+    ]
+    sft(model, tokenizer, rows, steps=steps, batch_size=16, lr=3e-3, seed=0)
     model.save_pretrained(out / "sft")
     tokenizer.save_pretrained(out / "sft")
     success = held_out(model, tokenizer, held)
