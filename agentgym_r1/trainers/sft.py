@@ -24,6 +24,7 @@ from agentgym_r1.error import ConfigError
 
 Actions = Callable[[Any], Sequence[str]]
 SCHEDULES = ("constant_with_warmup", "linear", "cosine")
+SAMPLINGS = ("replacement", "epochs")
 
 
 def policy_actions(env: gym.Env, policy: Any, max_turns: int) -> Actions:
@@ -138,6 +139,16 @@ def sft_dataset(rows: Sequence[Sample]) -> Any:
     )
 
 
+def draws(rows: int, steps: int, batch_size: int, seed: int) -> list[int]:
+    """The row indices of ``steps`` batches of ``batch_size``, each batch drawn uniformly with replacement by a
+    ``torch.Generator`` seeded with ``seed``, one ``randint`` call a step (the draw of the hand-written loop that
+    SFT through TRL replaced, so a seed gives the batches it gave)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    return [i for _ in range(steps) for i in torch.randint(rows, (batch_size,), generator=gen).tolist()]
+
+
 def sft(
     model: Any,
     tokenizer: Any,
@@ -148,17 +159,25 @@ def sft(
     lr: float = 3e-3,
     schedule: str = "constant_with_warmup",
     warmup_steps: int = 10,
+    sampling: str = "replacement",
     seed: int = 0,
     output_dir: str | Path | None = None,
     on_step: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """Fine-tune ``model`` on ``rows`` for ``steps`` optimizer steps with TRL's ``SFTTrainer`` (AdamW, no weight
-    decay, gradients clipped at 1, ``warmup_steps`` of linear warm-up, then ``schedule``); returns each step's loss.
-    ``on_step(step, loss)`` is called after each step (1-based). Nothing is saved (the caller saves the model)."""
+    decay, gradients clipped at 1, ``warmup_steps`` of linear warm-up from ``1 / warmup_steps`` of ``lr`` on the first
+    step, then ``schedule``); returns each step's loss. Batches are drawn with replacement (:func:`draws`), or with
+    ``sampling="epochs"`` as shuffled passes over the rows. ``on_step(step, loss)`` is called after each step
+    (1-based). Nothing is saved (the caller saves the model).
+
+    Both the warm-up and the draw are the hand-written loop's: transformers' warm-up gives the first step lr 0, a
+    step lost in every call, and a run made of 50-step calls (the proofs' chunks) lost 18 of 900; from one start,
+    its held-out NLL trailed the old loop's at every chunk, and the HotpotQA proof's start scored 6.8% against 23.8%.
+    """
     import tempfile
 
     from transformers import PrinterCallback, TrainerCallback
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
 
     for name, value in (("steps", steps), ("batch_size", batch_size)):
         if value < 1:
@@ -167,6 +186,12 @@ def sft(
         raise ConfigError(f"sft needs lr > 0, got {lr}")
     if schedule not in SCHEDULES:
         raise ConfigError(f"sft's schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if sampling not in SAMPLINGS:
+        raise ConfigError(f"sft's sampling must be one of {SAMPLINGS}, got {sampling!r}")
+    if not rows:
+        raise ConfigError("sft needs at least one row")
+    if sampling == "replacement":  # the dataset is the draw, read in order
+        rows = [rows[i] for i in draws(len(rows), steps, batch_size, seed)]
     losses: list[float] = []
 
     class Losses(TrainerCallback):
@@ -196,9 +221,10 @@ def sft(
             bf16=False,  # SFTConfig defaults to bf16 and gradient checkpointing; the tiny models train in fp32
             activation_checkpointing=False,
             disable_tqdm=True,
+            train_sampling_strategy="sequential" if sampling == "replacement" else "random",
         )
         with _quiet_datasets():  # TRL builds the labels with datasets.map, which draws a progress bar
-            trainer = SFTTrainer(
+            trainer = first_step_warmup_trainer()(
                 model=model,
                 args=args,
                 train_dataset=sft_dataset(rows),
@@ -209,6 +235,34 @@ def sft(
         trainer.train()
     model.train()
     return losses
+
+
+def first_step_warmup_trainer() -> type:
+    """``SFTTrainer`` whose schedule is transformers' own (``lr_scheduler_type``, ``warmup_steps``) read one step
+    ahead during the warm-up: the factor of step ``s < w`` is ``(s + 1) / w`` rather than ``s / w``, so the first step
+    trains. The subclass replaces ``create_scheduler``, the hook transformers names for a custom schedule
+    (transformers 5.24 ``Trainer.create_scheduler``: built once, when ``lr_scheduler`` is None)."""
+    import torch
+    from transformers import get_scheduler
+    from trl import SFTTrainer
+
+    class FirstStepWarmup(SFTTrainer):
+        def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
+            if self.lr_scheduler is None:
+                warmup = self.args.get_warmup_steps(num_training_steps)
+                probe = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)  # only for the factor function
+                factor = get_scheduler(
+                    self.args.lr_scheduler_type,
+                    optimizer=probe,
+                    num_warmup_steps=warmup,
+                    num_training_steps=num_training_steps,
+                ).lr_lambdas[0]
+                self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
+                    optimizer or self.optimizer, lambda s: factor(s + 1) if s < warmup else factor(s)
+                )
+            return self.lr_scheduler
+
+    return FirstStepWarmup
 
 
 @contextlib.contextmanager

@@ -150,7 +150,9 @@ def test_sft_loss_is_the_mean_over_agent_tokens_only():
     rows = expert_rows(*HOTPOT, range(4), tokenizer, hotpot_actions).samples
     model = make_model(tokenizer, hidden=32, layers=1, seed=0)
     start = copy.deepcopy(model).eval()
-    losses = sft(model, tokenizer, rows, steps=2, batch_size=len(rows), lr=1e-2, warmup_steps=0, seed=0)
+    losses = sft(
+        model, tokenizer, rows, steps=2, batch_size=len(rows), lr=1e-2, warmup_steps=0, sampling="epochs", seed=0
+    )
     nll, count = 0.0, 0
     with torch.no_grad():
         for row in rows:
@@ -166,6 +168,43 @@ def test_sft_loss_is_the_mean_over_agent_tokens_only():
     assert moved and losses[1] < losses[0]
 
 
+def test_sft_takes_the_hand_written_loops_steps():
+    """Issue 39: SFT through TRL makes the steps of the loop it replaced (batches drawn with replacement by a generator
+    seeded with ``seed``, AdamW, warm-up ``(s + 1) / w``, gradients clipped at 1), loss for loss. Before, its first step
+    had lr 0 (transformers' warm-up is ``s / w``) and its batches were shuffled epochs: a step lost in every call, and
+    the HotpotQA proof's start, made of 50-step calls, scored 6.8% where the old loop's scored 23.8%."""
+    tokenizer = tokenizer_for(HOTPOT, hotpot_actions)
+    rows = expert_rows(*HOTPOT, range(10), tokenizer, hotpot_actions).samples
+    model = make_model(tokenizer, hidden=32, layers=1, seed=0)
+    twin = copy.deepcopy(model).train()
+    losses = sft(model, tokenizer, rows, steps=8, batch_size=3, lr=1e-2, warmup_steps=4, seed=5)
+
+    gen = torch.Generator().manual_seed(5)
+    opt = torch.optim.AdamW(twin.parameters(), lr=1e-2, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 4))
+    by_hand = []
+    for _ in range(8):
+        batch = [rows[i] for i in torch.randint(len(rows), (3,), generator=gen).tolist()]
+        n = max(len(r.prompt_ids) + len(r.completion_ids) for r in batch)
+        ids, att, lab = [], [], []
+        for r in batch:
+            x, pad = r.prompt_ids + r.completion_ids, n - len(r.prompt_ids) - len(r.completion_ids)
+            ids.append(x + [tokenizer.pad_token_id] * pad)
+            att.append([1] * len(x) + [0] * pad)
+            agent = [t if m else -100 for t, m in zip(r.completion_ids, r.env_mask, strict=True)]
+            lab.append([-100] * len(r.prompt_ids) + agent + [-100] * pad)
+        loss = twin(input_ids=torch.tensor(ids), attention_mask=torch.tensor(att), labels=torch.tensor(lab)).loss
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(twin.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        by_hand.append(loss.item())
+    assert losses == pytest.approx(by_hand, rel=1e-4)
+    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
 def test_sft_refuses_bad_settings_before_training():
     tokenizer = tokenizer_for(GSM8K, expert_actions)
     rows = expert_rows(*GSM8K, [0], tokenizer, expert_actions).samples
@@ -175,11 +214,14 @@ def test_sft_refuses_bad_settings_before_training():
         ({"steps": 1, "batch_size": 0}, "batch_size >= 1, got 0"),
         ({"steps": 1, "lr": float("nan")}, "lr > 0, got nan"),
         ({"steps": 1, "schedule": "step"}, "schedule must be one of"),
+        ({"steps": 1, "sampling": "shuffle"}, "sampling must be one of"),
     ):
         with pytest.raises(ConfigError, match=message):
             sft(model, tokenizer, rows, **kwargs)
     with pytest.raises(ConfigError, match="at least one row"):
         sft_dataset([])
+    with pytest.raises(ConfigError, match="at least one row"):
+        sft(model, tokenizer, [], steps=1)
 
 
 def test_policy_actions_refuses_no_turns():
