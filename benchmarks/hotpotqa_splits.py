@@ -19,6 +19,8 @@ set and of the sets before it:
 * **fresh** (:data:`FRESH_FROM`, 1,024, reset seeds 3,000,000..3,002,584): the training distribution, new questions.
 * **disjoint** (:data:`DISJOINT_FROM`, 512, reset seeds 4,000,032..4,017,472): questions over a part of the KB that no
   training task touches.
+* **ablation** (:data:`ABLATION_FROM`, 1,024): the training distribution, new questions, for the PPO mask ablation
+  (issue 36, item 4), so that it looks at neither fresh nor disjoint. Drawn after the others, it changes none of them.
 
 Training under the partition: the first 8,000 clear reset seeds, 0..15,979 (half of the tasks touch the held-out
 part). Because training already draws most of the KB's distinct bridge questions, a set that skips training texts has
@@ -60,8 +62,9 @@ Questions = Callable[[Sequence[int]], list[Any]]  # reset seeds -> the tasks the
 
 TRAIN_SEEDS = 8000
 LEGACY_SEEDS = range(1_000_000, 1_001_517)  # the legacy monitoring + table questions (the script's held_out.json)
-DEV_FROM, FRESH_FROM, DISJOINT_FROM = 2_000_000, 3_000_000, 4_000_000
-SIZES = {"dev": 512, "fresh": 1024, "disjoint": 512}
+DEV_FROM, FRESH_FROM, DISJOINT_FROM, ABLATION_FROM = 2_000_000, 3_000_000, 4_000_000, 5_000_000
+SIZES = {"dev": 512, "fresh": 1024, "disjoint": 512, "ablation": 1024}
+SETS = tuple(SIZES)
 N_MONITOR = 128  # the dev questions that monitor runs
 PARTITION_SEED, HELD_COUNTRIES = 36, 2
 SCAN_LIMIT = 200_000  # reset seeds one set may scan before it gives up (about 2 ms each)
@@ -182,9 +185,9 @@ def training_seeds(questions: Questions, part: Partition | None, count: int = TR
 def build(
     questions: Questions, kb: Any, sizes: dict[str, int] | None = None, train_count: int = TRAIN_SEEDS
 ) -> dict[str, Any]:
-    """The partition, the training seeds under it and the reset seeds of ``dev``, ``fresh`` and ``disjoint`` (as
-    :data:`SIZES`), as a JSON-able record; each set skips the questions of training, of the legacy set and of the
-    sets before it."""
+    """The partition, the training seeds under it and the reset seeds of ``dev``, ``fresh``, ``disjoint`` and
+    ``ablation`` (as :data:`SIZES`), as a JSON-able record; each set skips the questions of training, of the legacy
+    set and of the sets before it."""
     sizes = {**SIZES, **(sizes or {})}
     part = partition(kb)
     train = training_seeds(questions, part, train_count)
@@ -203,6 +206,7 @@ def build(
         skip,
         "disjoint",
     )
+    ablation = scan(questions, ABLATION_FROM, sizes["ablation"], part.is_clear, skip, "ablation")
     return {
         "partition": {
             "seed": PARTITION_SEED,
@@ -214,6 +218,7 @@ def build(
         "dev": dev,
         "fresh": fresh,
         "disjoint": disjoint,
+        "ablation": ablation,
     }
 
 
@@ -263,8 +268,8 @@ def check_splits(questions: Questions, kb: Any, record: dict[str, Any], sets: It
         held = questions(record[name])
         check_overlap(name, held, train, part if name == "disjoint" else None)
         check_overlap(name, held, legacy, against="legacy held-out")
-        for other in ("dev", "fresh", "disjoint"):
-            if other != name:
+        for other in SETS:
+            if other != name and other in record:  # a record built before a set was added lacks it
                 check_overlap(name, held, questions(record[other]), against=f"{other!r} held-out")
         print(
             f"overlap check, {name}: {len(held)} questions from reset seeds {min(record[name])}.."

@@ -733,6 +733,25 @@ def rl_tasks(types: str, comparison_share: float | None = None, seeds: Sequence[
     return rows
 
 
+def every_steps(curve: Curve, every: int, steps: int) -> Any:
+    """The callback of a run with a fixed number of updates (``--steps``): ``curve`` at step 0, every ``every`` steps
+    and at the last. The trainer's ``max_steps`` stops the run and its own schedule sets the lr."""
+    import time
+
+    from transformers import TrainerCallback
+
+    class EverySteps(TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, **kw):
+            self.start = time.monotonic()
+            curve(state.global_step, model, 0.0)
+
+        def on_step_end(self, args, state, control, model=None, **kw):
+            if (every and state.global_step % every == 0) or state.global_step >= steps:
+                curve(state.global_step, model, time.monotonic() - self.start)
+
+    return EverySteps()
+
+
 def train(
     out: Path,
     start: Path,
@@ -745,11 +764,14 @@ def train(
     budget: str = "wall",
     schedule: str = "cosine",
     comparison_share: float | None = None,
+    steps: int | None = None,
     **extra: Any,
 ) -> None:
     """Train the checkpoint ``start`` with ``trainer_class(model, args, tokenizer)`` on the training questions of
     ``types`` for ``minutes`` (its learning curve in ``OUT/<label>/curve.json``), then save the policy and its held-out
-    result. ``budget="wall"``: the minutes are wall time, monitoring included; ``"train"``: training time alone."""
+    result. ``budget="wall"``: the minutes are wall time, monitoring included; ``"train"``: training time alone.
+    With ``steps``, the run makes exactly that many updates instead (the lr on ``schedule`` over the updates), so the
+    load on the machine cannot change what it trains: a confirmatory run's budget."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     from agentgym_r1.trainers.budget import WallClockBudget
@@ -759,11 +781,14 @@ def train(
     (out / label).mkdir(parents=True, exist_ok=True)
     monitor, finals = held_out_sets(out)
     curve = Curve(tokenizer, monitor, label, out / label / "curve.json")
-    clock = WallClockBudget(
-        minutes, cosine=schedule == "cosine", evaluate=curve, every=every, count_evaluation=budget == "wall"
-    )
+    if steps:  # the caller's args hold max_steps=steps and the schedule
+        budget, callback = "updates", every_steps(curve, every, steps)
+    else:
+        callback = WallClockBudget(
+            minutes, cosine=schedule == "cosine", evaluate=curve, every=every, count_evaluation=budget == "wall"
+        )
     rows = rl_tasks(types, comparison_share, training_seeds(out))
-    trainer_class(model, args, tokenizer, train_dataset=rows, callbacks=[clock]).train()
+    trainer_class(model, args, tokenizer, train_dataset=rows, callbacks=[callback]).train()
     finish(
         out,
         label,
@@ -809,6 +834,7 @@ def run_grpo(
     iterations: int = 1,
     schedule: str = "cosine",
     comparison_share: float | None = None,
+    steps: int | None = None,
 ) -> None:
     from agentgym_r1.trainers.configs import AgentGRPOConfig
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
@@ -834,10 +860,10 @@ def run_grpo(
         layout=layout,
         advantage_estimator=estimator,
         learning_rate=lr,
-        lr_scheduler_type="constant",
+        lr_scheduler_type="cosine" if steps and schedule == "cosine" else "constant",  # else WallClockBudget's
         beta=0.0,
         temperature=temperature,
-        max_steps=100_000,
+        max_steps=steps or 100_000,
         logging_steps=5,
         report_to="tensorboard",
         gradient_checkpointing=False,
@@ -861,6 +887,7 @@ def run_grpo(
         budget,
         schedule,
         comparison_share,
+        steps,
         threads=threads,
         lr=lr,
         batch=batch,
@@ -885,6 +912,7 @@ def run_ppo(
     types: str,
     reward: str = "em",
     budget: str = "wall",
+    steps: int | None = None,
 ) -> None:
     from agentgym_r1.trainers.configs import AgentPPOConfig
     from agentgym_r1.trainers.ppo import AgentPPOTrainer
@@ -901,8 +929,8 @@ def run_ppo(
         ppo_epochs=2,
         max_completion_length=BUDGET["completion"],
         learning_rate=lr,
-        lr_scheduler_type="constant",
-        max_steps=100_000,
+        lr_scheduler_type="cosine" if steps else "constant",  # a wall-clock run: WallClockBudget's cosine
+        max_steps=steps or 100_000,
         logging_steps=5,
         report_to="tensorboard",
         save_strategy="no",
@@ -923,6 +951,7 @@ def run_ppo(
         every,
         types,
         budget,
+        steps=steps,
         threads=threads,
         lr=lr,
         batch=batch,
@@ -1016,6 +1045,9 @@ def main() -> None:
     parser.add_argument("phase", choices=["sft", "rag", "grpo", "ppo", "eval", "table", "plot"])
     parser.add_argument("--out", type=Path, default=Path("runs/hotpot"))
     parser.add_argument("--minutes", type=float, default=10.0, help="RL: wall minutes of training")
+    parser.add_argument(
+        "--steps", type=int, help="RL: exactly this many updates (the lr on --schedule over them) instead of --minutes"
+    )
     parser.add_argument("--eval-every", type=int, default=10, help="RL: monitoring EM every this many steps")
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument(
@@ -1121,7 +1153,7 @@ def main() -> None:
     parser.add_argument(
         "--held-out",
         nargs="+",
-        choices=["legacy", "dev", "fresh", "disjoint"],
+        choices=["legacy", *splits.SETS],
         default=["legacy"],
         help="the held-out sets scored at the end (benchmarks/hotpotqa_splits.py): legacy (the 1,024 "
         "questions of every earlier run), or any of dev, fresh, disjoint, which also make training "
@@ -1200,6 +1232,7 @@ def main() -> None:
             a.iterations,
             a.schedule,
             a.comparison_share,
+            a.steps,
         )
     elif a.phase == "ppo":
         run_ppo(
@@ -1217,6 +1250,7 @@ def main() -> None:
             a.rl_types,
             a.reward,
             a.budget,
+            a.steps,
         )
     elif a.phase == "eval":
         run_eval(a.out, a.checkpoint, a.rag)

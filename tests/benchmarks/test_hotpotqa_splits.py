@@ -20,7 +20,7 @@ from agentgym_r1.envs.hotpotqa.synthetic import build_kb
 from agentgym_r1.error import HeldOutOverlapError
 
 ROOT = Path(__file__).resolve().parents[2]
-SIZES = {"dev": 8, "fresh": 8, "disjoint": 8}
+SIZES = {"dev": 8, "fresh": 8, "disjoint": 8, "ablation": 8}
 
 
 def load_script():
@@ -90,13 +90,14 @@ def test_the_real_sets_pass_the_check_against_the_script_training(record, tasks,
     assert record["partition"]["countries"] == list(part.countries)
     train = tasks(record["training"])
     assert len(train) == splits.TRAIN_SEEDS and all(part.is_clear(t) for t in train)
-    for name, first in (("dev", splits.DEV_FROM), ("fresh", splits.FRESH_FROM), ("disjoint", splits.DISJOINT_FROM)):
+    firsts = {"dev": splits.DEV_FROM, "fresh": splits.FRESH_FROM, "disjoint": splits.DISJOINT_FROM}
+    for name, first in {**firsts, "ablation": splits.ABLATION_FROM}.items():
         assert len(record[name]) == SIZES[name] and min(record[name]) >= first
-    assert all(part.is_clear(t) for t in tasks(record["dev"] + record["fresh"]))
+    assert all(part.is_clear(t) for t in tasks(record["dev"] + record["fresh"] + record["ablation"]))
     disjoint = tasks(record["disjoint"])
     assert all(part.is_held(t) for t in disjoint)
     assert Counter(t.meta["type"] for t in disjoint) == Counter(splits.type_quotas(SIZES["disjoint"]))
-    splits.check_splits(tasks, kb, record, ["dev", "fresh", "disjoint"])  # raises on any overlap
+    splits.check_splits(tasks, kb, record, list(splits.SETS))  # raises on any overlap
 
 
 def test_the_script_stops_before_training_on_a_held_out_set_that_overlaps(proof, record, tmp_path):

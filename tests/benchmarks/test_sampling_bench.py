@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-import sampling_bench  # noqa: E402  (tests/benchmarks/conftest.py puts benchmarks/ on sys.path)
+import sampling_bench  # tests/benchmarks/conftest.py puts benchmarks/ on sys.path
 
 
 @pytest.mark.timeout(600)

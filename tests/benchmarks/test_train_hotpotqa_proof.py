@@ -105,3 +105,39 @@ def test_comparison_outcomes_tell_a_wrong_pick_from_a_garbled_copy():
         assert script.comparison_outcome(task, ep) == expected, (expected, ep)
     counts = script.comparison_outcomes([task] * len(cases), list(cases.values()))
     assert counts == dict.fromkeys(script.COMPARISON_OUTCOMES, 1)
+
+
+@pytest.mark.parametrize(("phase", "schedule"), [("ppo", "cosine"), ("grpo", "cosine"), ("grpo", "constant")])
+def test_a_fixed_update_budget_reaches_the_trainer(phase, schedule, tmp_path):
+    """``--steps N`` (issue 36: budgets in updates, never minutes): the trainer's own ``max_steps`` is N and its lr
+    follows the schedule over those updates; without it the run keeps the wall-clock budget."""
+    proof = load_script()
+    seen = []
+    proof.train = lambda out, start, label, cls, args, *a, **kw: seen.append(
+        (args, kw.get("steps", a[6] if len(a) > 6 else None))
+    )
+    common = dict(out=tmp_path, start=tmp_path, minutes=1.0, every=4, lr=1e-4, seed=0, batch=8, threads=1)
+    common |= dict(temperature=1.0, types="names")
+    for steps in (12, None):
+        if phase == "ppo":
+            proof.run_ppo(advantage_mask=True, loss_mask=True, steps=steps, **common)
+        else:
+            run = dict(layout="concatenated", estimator="rloo", generations=4, schedule=schedule, steps=steps)
+            proof.run_grpo(**common, **run)
+    (fixed, passed), (wall, _) = seen
+    assert fixed.max_steps == 12 and passed == 12
+    assert fixed.lr_scheduler_type == schedule  # a SchedulerType, a str enum
+    assert wall.max_steps == 100_000 and wall.lr_scheduler_type == "constant"
+
+
+def test_the_fixed_update_callback_draws_the_curve_at_the_start_every_n_steps_and_the_last():
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    points = []
+    callback = load_script().every_steps(lambda step, model, seconds: points.append(step), every=4, steps=10)
+    state, control, args = TrainerState(), TrainerControl(), TrainingArguments(output_dir="unused", use_cpu=True)
+    callback.on_train_begin(args, state, control, model=None)
+    for step in range(1, 11):
+        state.global_step = step
+        callback.on_step_end(args, state, control, model=None)
+    assert points == [0, 4, 8, 10]
