@@ -425,6 +425,8 @@ def save_react_result(out: Path, label: str, model: Any, tokenizer: Any, seeds: 
         by_type=em_by_type(tasks, solved),
         bridge_outcomes=bridge_outcomes(tasks, episodes),
         comparison_outcomes=comparison_outcomes(tasks, episodes),
+        solved=[int(x) for x in solved],  # per question, in the order of ``seeds``: what a paired test reads
+        seeds=list(seeds),
         **extra,
     )
 
