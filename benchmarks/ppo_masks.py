@@ -2,11 +2,11 @@
 
 Reads the runs' results on the ``ablation`` held-out set (``OUT/results/<run>.ablation.json``, written by
 ``train_hotpotqa_proof.py ppo ... --held-out ablation``, each with its per-question outcomes) and the start's
-(``eval-sft.ablation.json``), and prints: each variant's EM per seed and its mean; the paired difference of each
-pair the protocol names, with a 95% percentile bootstrap interval over seeds and questions (10,000 resamples,
-generator seeded 36: a resample draws the seeds with replacement and the questions with replacement, the same
-questions for both rows, and averages the per-seed differences), the paired t over seeds, and per seed McNemar's
-exact test on the same questions::
+(``eval-start.ablation.json``: ``eval --checkpoint OUT/start``), and prints each variant's EM per seed and its mean,
+and the paired difference of each pair the protocol names, with a 95% percentile bootstrap interval over seeds and
+questions (10,000 resamples, generator seeded 36: a resample draws the seeds with replacement and the questions with
+replacement, the same questions for both rows, and averages the per-seed differences), the paired t over seeds, and
+per seed McNemar's exact test on the same questions::
 
     PYTHONPATH=. python benchmarks/ppo_masks.py runs/ppo-masks
 """
@@ -35,7 +35,7 @@ def load(out: Path, seeds: list[int]) -> tuple[np.ndarray, dict[str, np.ndarray]
     def read(name: str) -> dict:
         return json.loads((out / "results" / f"{name}.ablation.json").read_text())
 
-    start = read("eval-sft")
+    start = read("eval-start")
     runs = {v: [read(f"{v}-seed{s}") for s in seeds] for v in VARIANTS}
     for rows in runs.values():
         for r in rows:

@@ -20,7 +20,7 @@ def write(out, name, solved, seeds=QUESTIONS):
 
 def test_the_report_orders_the_variants_and_bounds_the_differences(tmp_path):
     rng = np.random.default_rng(0)
-    write(tmp_path, "eval-sft", [int(x) for x in rng.random(200) < 0.2])
+    write(tmp_path, "eval-start", [int(x) for x in rng.random(200) < 0.2])
     for seed in range(4):
         base = rng.random(200)
         rates = {"ppo": 0.4, "ppo-noadv": 0.4, "ppo-noloss": 0.3, "ppo-noadv-noloss": 0.1}
@@ -36,7 +36,7 @@ def test_the_report_orders_the_variants_and_bounds_the_differences(tmp_path):
 
 
 def test_a_run_scored_on_other_questions_is_refused(tmp_path):
-    write(tmp_path, "eval-sft", [0] * 200)
+    write(tmp_path, "eval-start", [0] * 200)
     for variant in ppo_masks.VARIANTS:
         write(tmp_path, f"{variant}-seed0", [1] * 200, QUESTIONS if variant != "ppo-noloss" else QUESTIONS[::-1])
     with pytest.raises(ValueError, match="ppo-noloss-seed0 was scored on other questions"):
