@@ -510,6 +510,12 @@ def connect_ray(ray: Any, address: str | None) -> None:
     check_ray_address(address)
     try:
         ray.init(address=address, include_dashboard=False, logging_level="WARNING")
+    except ray.exceptions.AuthenticationError as e:  # Ray 2.60: a cluster under RAY_AUTH_MODE=token, no token here
+        raise EnvBackendError(
+            f"cannot connect to Ray at {address or 'a new local instance'!r}: the cluster uses token "
+            f"authentication and this process has no token ({e.message.split('.')[0]}); set RAY_AUTH_TOKEN "
+            "(or RAY_AUTH_TOKEN_PATH) to the cluster's token (`ray get-auth-token` on its head node)"
+        ) from e
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise EnvBackendError(
             f"cannot connect to Ray at {address or 'a new local instance'!r}: {type(e).__name__}: {e}"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -30,6 +32,32 @@ def test_an_unreachable_ray_address_is_a_named_error_at_construction(chat):
     with pytest.raises(EnvBackendError, match="cannot be reached"):
         make_env_backend("ray", 1, f"ray://127.0.0.1:{port}")
     assert not ray.is_initialized()
+
+
+AUTH_DRIVER = """
+import socket, sys
+from agentgym_r1.adapters.env_backends import make_env_backend
+from agentgym_r1.error import EnvBackendError
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen()  # the address takes a TCP connection; Ray then asks for its token
+try:
+    make_env_backend("ray", 1, "127.0.0.1:%d" % listener.getsockname()[1])
+except EnvBackendError as e:
+    print("EnvBackendError:", e)
+"""
+
+
+def test_a_ray_cluster_asking_for_a_token_this_process_lacks_is_a_named_error(tmp_path):
+    """Ray 2.60's token authentication (``RAY_AUTH_MODE=token``) with no token: ``ray.init`` raises its own
+    ``AuthenticationError``, which reached the caller raw; it is an :class:`EnvBackendError` that says where the
+    token goes. A process of its own: the mode and Ray's state are per process."""
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env.update(HOME=str(tmp_path), RAY_AUTH_MODE="token")
+    run = subprocess.run([sys.executable, "-c", AUTH_DRIVER], env=env, capture_output=True, text=True, timeout=120)
+    assert "EnvBackendError:" in run.stdout, run.stdout + run.stderr[-2000:]
+    assert "token authentication" in run.stdout and "RAY_AUTH_TOKEN" in run.stdout
 
 
 def backends(request):
