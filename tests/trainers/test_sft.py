@@ -170,9 +170,10 @@ def test_sft_loss_is_the_mean_over_agent_tokens_only():
 
 def test_sft_takes_the_hand_written_loops_steps():
     """Issue 39: SFT through TRL makes the steps of the loop it replaced (batches drawn with replacement by a generator
-    seeded with ``seed``, AdamW, warm-up ``(s + 1) / w``, gradients clipped at 1), loss for loss. Before, its first step
-    had lr 0 (transformers' warm-up is ``s / w``) and its batches were shuffled epochs: a step lost in every call, and
-    the HotpotQA proof's start, made of 50-step calls, scored 6.8% where the old loop's scored 23.8%."""
+    seeded with ``seed``, torch's AdamW, warm-up ``(s + 1) / w``, gradients clipped at 1, the model's mean loss), bit
+    for bit. Before, its first step had lr 0 (transformers' warm-up is ``s / w``), its batches were shuffled epochs,
+    and its optimizer and loss rounded differently: the HotpotQA proof's start scored 6.8% where the old loop's scored
+    23.8%, and GSM8K's 14.7% where the old loop's, on the same rows and batches, scored 28.7%."""
     tokenizer = tokenizer_for(HOTPOT, hotpot_actions)
     rows = expert_rows(*HOTPOT, range(10), tokenizer, hotpot_actions).samples
     model = make_model(tokenizer, hidden=32, layers=1, seed=0)
@@ -200,9 +201,8 @@ def test_sft_takes_the_hand_written_loops_steps():
         opt.step()
         sched.step()
         by_hand.append(loss.item())
-    assert losses == pytest.approx(by_hand, rel=1e-4)
-    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert losses == by_hand  # bit for bit: the SFT runs are chaotic, so rounding alone moves where they land
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), twin.parameters(), strict=True))
 
 
 def test_sft_refuses_bad_settings_before_training():
