@@ -15,8 +15,9 @@ whose first fenced block with the info string ``protocol`` holds YAML with at le
 :mod:`agentgym_r1.error`:
 
 * :class:`~agentgym_r1.error.ProtocolError`: no protocol block, a missing field, a ``status`` other than
-  ``registered`` (a ``draft`` is a template, not a protocol), or a run whose seed or held-out set the protocol does not
-  list;
+  ``registered`` (a ``draft`` is a template, not a protocol), a run whose seed or held-out set the protocol does not
+  list, or one whose CPU kernel variables differ from the protocol's ``config.kernels`` (float results of a chaotic
+  SFT depend on the kernels: ``ATEN_CPU_CAPABILITY=avx2`` against the default moves where it lands);
 * :class:`~agentgym_r1.error.ProtocolNotCommittedError`: the protocol file is not in git at ``HEAD`` or differs from
   ``HEAD``'s copy (it must be committed at or before the code that runs);
 * :class:`~agentgym_r1.error.ProtocolCommitError`: the protocol's ``commit`` is not a commit of this repository, or not
@@ -26,6 +27,7 @@ whose first fenced block with the info string ``protocol`` holds YAML with at le
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Iterable
@@ -44,6 +46,11 @@ REQUIRED = ("status", "commit", "seeds", "held_out", "config")
 REGISTERED = "registered"
 BLOCK = re.compile(r"^```protocol[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 SHOWN = 10  # changed paths recorded and named in an error
+KERNEL_VARIABLES = (  # what picks the instructions of torch's own kernels, MKL's BLAS and oneDNN's
+    "ATEN_CPU_CAPABILITY",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "ONEDNN_MAX_CPU_ISA",
+)
 
 
 def git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -83,13 +90,39 @@ def changes(root: Path, out: Path | None = None) -> list[str]:
     return [line for line in done.stdout.splitlines() if line.strip()]
 
 
+def kernels() -> dict[str, str | None]:
+    """The variables that pin this process's CPU kernels (:data:`KERNEL_VARIABLES`), as set (``None``: unset, each
+    library picks the widest instructions the CPU has)."""
+    return {name: os.environ.get(name) for name in KERNEL_VARIABLES}
+
+
 def provenance(root: Path, out: Path | None = None) -> dict[str, Any]:
-    """``commit`` (HEAD), ``dirty`` and the first changed paths (``changes``) of the tree at ``root``."""
+    """``commit`` (HEAD), ``dirty``, the first changed paths (``changes``) of the tree at ``root``, and the
+    :func:`kernels` variables."""
     head = git(root, "rev-parse", "HEAD")
     if head.returncode:
         raise StudyError(f"git rev-parse HEAD failed in {root} ({head.stderr.strip()}): a study needs a commit")
     changed = changes(root, out)
-    return {"commit": head.stdout.strip(), "dirty": bool(changed), "changes": changed[:SHOWN]}
+    return {"commit": head.stdout.strip(), "dirty": bool(changed), "changes": changed[:SHOWN], "kernels": kernels()}
+
+
+def check_kernels(protocol: dict[str, Any], rel: str) -> None:
+    """Refuse a run whose kernel variables differ from the protocol's ``config.kernels`` (when it names any)."""
+    wanted = (protocol.get("config") or {}).get("kernels") if isinstance(protocol.get("config"), dict) else None
+    if not wanted:
+        return
+    if not isinstance(wanted, dict) or any(name not in KERNEL_VARIABLES for name in wanted):
+        raise ProtocolError(
+            f"{rel}: config.kernels must map some of {list(KERNEL_VARIABLES)} to values, got {wanted!r}"
+        )
+    have = kernels()
+    wrong = {name: value for name, value in wanted.items() if have[name] != (None if value is None else str(value))}
+    if wrong:
+        fix = " ".join(f"{name}={value}" for name, value in wanted.items() if value is not None)
+        raise ProtocolError(
+            f"{rel}: the protocol pins the CPU kernels {wanted}, this process has "
+            f"{ {name: have[name] for name in wrong} }; run it as: env {fix} python ..."
+        )
 
 
 def read_protocol(path: Path) -> dict[str, Any]:
@@ -191,6 +224,7 @@ def guard(
             f"or stash them (git stash -u) and run again"
         )
     check_run(protocol, rel, seed, held_out)
+    check_kernels(protocol, rel)
     file_commit = git(root, "log", "-1", "--format=%H", "--", rel).stdout.strip()
     return {**record, "protocol": {"path": rel, "commit": commit, "file_commit": file_commit}}
 

@@ -88,6 +88,7 @@ TRAIN_SEEDS = 8000  # SFT and RL draw training questions with reset seeds 0..TRA
 HELD_OUT_FROM = 1_000_000  # held-out questions: reset seeds from here on, skipping any training question
 N_MONITOR, N_FINAL = 128, 1024  # monitoring questions, then the table's (never seen before a run ends)
 RAG_SYSTEM = "Answer the question from the passage."
+RAG_RECORD = "rag.json"  # beside a naive RAG checkpoint's weights: the k it retrieves and its steps
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 HELD_OUT = ["legacy"]  # the held-out sets scored (--held-out); "legacy" alone keeps the earlier runs' splits
 PROVENANCE: dict[str, Any] = {}  # study.start's record (commit, dirty, protocol), written with every result
@@ -290,15 +291,28 @@ def bridge_outcome(task: Any, episode: Any) -> str:
     return BRIDGE_OUTCOMES[3]
 
 
-def rag_prompt(chat: Any, retriever: Any, question: str) -> list[int]:
+def rag_prompt(chat: Any, retriever: Any, question: str, k: int = TOP_K) -> list[int]:
+    """The naive RAG prompt: the question, then the top ``k`` passages the question retrieves (BM25), best first."""
     from agentgym_r1.envs.hotpotqa.tools import render_hits
 
-    content = f"{question}\n\n{render_hits(retriever.search(question, TOP_K))}"
+    content = f"{question}\n\n{render_hits(retriever.search(question, k))}"
     return chat.prompt_ids([{"role": "system", "content": RAG_SYSTEM}, {"role": "user", "content": content}])
 
 
-def rag_em(model: Any, tokenizer: Any, seeds: Sequence[int]) -> float:
-    """Greedy EM of the naive RAG model: one retrieval with the question, then the answer."""
+def rag_k(checkpoint: Path) -> int:
+    """The ``k`` a naive RAG checkpoint was trained with (``rag.json`` beside its weights; 1 for the earlier ones)."""
+    path = Path(checkpoint) / RAG_RECORD
+    return int(json.loads(path.read_text())["k"]) if path.exists() else TOP_K
+
+
+def rag_em(model: Any, tokenizer: Any, seeds: Sequence[int], k: int = TOP_K) -> float:
+    """Greedy EM of the naive RAG model: one retrieval of ``k`` passages with the question, then the answer."""
+    solved = rag_solved(model, tokenizer, seeds, k)
+    return sum(solved) / len(solved)
+
+
+def rag_solved(model: Any, tokenizer: Any, seeds: Sequence[int], k: int = TOP_K) -> list[bool]:
+    """Per question of ``seeds``, whether the naive RAG model's greedy answer is an exact match."""
     import gymnasium as gym
     import torch
 
@@ -311,10 +325,10 @@ def rag_em(model: Any, tokenizer: Any, seeds: Sequence[int]) -> float:
     tasks = questions(seeds)
     was_training = model.training
     model.eval()
-    solved = 0.0
+    solved: list[bool] = []
     for start in range(0, len(tasks), 128):
         chunk = tasks[start : start + 128]
-        prompts = [rag_prompt(chat, retriever, t.prompt) for t in chunk]
+        prompts = [rag_prompt(chat, retriever, t.prompt, k) for t in chunk]
         width = max(map(len, prompts))
         ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p for p in prompts])
         attn = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
@@ -329,10 +343,29 @@ def rag_em(model: Any, tokenizer: Any, seeds: Sequence[int]) -> float:
             )
         for task, row in zip(chunk, out[:, width:].tolist(), strict=True):
             m = ANSWER.search(tokenizer.decode(row, skip_special_tokens=True))
-            solved += qa_scores(m[1], task.answer)["em"] if m else 0.0
+            solved.append(bool(m) and qa_scores(m[1], task.answer)["em"] == 1.0)
     env.close()
     model.train(was_training)
-    return solved / len(tasks)
+    return solved
+
+
+def save_rag_result(
+    out: Path, label: str, model: Any, tokenizer: Any, seeds: Sequence[int], k: int, **extra: Any
+) -> None:
+    """The naive RAG model's greedy EM on ``seeds``, overall and by question type, per question (for a paired test),
+    saved as ``label``'s result."""
+    solved = rag_solved(model, tokenizer, seeds, k)
+    save_result(
+        out,
+        label,
+        sum(solved) / len(solved),
+        n=len(solved),
+        by_type=em_by_type(questions(seeds), solved),
+        solved=[int(x) for x in solved],
+        seeds=list(seeds),
+        rag_k=k,
+        **extra,
+    )
 
 
 def question_type(task: Any) -> str:
@@ -578,7 +611,15 @@ def run_rag(
     batch: int,
     layers: int,
     hidden: int = 128,
+    k: int = TOP_K,
+    steps_budget: int | None = None,
+    tokenizer_from: Path | None = None,
 ) -> None:
+    """The naive RAG baseline: a fresh model of the same size and tokenizer (``tokenizer_from``, else the ReAct
+    run's ``OUT/tokenizer``), SFT on one retrieval of ``k`` passages per training question and its answer. With
+    ``steps_budget`` it trains exactly that many steps and keeps the last (a confirmatory budget in updates);
+    without, it trains for ``minutes`` and keeps the chunk with the best monitoring EM, stopping after ``patience``
+    chunks without improvement (the earlier runs)."""
     import copy
 
     import gymnasium as gym
@@ -589,44 +630,54 @@ def run_rag(
     from agentgym_r1.trainers.sft import answer_row, sft
 
     monitor, finals = held_out_sets(out)
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "tokenizer")  # the ReAct run's, a fresh model
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(tokenizer_from or out / "tokenizer")
     model = make_model(tokenizer, hidden=hidden, layers=layers, mlp_ratio=4).train()
     chat = ChatTokenizer(tokenizer)
     env = gym.make(ENV_ID, **ENV_KWARGS)
     demos = []
     for task in questions(training_seeds(out)[:num_episodes]):
         answer = [*chat.encode(f"<answer>{gold(task)}</answer>"), tokenizer.eos_token_id]
-        demos.append(answer_row(rag_prompt(chat, env.unwrapped.retriever, task.prompt), answer, f"rag-{len(demos)}"))
+        demos.append(answer_row(rag_prompt(chat, env.unwrapped.retriever, task.prompt, k), answer, f"rag-{len(demos)}"))
+    env.close()
+    lengths = sorted(len(d.prompt_ids) for d in demos)
     print(
-        f"naive RAG: {len(demos)} examples, prompt median {sorted(len(d.prompt_ids) for d in demos)[len(demos) // 2]}"
-        " tokens",
+        f"naive RAG, top {k}: {len(demos)} examples, prompt median {lengths[len(lengths) // 2]} max {lengths[-1]} "
+        "tokens",
         flush=True,
     )
     start, steps, best, best_state, best_steps, stale = time.time(), 0, -1.0, None, 0, 0
-    while time.time() - start < minutes * 60 and stale < patience:
-        sft(model, tokenizer, demos, steps=chunk, batch_size=batch, lr=lr, seed=steps)
-        steps += chunk
-        em = rag_em(model, tokenizer, monitor)
+    while steps < steps_budget if steps_budget is not None else time.time() - start < minutes * 60 and stale < patience:
+        step_chunk = chunk if steps_budget is None else min(chunk, steps_budget - steps)
+        sft(model, tokenizer, demos, steps=step_chunk, batch_size=batch, lr=lr, seed=steps)
+        steps += step_chunk
+        em = rag_em(model, tokenizer, monitor, k)
         print(f"rag step {steps:4d}  held-out EM {em:.3f}  {time.time() - start:.0f}s", flush=True)
-        if em > best:
+        if steps_budget is None and em > best:
             best, best_state, best_steps, stale = em, copy.deepcopy(model.state_dict()), steps, 0
-        else:
+        elif steps_budget is None:
             stale += 1
-    model.load_state_dict(best_state)
+        else:
+            best, best_steps = em, steps
+    if best_state is not None:
+        model.load_state_dict(best_state)
     model.save_pretrained(out / "rag")
     tokenizer.save_pretrained(out / "rag")
-    print(f"RAG checkpoint: {out / 'rag'}  best at step {best_steps} of {steps}  monitoring EM {best:.3f}", flush=True)
+    (out / "rag" / RAG_RECORD).write_text(json.dumps({"k": k, "steps": best_steps, "provenance": PROVENANCE}))
+    print(f"RAG checkpoint: {out / 'rag'}  kept step {best_steps} of {steps}  monitoring EM {best:.3f}", flush=True)
     minutes = (time.time() - start) / 60
     for name, seeds in finals.items():
-        save_result(
+        save_rag_result(
             out,
             scored_label("rag", name),
-            rag_em(model, tokenizer, seeds),
-            n=len(seeds),
+            model,
+            tokenizer,
+            seeds,
+            k,
             steps=best_steps,
             minutes=minutes,
             monitor=best,
             held_out=name,
+            budget="updates" if steps_budget is not None else "minutes",
         )
 
 
@@ -971,8 +1022,8 @@ def run_eval(out: Path, checkpoint: Path, rag: bool) -> None:
     name = checkpoint.name if rag or checkpoint.name != "final" else checkpoint.parent.name
     for held, seeds in held_out_sets(out)[1].items():
         if rag:
-            save_result(
-                out, scored_label(f"eval-{name}", held), rag_em(model, tokenizer, seeds), n=len(seeds), held_out=held
+            save_rag_result(
+                out, scored_label(f"eval-{name}", held), model, tokenizer, seeds, rag_k(checkpoint), held_out=held
             )
         else:
             save_react_result(out, scored_label(f"eval-{name}", held), model, tokenizer, seeds, held_out=held)
@@ -1043,6 +1094,8 @@ def run_plot(
 
 
 def main() -> None:
+    from agentgym_r1.leaderboard.cli import int_arg
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("phase", choices=["sft", "rag", "grpo", "ppo", "eval", "table", "plot"])
     parser.add_argument("--out", type=Path, default=Path("runs/hotpot"))
@@ -1128,6 +1181,18 @@ def main() -> None:
     parser.add_argument("--sft-batch", type=int, default=16)
     parser.add_argument("--rag-minutes", type=float, default=6.0)
     parser.add_argument("--rag-patience", type=int, default=3, help="RAG: chunks without improvement before stopping")
+    parser.add_argument(
+        "--rag-k",
+        type=int_arg(1, 20),
+        default=TOP_K,
+        help="RAG: passages retrieved with the question (BM25, best first)",
+    )
+    parser.add_argument(
+        "--rag-steps",
+        type=int_arg(1, 1_000_000),
+        help="RAG: train exactly this many steps and keep the last (a budget in updates; default: --rag-minutes "
+        "with early stopping on the monitoring EM)",
+    )
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=128, help="sft, rag: the model's width (4 heads, MLP 4x)")
     parser.add_argument("--vocab", type=int, default=1000, help="sft: the tokenizer's vocabulary size")
@@ -1211,7 +1276,18 @@ def main() -> None:
         )
     elif a.phase == "rag":
         run_rag(
-            a.out, a.sft_chunk, a.rag_minutes, a.rag_patience, a.sft_episodes, a.sft_lr, a.sft_batch, a.layers, a.hidden
+            a.out,
+            a.sft_chunk,
+            a.rag_minutes,
+            a.rag_patience,
+            a.sft_episodes,
+            a.sft_lr,
+            a.sft_batch,
+            a.layers,
+            a.hidden,
+            a.rag_k,
+            a.rag_steps,
+            a.start,
         )
     elif a.phase == "grpo":
         estimator = "reinforce_pp" if a.estimator == "reinforce++" else a.estimator

@@ -4,7 +4,7 @@ repositories: each refusal, the accepted case, and the proof scripts refusing th
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,14 +51,26 @@ def commit(root: Path, message: str) -> str:
 
 
 def protocol(
-    root: Path, code_commit: object, status: str = "registered", seeds: str = "[0, 1]", name: str = "study_protocol.md"
+    root: Path,
+    code_commit: object,
+    status: str = "registered",
+    seeds: str = "[0, 1]",
+    name: str = "study_protocol.md",
+    config: str = "  grpo: {lr: 4.2e-4}\n",
 ) -> Path:
     path = root / "reports" / name
     path.parent.mkdir(exist_ok=True)
     path.write_text(
         f"# A study\n\nSome prose.\n\n```protocol\nstatus: {status}\ncommit: {code_commit}\nseeds: {seeds}\n"
-        "held_out:\n  fresh: {first_seed: 3000000, questions: 1024}\nconfig:\n  grpo: {lr: 4.2e-4}\n```\n"
+        f"held_out:\n  fresh: {{first_seed: 3000000, questions: 1024}}\nconfig:\n{config}```\n"
     )
+    return path
+
+
+def draft(directory: Path) -> Path:
+    """The HotpotQA confirmatory protocol page as a draft (its status set back to ``draft``) in ``directory``."""
+    path = directory / "draft.md"
+    path.write_text(re.sub(r"^status: *\w+", "status: draft", TEMPLATE.read_text(), count=1, flags=re.M))
     return path
 
 
@@ -76,7 +88,7 @@ def repo(tmp_path: Path) -> tuple[Path, str]:
 def test_provenance_records_head_and_what_makes_the_tree_dirty(repo):
     root, code = repo
     clean = study.provenance(root)
-    assert clean == {"commit": code, "dirty": False, "changes": []}
+    assert clean == {"commit": code, "dirty": False, "changes": [], "kernels": study.kernels()}
     (root / "runs").mkdir()
     (root / "runs" / "result.json").write_text("{}")  # ignored: not dirty
     (root / "out").mkdir()
@@ -141,7 +153,7 @@ def test_a_protocol_whose_commit_is_not_an_ancestor_of_head_is_refused(repo):
 
 def test_the_draft_template_and_a_protocol_missing_a_field_are_refused(repo):
     root, code = repo
-    shutil.copy(TEMPLATE, root / "draft.md")
+    draft(root)
     commit(root, "the draft")
     with pytest.raises(ProtocolError, match="status is 'draft'"):
         study.guard(root / "draft.md", root)
@@ -176,7 +188,7 @@ def test_the_proof_scripts_refuse_the_draft_protocol_before_any_work(tmp_path, s
             "--out",
             str(tmp_path / "run"),
             "--protocol",
-            str(TEMPLATE),
+            str(draft(tmp_path)),
         ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -199,4 +211,29 @@ def test_outside_a_git_tree_an_exploratory_run_records_no_commit_and_a_confirmat
     record = study.start(script, tmp_path / "out")
     assert record["commit"] is None and record["dirty"] is None and "not inside a git work tree" in record["note"]
     with pytest.raises(StudyError, match="not inside a git work tree"):
-        study.start(script, tmp_path / "out", protocol=TEMPLATE)
+        study.start(script, tmp_path / "out", protocol=draft(tmp_path))
+
+
+def test_a_run_under_other_cpu_kernels_than_the_protocol_pins_is_refused(repo, monkeypatch):
+    root, code = repo
+    pinned = "  kernels: {ATEN_CPU_CAPABILITY: avx2, ONEDNN_MAX_CPU_ISA: AVX2}\n"
+    path = protocol(root, code, config=f"  grpo: {{lr: 4.2e-4}}\n{pinned}")
+    commit(root, "protocol")
+    for name in study.KERNEL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ProtocolError, match="ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2"):
+        study.guard(path, root)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    with pytest.raises(ProtocolError, match="'ONEDNN_MAX_CPU_ISA': None"):
+        study.guard(path, root)  # one of the two is not enough
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    record = study.guard(path, root)
+    assert record["kernels"] == {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "MKL_ENABLE_INSTRUCTIONS": None,
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+    }
+    path = protocol(root, code, name="typo.md", config="  kernels: {ATEN_CPU: avx2}\n")
+    commit(root, "a protocol naming a variable nothing reads")
+    with pytest.raises(ProtocolError, match=r"config\.kernels must map some of"):
+        study.guard(path, root)

@@ -4,6 +4,7 @@ options it refuses before any work starts."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -141,3 +142,69 @@ def test_the_fixed_update_callback_draws_the_curve_at_the_start_every_n_steps_an
         state.global_step = step
         callback.on_step_end(args, state, control, model=None)
     assert points == [0, 4, 8, 10]
+
+
+def hotpot_tokenizer(path):
+    """A small tokenizer trained on rendered KB passages and questions, saved at ``path``."""
+    import gymnasium as gym
+
+    import agentgym_r1  # noqa: F401  (registers the ids)
+    from agentgym_r1.adapters.scratch import train_tokenizer
+    from agentgym_r1.envs.hotpotqa.tools import render_hits
+    from agentgym_r1.retrieval import Hit
+
+    script = load_script()
+    env = gym.make(script.ENV_ID, **script.ENV_KWARGS)
+    texts = [render_hits([Hit(doc, 0.0, 0)]) for doc in env.unwrapped.data.documents[:300]]
+    texts += [t.prompt for t in script.questions(range(40))]
+    env.close()
+    return train_tokenizer(texts, path, vocab_size=400, split_digits=True, cross_spaces=True)
+
+
+def test_the_naive_rag_prompt_holds_the_top_k_passages(tmp_path):
+    import gymnasium as gym
+
+    from agentgym_r1.adapters import ChatTokenizer
+
+    script = load_script()
+    chat = ChatTokenizer(hotpot_tokenizer(tmp_path / "tok"))
+    env = gym.make(script.ENV_ID, **script.ENV_KWARGS)
+    retriever = env.unwrapped.retriever
+    question = script.questions([3])[0].prompt
+    hits = retriever.search(question, 3)
+    texts = {k: chat.tokenizer.decode(script.rag_prompt(chat, retriever, question, k)) for k in (1, 3)}
+    env.close()
+    squash = lambda text: "".join(text.split())  # noqa: E731  (the tokenizer's pieces may cross spaces)
+    assert squash(hits[0].doc.title) in squash(texts[1]) and squash(hits[0].doc.title) in squash(texts[3])
+    assert all(squash(hit.doc.title) in squash(texts[3]) for hit in hits)
+    assert len(texts[3]) > len(texts[1])
+    assert script.rag_k(tmp_path) == 1  # no record: the earlier runs' one passage
+
+
+def test_a_naive_rag_with_a_step_budget_trains_exactly_those_steps_and_records_its_k(tmp_path, monkeypatch):
+    script = load_script()
+    out = tmp_path / "run"
+    hotpot_tokenizer(out / "tokenizer")
+    monkeypatch.setattr(script, "held_out_sets", lambda out: ([100, 101], {"dev": [102, 103, 104]}))
+    monkeypatch.setattr(script, "training_seeds", lambda out: list(range(12)))
+    script.run_rag(
+        out,
+        chunk=2,
+        minutes=0.0,
+        patience=1,
+        num_episodes=12,
+        lr=1e-3,
+        batch=4,
+        layers=1,
+        hidden=32,
+        k=2,
+        steps_budget=5,
+    )
+    record = json.loads((out / "rag" / script.RAG_RECORD).read_text())
+    assert record["k"] == 2 and record["steps"] == 5  # chunks of 2, 2, then 1: exactly the budget, not a chunk more
+    assert script.rag_k(out / "rag") == 2
+    result = json.loads((out / "results" / "rag.dev.json").read_text())
+    assert result["rag_k"] == 2 and result["steps"] == 5 and result["budget"] == "updates"
+    assert result["seeds"] == [102, 103, 104] and len(result["solved"]) == 3
+    assert result["em"] == sum(result["solved"]) / 3
+    assert set(result["by_type"]) <= {"bridge", "comparison", "comparison (yes/no)"}
