@@ -50,12 +50,10 @@ def wilson(successes: list[bool]) -> dict[str, float]:
 
 
 def mcnemar(a: list[bool], b: list[bool]) -> float:
-    """Exact McNemar p-value of paired outcomes (the board's :func:`~agentgym_r1.leaderboard.board.mcnemar`)."""
-    from agentgym_r1.leaderboard.board import mcnemar as exact
+    """Exact McNemar p-value of paired outcomes (the board's :func:`~agentgym_r1.leaderboard.board.pair_outcomes`)."""
+    from agentgym_r1.leaderboard.board import pair_outcomes
 
-    return exact(
-        sum(y and not x for x, y in zip(a, b, strict=True)), sum(x and not y for x, y in zip(a, b, strict=True))
-    )
+    return pair_outcomes(a, b).p
 
 
 class Snapshots:

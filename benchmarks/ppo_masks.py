@@ -59,7 +59,7 @@ def bootstrap(diff: np.ndarray, rng: np.random.Generator) -> tuple[float, float]
 def report(out: Path, seeds: list[int]) -> str:
     from scipy.stats import ttest_rel
 
-    from agentgym_r1.leaderboard.board import mcnemar, wilson
+    from agentgym_r1.leaderboard.board import pair_outcomes, wilson
 
     start, runs = load(out, seeds)
     lines = [
@@ -86,8 +86,8 @@ def report(out: Path, seeds: list[int]) -> str:
         xb = np.broadcast_to(start, xa.shape) if b == "start" else runs[b]
         low, high = bootstrap(xa.astype(float) - xb, rng)
         t = ttest_rel(xa.mean(1), xb.mean(1))
-        discordant = [(int((ra > rb).sum()), int((rb > ra).sum())) for ra, rb in zip(xa, xb, strict=True)]
-        per = "; ".join(f"{only_a}/{only_b}, {mcnemar(only_a, only_b):.2g}" for only_a, only_b in discordant)
+        tests = [pair_outcomes(rb, ra) for ra, rb in zip(xa, xb, strict=True)]
+        per = "; ".join(f"{test.gained}/{test.lost}, {test.p:.2g}" for test in tests)
         gap = f"{100 * (xa.mean() - xb.mean()):+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
         lines.append(
             f"| {VARIANTS[a]} - {VARIANTS.get(b, 'SFT start')} | {gap} | t = {t.statistic:.2f} (p = {t.pvalue:.2g}) "

@@ -34,7 +34,7 @@ import torch
 import agentgym_r1  # noqa: F401  (registers the ids)
 from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.adapters.backends.hf import HFBackend
-from agentgym_r1.leaderboard.board import mcnemar, wilson
+from agentgym_r1.leaderboard.board import pair_outcomes, wilson
 
 ENV_ID = "AgentR1/GSM8K-v0"
 BASE = {"source": "synthetic", "system_prompt": "Solve it."}
@@ -204,9 +204,8 @@ def report(out: Path) -> None:
 
 
 def paired(after: list[bool], before: list[bool]) -> str:
-    gained = sum(a and not b for a, b in zip(after, before, strict=True))
-    lost = sum(b and not a for a, b in zip(after, before, strict=True))
-    return f"+{gained} / -{lost}, p = {mcnemar(gained, lost):.3g}"
+    test = pair_outcomes(before, after)
+    return f"+{test.gained} / -{test.lost}, p = {test.p:.3g}"
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentgym_r1.leaderboard.policies import env_family
@@ -102,14 +103,22 @@ def mcnemar(gained: int, lost: int) -> float:
     return float(binomtest(gained, gained + lost, 0.5).pvalue)
 
 
+def pair_outcomes(before: Sequence[object], after: Sequence[object]) -> Paired:
+    """The paired test of two lists of outcomes on the same episodes, in the same order (truthy: solved): how many
+    only ``after`` solved, how many only ``before``, and McNemar's exact p. Lists of different lengths are an error."""
+    if len(before) != len(after):
+        raise ValueError(f"paired outcomes need the same episodes: {len(before)} before, {len(after)} after")
+    gained = sum(bool(a) and not b for b, a in zip(before, after, strict=True))
+    lost = sum(bool(b) and not a for b, a in zip(before, after, strict=True))
+    return Paired(len(before), gained, lost, mcnemar(gained, lost))
+
+
 def pair_episodes(before: list[EpisodeRecord], after: list[EpisodeRecord]) -> Paired:
     """The paired test of two runs of the same job but the policy: episodes are matched by (index, reset seed), never
     by their order in the lists; an episode only one run played is left out."""
     start = {(e.idx, e.seed): e.success for e in before}
     pairs = [(start[(e.idx, e.seed)], e.success) for e in after if (e.idx, e.seed) in start]
-    gained = sum(a and not b for b, a in pairs)
-    lost = sum(b and not a for b, a in pairs)
-    return Paired(len(pairs), gained, lost, mcnemar(gained, lost))
+    return pair_outcomes([b for b, _ in pairs], [a for _, a in pairs])
 
 
 IDENTITY = ("env_id", "env_version", "source", "env_kwargs", "seed")  # a run's episodes are the same tasks as another's

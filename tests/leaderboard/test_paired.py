@@ -10,7 +10,7 @@ from math import comb
 import pytest
 
 from agentgym_r1.leaderboard import render
-from agentgym_r1.leaderboard.board import board, mcnemar, pair_episodes, paired_rows
+from agentgym_r1.leaderboard.board import board, mcnemar, pair_episodes, pair_outcomes, paired_rows
 from agentgym_r1.leaderboard.store import EpisodeRecord, ResultsStore, RunMeta, TrainingRecord
 
 GSM8K = "AgentR1/GSM8K-v0"
@@ -32,6 +32,18 @@ def test_mcnemar_exact_p_matches_the_binomial_sums_by_hand():
     assert mcnemar(5, 0) == pytest.approx(2 / 2**5)  # all five discordant pairs one way: 0.0625, not significant
     assert mcnemar(24, 9) == pytest.approx(2 * sum(comb(33, k) for k in range(10)) / 2**33, rel=1e-12)
     assert mcnemar(4, 4) == 1.0 and mcnemar(0, 0) == 1.0
+
+
+def test_paired_outcome_lists_count_each_discordant_episode_once_by_direction():
+    before = [1, 1, 0, 0, 1, 0, 0]
+    after = [True, False, True, True, True, False, True]
+    test = pair_outcomes(before, after)
+    assert (test.pairs, test.gained, test.lost) == (7, 3, 1)
+    assert test.p == pytest.approx(mcnemar(3, 1))
+    swapped = pair_outcomes(after, before)
+    assert (swapped.gained, swapped.lost, swapped.p) == (1, 3, test.p)
+    with pytest.raises(ValueError, match="same episodes: 7 before, 6 after"):
+        pair_outcomes(before, after[:6])
 
 
 def test_pairs_are_matched_by_episode_identity_not_by_position():
