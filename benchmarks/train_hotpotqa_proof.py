@@ -786,25 +786,6 @@ def rl_tasks(types: str, comparison_share: float | None = None, seeds: Sequence[
     return rows
 
 
-def every_steps(curve: Curve, every: int, steps: int) -> Any:
-    """The callback of a run with a fixed number of updates (``--steps``): ``curve`` at step 0, every ``every`` steps
-    and at the last. The trainer's ``max_steps`` stops the run and its own schedule sets the lr."""
-    import time
-
-    from transformers import TrainerCallback
-
-    class EverySteps(TrainerCallback):
-        def on_train_begin(self, args, state, control, model=None, **kw):
-            self.start = time.monotonic()
-            curve(state.global_step, model, 0.0)
-
-        def on_step_end(self, args, state, control, model=None, **kw):
-            if (every and state.global_step % every == 0) or state.global_step >= steps:
-                curve(state.global_step, model, time.monotonic() - self.start)
-
-    return EverySteps()
-
-
 def train(
     out: Path,
     start: Path,
@@ -827,7 +808,7 @@ def train(
     load on the machine cannot change what it trains: a confirmatory run's budget."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
-    from agentgym_r1.trainers.budget import WallClockBudget
+    from agentgym_r1.trainers.budget import EveryUpdates, WallClockBudget
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(start)
     model = AutoModelForCausalLM.from_pretrained(start)
@@ -835,7 +816,7 @@ def train(
     monitor, finals = held_out_sets(out)
     curve = Curve(tokenizer, monitor, label, out / label / "curve.json")
     if steps:  # the caller's args hold max_steps=steps and the schedule
-        budget, callback = "updates", every_steps(curve, every, steps)
+        budget, callback = "updates", EveryUpdates(curve, every, steps)
     else:
         callback = WallClockBudget(
             minutes, cosine=schedule == "cosine", evaluate=curve, every=every, count_evaluation=budget == "wall"

@@ -35,6 +35,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import study  # benchmarks/: provenance of every result, the confirmatory guard (--protocol)
+
 ENV_ID = "AgentR1/WebShop-v0"
 SYSTEM = (
     "Buy what the instruction asks for: search[query], then click[...] on each page, and click[buy now] at the end."
@@ -45,6 +47,7 @@ MAX_PROMPT, MAX_COMPLETION = 256, 1024
 RL_FIRST, RL_TASKS = 1_000_000, 10_000
 MONITOR_FIRST, MONITOR_N = 2_000_000, 128
 FINAL_FIRST, FINAL_N = 3_000_000, 1000
+PROVENANCE: dict[str, Any] = {}  # study.start's record (commit, dirty, kernels, protocol), written with every result
 
 
 @cache
@@ -240,13 +243,13 @@ class Curve:
         )
 
 
-def curve_callback(tokenizer: Any, seeds: list[int], minutes: float, every: int, path: Path) -> Any:
-    """Held-out monitoring every ``every`` steps (``.evaluate.points``), a stop after ``minutes`` of training (wall
-    time less the held-out checks) and the learning rate on a cosine from its initial value to 0 over those minutes
-    (as the GSM8K proof's ``--cosine``, in training time)."""
+def curve_callback(curve: Curve, minutes: float, every: int) -> Any:
+    """Held-out monitoring (``curve``) every ``every`` steps, a stop after ``minutes`` of training (wall time less the
+    held-out checks) and the learning rate on a cosine from its initial value to 0 over those minutes (as the GSM8K
+    proof's ``--cosine``, in training time)."""
     from agentgym_r1.trainers.budget import WallClockBudget
 
-    return WallClockBudget(minutes, evaluate=Curve(tokenizer, seeds, path), every=every, count_evaluation=False)
+    return WallClockBudget(minutes, evaluate=curve, every=every, count_evaluation=False)
 
 
 def run_grpo(
@@ -260,7 +263,11 @@ def run_grpo(
     temperature: float,
     sft_episodes: int,
     monitor_n: int = MONITOR_N,
+    steps: int | None = None,
 ) -> None:
+    """GRPO from the SFT checkpoint for ``minutes`` of training time (the lr on a cosine over them) or, with
+    ``steps``, for exactly that many updates (the lr on a cosine over them: a budget the machine's load cannot
+    change)."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
@@ -281,10 +288,10 @@ def run_grpo(
         num_generations=generations,
         per_device_train_batch_size=prompts * generations,
         learning_rate=lr,
-        lr_scheduler_type="constant",
+        lr_scheduler_type="cosine" if steps else "constant",  # a wall-clock run: WallClockBudget's cosine
         beta=0.0,
         temperature=temperature,
-        max_steps=100_000,
+        max_steps=steps or 100_000,
         logging_steps=5,
         report_to="none",
         gradient_checkpointing=False,
@@ -297,13 +304,19 @@ def run_grpo(
     tasks = Dataset.from_list([{"prompt": json.dumps({"seed": RL_FIRST + i})} for i in range(RL_TASKS)])
     seeds, counts = held_out_seeds(MONITOR_FIRST, monitor_n, sft_episodes)
     print(f"monitoring set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
-    callback = curve_callback(tokenizer, seeds, minutes, every, out / f"{label}_curve.json")
+    curve = Curve(tokenizer, seeds, out / f"{label}_curve.json")
+    if steps:
+        from agentgym_r1.trainers.budget import EveryUpdates
+
+        callback = EveryUpdates(curve, every, steps)
+    else:
+        callback = curve_callback(curve, minutes, every)
     trainer = AgentGRPOTrainer(model, args, tokenizer, train_dataset=tasks, callbacks=[callback])
     start = time.time()
     trainer.train()
     model.save_pretrained(out / label / "final")
     tokenizer.save_pretrained(out / label / "final")
-    first, last = callback.evaluate.points[0], callback.evaluate.points[-1]
+    first, last = curve.points[0], curve.points[-1]
     print(
         f"{label}: {last['step']} steps, {last['seconds'] / 60:.1f} min training, {(time.time() - start) / 60:.1f} "
         f"min wall with the held-out checks; held-out (monitoring) "
@@ -312,12 +325,20 @@ def run_grpo(
     )
 
 
-def run_eval(out: Path, seed: int, sft_episodes: int, final_n: int = FINAL_N, which: str = "sft,grpo") -> None:
-    """Greedy play of the SFT checkpoint and/or the GRPO run's final model on the final held-out tasks; each
-    result in ``final_<label>.json`` with the overlap check."""
+def run_eval(
+    out: Path,
+    seed: int,
+    sft_episodes: int,
+    final_n: int = FINAL_N,
+    which: str = "sft,grpo",
+    final_first: int = FINAL_FIRST,
+) -> None:
+    """Greedy play of the SFT checkpoint and/or the GRPO run's final model on the final held-out tasks (the first
+    ``final_n`` untrained seeds from ``final_first``); each result in ``final_<label>.json`` with the overlap check,
+    the per-task outcomes and the provenance."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
-    seeds, counts = held_out_seeds(FINAL_FIRST, final_n, sft_episodes)
+    seeds, counts = held_out_seeds(final_first, final_n, sft_episodes)
     counts["products_also_trained_share"] = products_seen(seeds, sft_episodes)
     print(f"final held-out set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
@@ -335,6 +356,7 @@ def run_eval(out: Path, seed: int, sft_episodes: int, final_n: int = FINAL_N, wh
                     "seeds": [seeds[0], seeds[-1]],
                     "overlap": counts,
                     "per_task": {"score": scores, "success": success},
+                    "provenance": PROVENANCE,
                 },
                 indent=1,
             )
@@ -347,20 +369,21 @@ def run_eval(out: Path, seed: int, sft_episodes: int, final_n: int = FINAL_N, wh
 def paired(before: dict[str, Any], after: dict[str, Any]) -> str:
     """GRPO against SFT on the same final tasks: the mean score difference with its paired 95% t-interval, and the
     success difference with McNemar's exact test (a two-sided binomial test on the tasks where only one succeeded)."""
-    from scipy.stats import binomtest, ttest_rel
+    from scipy.stats import ttest_rel
+
+    from agentgym_r1.leaderboard.board import pair_outcomes
 
     a, b = before.get("per_task"), after.get("per_task")
-    if a is None or b is None or len(a["score"]) != len(b["score"]):
+    if a is None or b is None or len(a["score"]) != len(b["score"]) or before["seeds"] != after["seeds"]:
         return "paired comparison: needs both evaluations' per-task results on the same tasks (re-run eval)"
     test = ttest_rel(b["score"], a["score"])
     ci = test.confidence_interval(0.95)
-    gained = sum(y and not x for x, y in zip(a["success"], b["success"], strict=True))
-    lost = sum(x and not y for x, y in zip(a["success"], b["success"], strict=True))
-    mcnemar = binomtest(gained, gained + lost, 0.5).pvalue if gained + lost else 1.0
+    success = pair_outcomes(a["success"], b["success"])
     diff = sum(b["score"]) / len(b["score"]) - sum(a["score"]) / len(a["score"])
     return (
         f"paired on {len(a['score'])} tasks: score {diff:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}] (paired t, "
-        f"p={test.pvalue:.2g}); success: {gained} tasks gained, {lost} lost (McNemar exact p={mcnemar:.2g})"
+        f"p={test.pvalue:.2g}); success: {success.gained} tasks gained, {success.lost} lost (McNemar exact "
+        f"p={success.p:.2g})"
     )
 
 
@@ -433,6 +456,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/webshop"))
     parser.add_argument("--plots", type=Path, default=Path("benchmarks/plots"))
     parser.add_argument("--minutes", type=float, default=15.0, help="GRPO wall-time budget")
+    parser.add_argument("--steps", type=int, help="GRPO: exactly this many updates (lr on a cosine over them)")
+    parser.add_argument("--final-first", type=int, default=FINAL_FIRST, help="eval: the first final held-out seed")
+    parser.add_argument(
+        "--protocol", type=Path, help="a confirmatory run: the committed protocol (benchmarks/study.py)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="GRPO: the trainer's seed (task order, sampling)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--eval-every", type=int, default=10, help="GRPO steps between held-out checks")
@@ -458,6 +486,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=2000)
     a = parser.parse_args()
+    if a.steps is not None and a.steps < 1:
+        parser.error(f"--steps must be at least 1, got {a.steps}")
+    PROVENANCE.update(study.start(__file__, a.out, a.protocol, a.seed if a.phase == "grpo" else None))
     import torch
 
     torch.set_num_threads(a.threads)
@@ -488,9 +519,10 @@ def main() -> None:
             a.temperature,
             a.sft_episodes,
             a.monitor,
+            a.steps,
         )
     elif a.phase == "eval":
-        run_eval(a.out, a.seed, a.sft_episodes, a.final, a.models)
+        run_eval(a.out, a.seed, a.sft_episodes, a.final, a.models, a.final_first)
     else:
         run_plot(a.out, a.plots, a.seed)
 

@@ -1,5 +1,8 @@
-"""A wall-clock training budget for any ``transformers.Trainer`` (TRL's GRPO, our PPO): stop after so many minutes,
-take the learning rate from its initial value to zero on a cosine over those minutes, and evaluate along the way.
+"""Training budgets for any ``transformers.Trainer`` (TRL's GRPO, our PPO). :class:`EveryUpdates` evaluates along a
+run whose budget is a number of updates (``max_steps``: the trainer stops it and its own schedule sets the learning
+rate), the budget a study uses so that the load on a machine cannot change a result. :class:`WallClockBudget` stops
+after so many minutes, takes the learning rate from its initial value to zero on a cosine over those minutes, and
+evaluates along the way.
 
 A step-count schedule needs the machine's speed in advance; a time budget does not. transformers has no such
 option (``TrainingArguments`` counts steps or epochs), so :class:`WallClockBudget` does it from the callback events:
@@ -101,6 +104,29 @@ class WallClockBudget(TrainerCallback):
             self._evaluate(state.global_step, model)
         if done:
             control.should_training_stop = True
+        return control
+
+
+class EveryUpdates(TrainerCallback):
+    """Calls ``evaluate(step, model, seconds)`` when training begins (step 0), every ``every`` updates, and at update
+    ``steps`` (the run's ``max_steps``), with the seconds since training began (evaluations included). It never stops
+    the run or touches the learning rate: the trainer's ``max_steps`` and ``lr_scheduler_type`` do."""
+
+    def __init__(self, evaluate: Evaluate, every: int, steps: int, clock: Callable[[], float] = time.monotonic) -> None:
+        if not isinstance(every, int) or isinstance(every, bool) or every < 0:
+            raise ConfigError(f"every must be an int >= 0 (0: evaluate only at the start and the end), got {every!r}")
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            raise ConfigError(f"steps must be the run's number of updates, an int >= 1, got {steps!r}")
+        self.evaluate, self.every, self.steps, self.clock = evaluate, every, steps, clock
+        self.start = clock()
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.start = self.clock()
+        self.evaluate(state.global_step, model, 0.0)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if (self.every and state.global_step % self.every == 0) or state.global_step >= self.steps:
+            self.evaluate(state.global_step, model, self.clock() - self.start)
         return control
 
 

@@ -178,7 +178,7 @@ def test_a_run_the_protocol_does_not_list_is_refused(repo):
         study.guard(path, root, seed=0, held_out=["fresh", "disjoint"])
 
 
-@pytest.mark.parametrize("script", ["train_hotpotqa_proof.py", "train_gsm8k_proof.py"])
+@pytest.mark.parametrize("script", ["train_hotpotqa_proof.py", "train_gsm8k_proof.py", "train_webshop_proof.py"])
 def test_the_proof_scripts_refuse_the_draft_protocol_before_any_work(tmp_path, script):
     out = subprocess.run(
         [

@@ -131,19 +131,6 @@ def test_a_fixed_update_budget_reaches_the_trainer(phase, schedule, tmp_path):
     assert wall.max_steps == 100_000 and wall.lr_scheduler_type == "constant"
 
 
-def test_the_fixed_update_callback_draws_the_curve_at_the_start_every_n_steps_and_the_last():
-    from transformers import TrainerControl, TrainerState, TrainingArguments
-
-    points = []
-    callback = load_script().every_steps(lambda step, model, seconds: points.append(step), every=4, steps=10)
-    state, control, args = TrainerState(), TrainerControl(), TrainingArguments(output_dir="unused", use_cpu=True)
-    callback.on_train_begin(args, state, control, model=None)
-    for step in range(1, 11):
-        state.global_step = step
-        callback.on_step_end(args, state, control, model=None)
-    assert points == [0, 4, 8, 10]
-
-
 def hotpot_tokenizer(path):
     """A small tokenizer trained on rendered KB passages and questions, saved at ``path``."""
     import gymnasium as gym

@@ -1,6 +1,7 @@
 """The wall-clock budget on real trainers (GRPO, PPO) with a clock the test advances: training stops at the step
 that spends the budget, the learning rate follows the cosine of the time spent, evaluations come when asked and,
-when told, do not count as training time; bad budgets are refused before any work."""
+when told, do not count as training time; bad budgets are refused before any work. And the evaluations of a run
+whose budget is a number of updates (``EveryUpdates``)."""
 
 from __future__ import annotations
 
@@ -106,3 +107,25 @@ def test_bad_budgets_are_refused(kwargs, message) -> None:
 
     with pytest.raises(ConfigError, match=message):
         WallClockBudget(**kwargs)
+
+
+def test_a_run_of_a_fixed_number_of_updates_is_evaluated_at_the_start_every_n_and_the_last(tmp_path, tokenizer):
+    from agentgym_r1.trainers.budget import EveryUpdates
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+
+    clock, points = Clock(), []
+    every = EveryUpdates(lambda step, model, seconds: points.append((step, seconds)), every=2, steps=5, clock=clock)
+    trainer = _train(AgentGRPOTrainer, grpo_args(tmp_path, max_steps=5), tokenizer, every, clock)
+    assert trainer.state.global_step == 5  # the trainer's max_steps stops the run, not the callback
+    assert points == [(0, 0.0), (2, 2.0), (4, 4.0), (5, 5.0)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"every": -1, "steps": 5}, "every must be an int >= 0"), ({"every": 2, "steps": 0}, "steps must be the run's")],
+)
+def test_bad_update_budgets_are_refused(kwargs, message) -> None:
+    from agentgym_r1.trainers.budget import EveryUpdates
+
+    with pytest.raises(ConfigError, match=message):
+        EveryUpdates(lambda *a: None, **kwargs)
