@@ -47,7 +47,7 @@ from agentgym_r1.error import ConfigError, require
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1  # bump when the entry layout changes; engine_version() covers the stored objects' code
+FORMAT = 2  # bump when the entry layout changes; engine_version() covers the stored objects' code
 MAGIC = b"agentgym-r1 alfworld compiled game\n"
 ENV_VAR = "AGENTGYM_R1_COMPILE_CACHE"
 OFF = frozenset({"0", "off", "false", "no", "none"})
@@ -198,10 +198,20 @@ def _rebuilders() -> dict[type, Any]:
     }
 
 
-def _encode(game: Any, digest: str) -> bytes:
+def pack(obj: Any) -> bytes:
+    """``obj`` as a zlib-compressed pickle, with TextWorld's logic objects pickled by constructor (:class:`_Pickler`);
+    :func:`unpack` reads it. Only for bytes that a checksum guards (an entry's payload): unpickling runs code."""
     buffer = io.BytesIO()
-    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(game)
-    payload = zlib.compress(buffer.getvalue(), 1)
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return zlib.compress(buffer.getvalue(), 1)
+
+
+def unpack(blob: bytes) -> Any:
+    return pickle.loads(zlib.decompress(blob))
+
+
+def _encode(game: Any, digest: str) -> bytes:
+    payload = pack(game)
     header = {
         "format": FORMAT,
         "engine": engine_version(),
@@ -231,7 +241,7 @@ def _decode(blob: bytes, digest: str, kind: type) -> tuple[Any, str | None]:
     if header.get("payload") != hashlib.sha256(payload).hexdigest():
         return None, "payload checksum mismatch"
     try:
-        game = pickle.loads(zlib.decompress(payload))
+        game = unpack(payload)
     except Exception as e:  # a payload that hashes right but does not load: written by a broken build
         return None, f"payload does not load ({type(e).__name__}: {e})"
     if not isinstance(game, kind):
