@@ -3,10 +3,12 @@ engine versions apart, two processes compiling one game once, precompile in work
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +122,19 @@ def test_a_stored_task_decodes_its_packed_operators_to_the_compiled_ones(cold):
     assert list(stored.value_names) == task.value_names and stored.value_names[-1] == task.value_names[-1]
     again = unpack(pack(stored))  # a stored task stored again keeps its packed form
     assert list(again.operators) == task.operators and (again.rank, again.watchers) == (task.rank, task.watchers)
+
+
+def test_unpacking_leaves_the_garbage_collector_as_it_found_it():
+    blob = pack({"facts": [(1, 2)] * 3})
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            assert unpack(blob) == {"facts": [(1, 2)] * 3} and gc.isenabled() is enabled
+            with pytest.raises(zlib.error):
+                unpack(b"not a zlib stream")
+            assert gc.isenabled() is enabled  # also when the payload does not load
+    finally:
+        gc.enable()
 
 
 def test_an_entry_is_keyed_by_content_so_a_copy_elsewhere_hits(cold, tmp_path):
