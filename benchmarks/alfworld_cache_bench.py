@@ -130,6 +130,13 @@ def run_pass(label: str, root: Path, store: Path, listed: Path, steps: int) -> d
         f"{1e3 * result['env_wall_s'] / result['games']:.1f} ms; store {result['stats']}",
         flush=True,
     )
+    games = result["games"]
+    print(  # the CPU rows per game: what a loaded machine still measures (wall time there is mostly waiting)
+        f"  {label:10s} CPU per game: compile or read {1e3 * result['compile_cpu_s'] / games:.2f} ms, the episode "
+        f"(reset and steps, without it) {1e3 * (result['env_cpu_s'] - result['compile_cpu_s']) / games:.2f} ms, "
+        f"env {1e3 * result['env_cpu_s'] / games:.2f} ms",
+        flush=True,
+    )
     return result
 
 

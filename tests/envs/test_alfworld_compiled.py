@@ -3,10 +3,12 @@ engine versions apart, two processes compiling one game once, precompile in work
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +19,12 @@ pytest.importorskip("fast_downward")
 pytest.importorskip("alfworld")
 
 from agentgym_r1.envs.alfworld import ALFWorldEnv, compiled
-from agentgym_r1.envs.alfworld.compiled import ENV_VAR, GameStore, file_digest
-from agentgym_r1.envs.alfworld.engine import Engine, clear_compiled
+from agentgym_r1.envs.alfworld.compiled import ENV_VAR, GameStore, file_digest, pack, unpack
+from agentgym_r1.envs.alfworld.engine import TRANSLATION, Engine, clear_compiled
 from agentgym_r1.envs.alfworld.fast import FastEngine
 from agentgym_r1.envs.alfworld.parity import invalid_command
 from agentgym_r1.envs.alfworld.precompile import precompile
+from agentgym_r1.envs.alfworld.sas import PackedOperators, PackedRows
 from agentgym_r1.error import ConfigError, DataNotFoundError
 from tests.conftest import SHARED_DATA
 
@@ -86,6 +89,52 @@ def test_a_cold_compile_is_written_and_a_warm_one_read_with_the_same_episode(col
     finally:
         stock.close()
     assert store.stats["hits"] == 2
+
+
+def test_a_stored_translation_is_read_on_first_need_as_compiled(cold):
+    """An entry's fast-downward translation (task, SAS texts) is unpickled only when the planner or the stock engine
+    needs it, not to play on the fast engine; then it is the one a fresh compilation makes."""
+    store, path, _, fresh = cold
+    engine, game = load_fresh(store, path)
+    assert walk(engine, game) == fresh
+    assert not set(TRANSLATION) & set(vars(game.pristine))  # played without it
+    clear_compiled()
+    compiled_now = FastEngine(None).compile(path)
+    state = game.copy_facts()  # a copy made before the first need reads it too, and shares it
+    assert state.sas == compiled_now.pristine.sas and game.pristine.sas_replan == compiled_now.pristine.sas_replan
+    assert state.task is game.pristine.task and state.sas is game.pristine.sas
+    assert [str(a) for a in game.pristine.task.init] == [str(a) for a in compiled_now.pristine.task.init]
+    assert sorted(game.pristine._actions) == sorted(compiled_now.pristine._actions)
+    with pytest.raises(AttributeError, match="no attribute 'not_a_field'"):
+        game.pristine.not_a_field  # noqa: B018
+
+
+def test_a_stored_task_decodes_its_packed_operators_to_the_compiled_ones(cold):
+    store, path, _, _ = cold
+    _, game = load_fresh(store, path)
+    clear_compiled()
+    task, stored = FastEngine(None).compile(path).machine.task, game.machine.task
+    assert isinstance(stored.operators, PackedOperators) and isinstance(stored.value_names, PackedRows)
+    assert stored.names == [op.name for op in task.operators]  # names alone, before any operator is decoded
+    assert stored.operators[-1] == task.operators[-1] and stored.operators[2:5] == task.operators[2:5]
+    assert list(stored.operators) == task.operators and len(stored.operators) == len(task.operators)
+    assert any(conditions for op in stored.operators for _, _, conditions in op.effects)  # conditional effects too
+    assert list(stored.value_names) == task.value_names and stored.value_names[-1] == task.value_names[-1]
+    again = unpack(pack(stored))  # a stored task stored again keeps its packed form
+    assert list(again.operators) == task.operators and (again.rank, again.watchers) == (task.rank, task.watchers)
+
+
+def test_unpacking_leaves_the_garbage_collector_as_it_found_it():
+    blob = pack({"facts": [(1, 2)] * 3})
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            assert unpack(blob) == {"facts": [(1, 2)] * 3} and gc.isenabled() is enabled
+            with pytest.raises(zlib.error):
+                unpack(b"not a zlib stream")
+            assert gc.isenabled() is enabled  # also when the payload does not load
+    finally:
+        gc.enable()
 
 
 def test_an_entry_is_keyed_by_content_so_a_copy_elsewhere_hits(cold, tmp_path):

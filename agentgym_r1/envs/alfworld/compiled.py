@@ -14,8 +14,13 @@ so each game of a split is compiled once per machine, not once per process (env 
   :func:`engine_version`: a hash of this format's number, the Python version, the TextWorld, fast-downward, alfworld
   and TatSu versions and the source of the modules whose objects are stored (engine, fast, sas, textgen).
 * **Trust.** An entry is a magic line, a JSON header (format, engine version, game hash, payload hash and length)
-  and the zlib-compressed pickle of the game. Every field is checked before the payload is unpickled; an entry that
-  fails (truncated, corrupted, another version's, not owned by this user) is counted, logged and rebuilt.
+  and the zlib-compressed pickle of the game (:func:`pack`). Every field is checked before the payload is unpickled;
+  an entry that fails (truncated, corrupted, another version's, not owned by this user) is counted, logged and
+  rebuilt.
+* **A warm read** unpickles what the fast engine plays, not the rest: the game's fast-downward translation is a
+  pickle of its own inside the payload (covered by its checksum), unpickled when the planner or the stock engine
+  first needs it (``engine.Translation``); the SAS task's operators are decoded one at a time on first use
+  (``sas.PackedOperators``).
 * **Writes** go to a temporary file in the entry's directory, then ``os.replace`` (atomic on POSIX), so a reader sees
   a whole entry or none. A lock file per entry (``filelock``: ``flock`` on Unix) makes processes that need the same
   game at once compile it once: the others wait, then read the entry. A store that cannot be written (read-only or
@@ -28,6 +33,7 @@ in a thread to overlap: an env that reaches a game being compiled waits on its l
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import io
 import json
@@ -47,7 +53,7 @@ from agentgym_r1.error import ConfigError, require
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1  # bump when the entry layout changes; engine_version() covers the stored objects' code
+FORMAT = 2  # bump when the entry layout changes; engine_version() covers the stored objects' code
 MAGIC = b"agentgym-r1 alfworld compiled game\n"
 ENV_VAR = "AGENTGYM_R1_COMPILE_CACHE"
 OFF = frozenset({"0", "off", "false", "no", "none"})
@@ -198,10 +204,29 @@ def _rebuilders() -> dict[type, Any]:
     }
 
 
-def _encode(game: Any, digest: str) -> bytes:
+def pack(obj: Any) -> bytes:
+    """``obj`` as a zlib-compressed pickle, with TextWorld's logic objects pickled by constructor (:class:`_Pickler`);
+    :func:`unpack` reads it. Only for bytes that a checksum guards (an entry's payload): unpickling runs code."""
     buffer = io.BytesIO()
-    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(game)
-    payload = zlib.compress(buffer.getvalue(), 1)
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return zlib.compress(buffer.getvalue(), 1)
+
+
+def unpack(blob: bytes) -> Any:
+    # Unpickling a game makes tens of thousands of containers, none of them garbage: the cyclic collector's passes
+    # during it (triggered by allocation counts) find nothing and scan the graph again and again, so it is paused for
+    # the call and restored as found (a thread that turns it off meanwhile may see it on again: harmless).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return pickle.loads(zlib.decompress(blob))
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _encode(game: Any, digest: str) -> bytes:
+    payload = pack(game)
     header = {
         "format": FORMAT,
         "engine": engine_version(),
@@ -231,7 +256,7 @@ def _decode(blob: bytes, digest: str, kind: type) -> tuple[Any, str | None]:
     if header.get("payload") != hashlib.sha256(payload).hexdigest():
         return None, "payload checksum mismatch"
     try:
-        game = pickle.loads(zlib.decompress(payload))
+        game = unpack(payload)
     except Exception as e:  # a payload that hashes right but does not load: written by a broken build
         return None, f"payload does not load ({type(e).__name__}: {e})"
     if not isinstance(game, kind):

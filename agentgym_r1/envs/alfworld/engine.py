@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym_r1.envs.alfworld.compiled import GameStore, file_digest
+from agentgym_r1.envs.alfworld.compiled import GameStore, file_digest, pack, unpack
 from agentgym_r1.error import ConfigError, DataFormatError, DataNotFoundError, require
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,9 @@ ENGINES = ("fast", "textworld")  # agentgym_r1.envs.alfworld.fast.FastEngine, an
 COMPILED_CACHE_SIZE = 32  # about 3 MiB each for a real ALFWorld room
 _LOCK = threading.RLock()
 COMPILE_LOCK = _LOCK  # held while TextWorld parses (tatsu parsers are shared objects) or translates a game
+# PddlState's fields that hold fast-downward's translation (PddlState.__init__): read only to load fast-downward's
+# library (the stock engine, the planner) and to build the fast engine's machine, never to play on the fast engine
+TRANSLATION = ("task", "_actions", "sas", "sas_replan")
 
 
 def import_textworld() -> Any:
@@ -60,8 +63,21 @@ class CompiledGame:
     machine: Any = None  # the fast engine's compiled form (agentgym_r1.envs.alfworld.fast.FastGame), made on demand
 
     def __getstate__(self) -> dict[str, Any]:
-        # pickled for the disk cache (agentgym_r1.envs.alfworld.compiled) as compiled, before any reset
-        return {**self.__dict__, "initial": None}
+        # Pickled for the disk cache (agentgym_r1.envs.alfworld.compiled) as compiled, before any reset, with the
+        # initial state's fields apart from its translation (half of an entry's bytes, most of its objects), which is
+        # pickled on its own and unpickled on first access (see Translation).
+        fields = vars(self.pristine)
+        translation = fields.get("_translation")  # a stored game stored again keeps its translation's bytes
+        if translation is None:
+            translation = Translation.of({name: getattr(self.pristine, name) for name in TRANSLATION})
+        facts = {k: v for k, v in fields.items() if k not in TRANSLATION and k != "_translation"}
+        return {**self.__dict__, "initial": None, "pristine": facts, "translation": translation}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        facts, translation = state.pop("pristine"), state.pop("translation")
+        pristine = object.__new__(_stored_state_class())
+        pristine.__dict__.update(facts, _translation=translation)
+        self.__dict__.update(state, pristine=pristine)
 
     @property
     def walkthrough(self) -> list[str] | None:
@@ -85,6 +101,55 @@ class CompiledGame:
         lib.load_sas(state.sas.encode("utf-8"))
         lib.load_sas_replan(state.sas_replan.encode("utf-8"))
         return state
+
+
+class Translation:
+    """fast-downward's translation of a stored game (the :data:`TRANSLATION` fields of its initial ``PddlState``),
+    kept as the bytes of their own pickle and unpickled on first need.
+
+    Safe to defer: the bytes are part of the entry's payload, so its checksum was checked when the entry was read;
+    they unpickle to the objects that were stored (the planner and the stock engine play a stored game as a fresh
+    compilation, tested); and nothing outside them refers to the objects inside (fast-downward's task, actions and
+    SAS text: the fast engine keeps its actions' parameters as plain pairs), so pickling them apart loses no
+    shared identity."""
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
+        self._fields: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, fields: dict[str, Any]) -> Translation:
+        return cls(pack(fields))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Translation, (self.blob,))
+
+    def fields(self) -> dict[str, Any]:
+        if self._fields is None:
+            with _LOCK:  # once: every copy of the state shares the same task and text, as PddlState copies do
+                if self._fields is None:
+                    self._fields = unpack(self.blob)
+        return self._fields
+
+
+@functools.lru_cache(maxsize=1)
+def _stored_state_class() -> type:
+    from textworld.envs.pddl.logic import PddlState
+
+    class StoredPddlState(PddlState):
+        """A stored game's initial ``PddlState`` (and its copies): the facts as stored, the :data:`TRANSLATION`
+        fields read from its :class:`Translation` on first access, then kept on the instance."""
+
+        def __getattr__(self, name: str) -> Any:
+            # Python calls __getattr__ only when the attribute is not found otherwise: the translation until loaded
+            translation = self.__dict__.get("_translation")
+            if name in TRANSLATION and translation is not None:
+                fields = translation.fields()
+                self.__dict__.update(fields)
+                return fields[name]
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    return StoredPddlState
 
 
 def read_bytes(path: str) -> bytes:

@@ -72,7 +72,9 @@ class FastGame:
         self.game = game
         self.task = SasTask.parse(pristine.sas)
         self.grammar = Grammar(game.logic, game.entity_infos, dynamic_predicates(self.task))
-        self.schemas = {a.name: a for a in pristine.task.actions}  # PddlState._actions
+        # PddlState._actions' parameters, as (name, type) pairs: play then needs none of fast-downward's objects, so a
+        # stored game decodes the translation only for the planner and the stock engine (engine.Translation)
+        self.parameters = {a.name: tuple((p.name, p.type_name) for p in a.parameters) for a in pristine.task.actions}
         self.names = {k: info.name for k, info in game.entity_infos.items()}  # _gather_infos' format mapping
         self.templates = sorted({action.template for action in game.logic.actions.values()})
         self._ops: list[OperatorText | None] = [None] * len(self.task.operators)
@@ -94,7 +96,7 @@ class FastGame:
         self.grammar.prepare("#intro#")
         for op in self.task.operators:
             name = op.name.split(" ", 1)[0]
-            if name not in self.schemas or name not in self.game.logic.actions:
+            if name not in self.parameters or name not in self.game.logic.actions:
                 raise UnsupportedGameError(f"operator {op.name!r}, whose action {name!r} the grammar lacks")
 
     def _bind(self, i: int) -> tuple[str, dict[Any, Any], dict[str, Any]]:
@@ -102,11 +104,10 @@ class FastGame:
         ``_gather_infos`` build them: placeholders from the schema's parameters, variables from the operator's name."""
         from textworld.logic import Placeholder, Variable
 
-        name, *args = self.task.operators[i].name.split()
-        params = self.schemas[name].parameters
+        name, *args = self.task.names[i].split()
         mapping = {
-            Placeholder(p.name.strip("?"), p.type_name): Variable(arg, p.type_name)
-            for p, arg in zip(params, args, strict=False)
+            Placeholder(p.strip("?"), kind): Variable(arg, kind)
+            for (p, kind), arg in zip(self.parameters[name], args, strict=False)
         }
         return name, mapping, {ph.name: self.game.entity_infos[var.name] for ph, var in mapping.items()}
 
@@ -255,7 +256,7 @@ class FastEngine:
         commands: list[str] = []
         first: dict[str, int] = {}
         for op in self._sas.applicable():
-            name = fast.task.operators[op].name
+            name = fast.task.names[op]
             if name in seen:  # all_applicable_actions keeps the first operator of a name
                 continue
             seen.add(name)

@@ -27,6 +27,9 @@ reports, conditional or not (``PddlState.apply``): :attr:`SasTask.effects` keeps
 
 from __future__ import annotations
 
+import functools
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +108,12 @@ class SasTask:
     derived: list[int] = field(default_factory=list)
     strata: list[list[Axiom]] = field(default_factory=list)
     initial: SasState | None = None
+
+    @functools.cached_property
+    def names(self) -> list[str]:
+        """Each operator's name (a stored task's without decoding its operators)."""
+        ops = self.operators
+        return ops.names() if isinstance(ops, PackedOperators) else [op.name for op in ops]
 
     @classmethod
     def parse(cls, text: str) -> SasTask:
@@ -185,6 +194,17 @@ class SasTask:
         unmet = [sum(values[var] != value for var, value in op.preconditions) for op in self.operators]
         self.initial = SasState(self, values, unmet, {i for i, n in enumerate(unmet) if n == 0})
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled for the disk cache (agentgym_r1.envs.alfworld.compiled): the operators (thousands of objects, most
+        # of a stored game's unpickling time) and the value names as packed columns, decoded one at a time on first
+        # use (an episode touches a few dozen). Everything derived from them (rank, watchers, initial) is kept as is.
+        state = {k: v for k, v in self.__dict__.items() if k != "names"}  # names: a cached property
+        return {
+            **state,
+            "operators": PackedOperators.of(self.operators),
+            "value_names": PackedRows.of(self.value_names),
+        }
+
     def evaluate_axioms(self, values: list[int]) -> None:
         """Derived variables from their defaults, then each layer's rules to a fixpoint (fast-downward's
         ``AxiomEvaluator::evaluate``; stratified, so a layer reads the final values of the layers below)."""
@@ -198,6 +218,103 @@ class SasTask:
                     if values[a.var] != a.value and all(values[v] == x for v, x in a.conditions):
                         values[a.var] = a.value
                         changed = True
+
+
+class _Packed(Sequence[Any]):
+    """A list stored packed: each item decoded by ``_decode(i)`` on first access, then kept in ``_decoded``. Two
+    threads decoding one item at once store equal items; nothing compares them by identity."""
+
+    _decoded: list[Any]
+
+    def _decode(self, i: int) -> Any:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self._decoded)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        item = self._decoded[i]
+        return item if item is not None else self._decode(range(len(self))[i])  # a negative index counts from the end
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[i] for i in range(len(self)))
+
+
+class PackedOperators(_Packed):
+    """A stored task's operators: names in one string, preconditions and effects as one array of ints, each
+    :class:`Operator` decoded on first access. It decodes to operators equal to the ones packed (tested), so the
+    task plays as the one compiled; ``len``, indexing and iteration are a list's."""
+
+    def __init__(self, names: str, ints: array, starts: array) -> None:
+        self._names, self._ints, self._starts = names, ints, starts
+        self._split: list[str] | None = None
+        self._decoded: list[Operator | None] = [None] * (len(starts) - 1)
+
+    @classmethod
+    def of(cls, operators: Sequence[Operator]) -> PackedOperators:
+        if isinstance(operators, PackedOperators):  # a stored task stored again: already packed
+            return operators
+        ints, starts = array("i"), array("i", [0])
+        for op in operators:  # len(pre), pre pairs, len(effects), then var, value, len(conditions), condition pairs
+            ints.append(len(op.preconditions))
+            for pair in op.preconditions:
+                ints.extend(pair)
+            ints.append(len(op.effects))
+            for var, value, conditions in op.effects:
+                ints.extend((var, value, len(conditions)))
+                for pair in conditions:
+                    ints.extend(pair)
+            starts.append(len(ints))
+        assert all("\n" not in op.name for op in operators)  # SAS is line-based: a name is one line
+        return cls("\n".join(op.name for op in operators), ints, starts)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PackedOperators, (self._names, self._ints, self._starts))
+
+    def names(self) -> list[str]:
+        """Every operator's name, without decoding the operators."""
+        if self._split is None:
+            self._split = self._names.split("\n")
+        return self._split
+
+    def _decode(self, i: int) -> Operator:
+        ints, k = self._ints, self._starts[i]
+        end = k + 1 + 2 * ints[k]
+        pre = tuple(zip(ints[k + 1 : end : 2], ints[k + 2 : end : 2], strict=True))
+        effects = []
+        k = end
+        for _ in range(ints[end]):
+            var, value, m = ints[k + 1 : k + 4]
+            end = k + 4 + 2 * m
+            effects.append((var, value, tuple(zip(ints[k + 4 : end : 2], ints[k + 5 : end : 2], strict=True))))
+            k = end - 1
+        op = self._decoded[i] = Operator(self.names()[i], pre, tuple(effects))
+        return op
+
+
+class PackedRows(_Packed):
+    """A stored task's value names (one list of atom names per variable): each variable's as one string, split on
+    first access; equal to the lists packed."""
+
+    def __init__(self, rows: list[str]) -> None:
+        self._rows = rows
+        self._decoded: list[list[str] | None] = [None] * len(rows)
+
+    @classmethod
+    def of(cls, rows: Sequence[Sequence[str]]) -> PackedRows:
+        if isinstance(rows, PackedRows):
+            return rows
+        assert all(name and "\n" not in name for row in rows for name in row)  # SAS: one non-empty line each
+        return cls(["\n".join(row) for row in rows])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PackedRows, (self._rows,))
+
+    def _decode(self, i: int) -> list[str]:
+        row = self._decoded[i] = self._rows[i].split("\n") if self._rows[i] else []
+        return row
 
 
 class SasState:
