@@ -108,7 +108,8 @@ def provenance(root: Path, out: Path | None = None) -> dict[str, Any]:
 
 def check_kernels(protocol: dict[str, Any], rel: str) -> None:
     """Refuse a run whose kernel variables differ from the protocol's ``config.kernels`` (when it names any)."""
-    wanted = (protocol.get("config") or {}).get("kernels") if isinstance(protocol.get("config"), dict) else None
+    config = protocol.get("config")
+    wanted = config.get("kernels") if isinstance(config, dict) else None
     if not wanted:
         return
     if not isinstance(wanted, dict) or any(name not in KERNEL_VARIABLES for name in wanted):

@@ -652,12 +652,12 @@ def run_rag(
         steps += step_chunk
         em = rag_em(model, tokenizer, monitor, k)
         print(f"rag step {steps:4d}  held-out EM {em:.3f}  {time.time() - start:.0f}s", flush=True)
-        if steps_budget is None and em > best:
-            best, best_state, best_steps, stale = em, copy.deepcopy(model.state_dict()), steps, 0
-        elif steps_budget is None:
-            stale += 1
-        else:
+        if steps_budget is not None:  # a budget in updates keeps the last chunk
             best, best_steps = em, steps
+        elif em > best:
+            best, best_state, best_steps, stale = em, copy.deepcopy(model.state_dict()), steps, 0
+        else:
+            stale += 1
     if best_state is not None:
         model.load_state_dict(best_state)
     model.save_pretrained(out / "rag")
