@@ -7,6 +7,12 @@ Phases (each prints what it measured; everything lands in ``--out``):
     python benchmarks/train_webshop_proof.py eval --out runs/webshop --seed 0      # SFT vs GRPO, >= 1,000 tasks
     python benchmarks/train_webshop_proof.py plot --out runs/webshop               # benchmarks/plots/webshop_*.svg
 
+``sft --start runs/webshop/sft --sft-resume 400 --sft-max-steps 440`` continues the SFT checkpoint that had 400 steps
+up to step 440 (the continued-SFT control of the confirmatory study), into ``OUT/sft-continued`` (``eval --models
+sft,sft-continued`` plays it): SFT runs in chunks of ``--sft-chunk`` steps, each drawing its batches with its first
+step as seed and starting a fresh optimizer (:func:`chunks`), so the continued steps see the batches, and take the
+steps, of a run from 0 to 440. A continuation trains to ``--sft-max-steps`` whatever its held-out success.
+
 The env is ``AgentR1/WebShop-v0`` with ``source="generated"`` (1,000 products, catalogue seed 0, ``easy`` goals)
 and a one-line system prompt (:data:`ENV_KWARGS`). An episode is several clicks: ``search[...]`` on the search page,
 ``click[<product>]`` on the results page, ``click[<option>]`` once per option the instruction names, then
@@ -47,6 +53,8 @@ MAX_PROMPT, MAX_COMPLETION = 256, 1024
 RL_FIRST, RL_TASKS = 1_000_000, 10_000
 MONITOR_FIRST, MONITOR_N = 2_000_000, 128
 FINAL_FIRST, FINAL_N = 3_000_000, 1000
+TOKENIZER_EPISODES = 300  # expert episodes the tokenizer is trained on
+RUN_FILE = "sft_run.json"  # in an SFT checkpoint: its steps and settings, which a continuation checks
 PROVENANCE: dict[str, Any] = {}  # study.start's record (commit, dirty, kernels, protocol), written with every result
 
 
@@ -159,6 +167,48 @@ def monitor(model: Any, tokenizer: Any, seeds: list[int]) -> dict[str, Any]:
     return summary(*play(model, tokenizer, seeds))
 
 
+def chunks(first: int, last: int, chunk: int) -> list[tuple[int, int]]:
+    """The SFT chunks from step ``first`` to ``last``: (first step, steps) each, one starting at every ``chunk``-th
+    step, the last one cut at ``last``. A chunk draws its batches with its first step as seed and starts a fresh
+    optimizer whose lr, after the warm-up, is constant (:func:`~agentgym_r1.trainers.sft.sft`; its ``draws`` take one
+    ``randint`` a step, so a cut chunk's batches are the first of the whole chunk's): a run continued from its
+    step-``first`` checkpoint (``first`` a multiple of ``chunk``) takes the steps of a run from 0 to ``last``."""
+    return [(step, min(chunk, last - step)) for step in range(first, last, chunk)]
+
+
+def start_model(start_from: Path | None, layers: int, vocab: int) -> tuple[Any, Any]:
+    """The tokenizer and model SFT trains: the checkpoint ``start_from`` (a continuation), or a new tokenizer trained
+    on :data:`TOKENIZER_EPISODES` expert episodes and a tiny Qwen2 for it."""
+    if start_from is not None:
+        from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast.from_pretrained(start_from), AutoModelForCausalLM.from_pretrained(start_from)
+    from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
+
+    env, texts = _env(), []
+    for seed in range(TOKENIZER_EPISODES):
+        play_expert(env, seed, expert_actions)
+        texts.append(render_chat(env.unwrapped.transcript.messages()))
+    tokenizer = train_tokenizer(texts, vocab_size=vocab, cross_spaces=True)
+    return tokenizer, make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4)
+
+
+def expert_episodes(tokenizer: Any, num_episodes: int) -> list[Any]:
+    """The SFT data: the rule shopper's episodes on SFT tasks ``0 .. num_episodes - 1`` that end in success."""
+    from agentgym_r1.trainers.sft import expert_rows
+
+    played = expert_rows(ENV_ID, ENV_KWARGS, range(num_episodes), tokenizer, expert_actions, require_success=False)
+    episodes = [d for d in played.samples if d.success]
+    lengths = sorted(len(d.prompt_ids) + len(d.completion_ids) for d in episodes)
+    print(
+        f"vocab {len(tokenizer)}; expert (rule shopper) succeeded on {len(episodes)} of {num_episodes} SFT tasks, "
+        f"kept those; episode tokens: median {lengths[len(lengths) // 2]}, max {lengths[-1]}; prompt "
+        f"{len(episodes[0].prompt_ids)} tokens",
+        flush=True,
+    )
+    return episodes
+
+
 def run_sft(
     out: Path,
     target: float,
@@ -170,57 +220,95 @@ def run_sft(
     layers: int,
     vocab: int,
     minutes: float = math.inf,
+    start_from: Path | None = None,
+    resume: int = 0,
 ) -> None:
-    from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
-    from agentgym_r1.trainers.sft import expert_rows, sft
+    """SFT from scratch into ``OUT/sft`` until ``target`` held-out success, ``max_steps`` or ``minutes``; or, with
+    ``start_from`` and ``resume``, the checkpoint that had ``resume`` steps continued to ``max_steps`` into
+    ``OUT/sft-continued`` (the same batches and steps as the run from 0: :func:`chunks`)."""
+    from agentgym_r1.trainers.sft import sft
 
     start = time.time()
-    env = _env()
-    texts = []
-    for seed in range(300):
-        play_expert(env, seed, expert_actions)
-        texts.append(render_chat(env.unwrapped.transcript.messages()))
-    tokenizer = train_tokenizer(texts, vocab_size=vocab, cross_spaces=True)
-    model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
-    played = expert_rows(ENV_ID, ENV_KWARGS, range(num_episodes), tokenizer, expert_actions, require_success=False)
-    episodes = [d for d in played.samples if d.success]
-    lengths = sorted(len(d.prompt_ids) + len(d.completion_ids) for d in episodes)
-    print(
-        f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, {layers} layers, vocab "
-        f"{len(tokenizer)}; expert (rule shopper) succeeded on {len(episodes)} of {num_episodes} SFT tasks, kept "
-        f"those; episode tokens: median {lengths[len(lengths) // 2]}, max {lengths[-1]}; prompt "
-        f"{len(episodes[0].prompt_ids)} tokens; {time.time() - start:.0f}s",
-        flush=True,
-    )
+    tokenizer, model = start_model(start_from, layers, vocab)
+    model.train()
+    label = "sft-continued" if resume else "sft"
+    print(f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, {layers} layers", flush=True)
+    episodes = expert_episodes(tokenizer, num_episodes)
+    print(f"({time.time() - start:.0f}s)", flush=True)
     seeds, counts = held_out_seeds(MONITOR_FIRST, MONITOR_N, num_episodes)
     print(f"monitoring set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
     curve: list[dict[str, Any]] = []  # no check at step 0: a random model's episodes fail (and are the slowest)
-    steps, start = 0, time.time()
-    while steps < max_steps and (not curve or curve[-1]["success"] < target) and time.time() - start < minutes * 60:
-        losses = sft(model, tokenizer, episodes, steps=chunk, batch_size=batch, lr=lr, seed=steps)
-        steps += chunk
+    run = {"steps": resume, "chunk": chunk, "batch": batch, "lr": lr, "num_episodes": num_episodes}
+    record = {
+        "env_kwargs": ENV_KWARGS,
+        "episodes": len(episodes),
+        "num_episodes": num_episodes,
+        "start": None if start_from is None else {"checkpoint": str(start_from), "steps": resume},
+        "provenance": PROVENANCE,
+    }
+    start = time.time()
+    for first, steps in chunks(resume, max_steps, chunk):
+        if not resume and curve and (curve[-1]["success"] >= target or time.time() - start >= minutes * 60):
+            break  # a continuation makes its steps: its budget is in updates
+        losses = sft(model, tokenizer, episodes, steps=steps, batch_size=batch, lr=lr, seed=first)
+        run["steps"] = first + steps
         curve.append(
             {
-                "step": steps,
+                "step": run["steps"],
                 "seconds": time.time() - start,
                 "loss": sum(losses) / len(losses),
                 **monitor(model, tokenizer, seeds),
             }
         )
         print(
-            f"sft step {steps:4d}  loss {curve[-1]['loss']:.3f}  held-out {fmt(curve[-1])}  "
+            f"{label} step {run['steps']:4d}  loss {curve[-1]['loss']:.3f}  held-out {fmt(curve[-1])}  "
             f"{curve[-1]['seconds']:.0f}s",
             flush=True,
         )
-        model.save_pretrained(out / "sft")  # after every chunk: the last one saved is the start when time runs out
-        tokenizer.save_pretrained(out / "sft")
-        (out / "sft_curve.json").write_text(
-            json.dumps(
-                {"env_kwargs": ENV_KWARGS, "episodes": len(episodes), "num_episodes": num_episodes, "curve": curve},
-                indent=1,
-            )
+        save_sft(out / label, model, tokenizer, run)  # after every chunk: the last one is the start if time runs out
+        (out / f"{label}_curve.json").write_text(json.dumps({**record, "curve": curve}, indent=1))
+    print(f"SFT checkpoint: {out / label}  steps {run['steps']}  held-out {fmt(curve[-1])}")
+
+
+def save_sft(path: Path, model: Any, tokenizer: Any, run: dict[str, Any]) -> None:
+    """An SFT checkpoint: the model, its tokenizer and ``run`` (its steps and settings, which a continuation checks:
+    :func:`check_resume`)."""
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    (path / RUN_FILE).write_text(json.dumps(run))
+
+
+def check_resume(start_from: Path | None, resume: int, max_steps: int, chunk: int, run: dict[str, Any]) -> str | None:
+    """Why ``sft --start start_from --sft-resume resume`` cannot continue as the run from 0 would have gone on, or
+    ``None``; ``run`` is this command's SFT settings (chunk, batch, lr, num_episodes), compared with those the
+    checkpoint's run recorded (in its :data:`RUN_FILE`; a checkpoint saved before that file existed is not checked)."""
+    if start_from is None:
+        return (
+            None if not resume else f"--sft-resume {resume} needs --start, the checkpoint that had {resume} SFT steps"
         )
-    print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  held-out {fmt(curve[-1])}")
+    if resume < 1:
+        return f"--start {start_from} needs --sft-resume N, the number of SFT steps that checkpoint had (N >= 1)"
+    if max_steps <= resume:
+        return f"--sft-max-steps {max_steps} must be above --sft-resume {resume}: a continuation trains steps N+1..M"
+    if resume % chunk:
+        return (
+            f"--sft-resume {resume} is not a multiple of --sft-chunk {chunk}: a chunk's batches are drawn from its "
+            f"first step, so only a run continued at a chunk's start takes the steps of the run from 0"
+        )
+    if not (start_from / "config.json").is_file():
+        return (
+            f"--start {start_from} is not a saved model (no config.json); give an SFT checkpoint, e.g. runs/webshop/sft"
+        )
+    recorded = start_from / RUN_FILE
+    had = json.loads(recorded.read_text()) if recorded.is_file() else {**run, "steps": resume}
+    wrong = {k: (v, had.get(k)) for k, v in {**run, "steps": resume}.items() if had.get(k) != v}
+    if wrong:
+        return (
+            "the checkpoint's SFT run differs from this continuation (given, recorded): "
+            + ", ".join(f"{k} {given} vs {was}" for k, (given, was) in wrong.items())
+            + f" ({recorded}); give the checkpoint's settings"
+        )
+    return None
 
 
 class Curve:
@@ -325,6 +413,15 @@ def run_grpo(
     )
 
 
+def model_paths(out: Path, seed: int) -> dict[str, tuple[str, Path]]:
+    """What ``eval --models`` can play: each name's result label and checkpoint."""
+    return {
+        "sft": ("sft", out / "sft"),
+        "grpo": (f"grpo-seed{seed}", out / f"grpo-seed{seed}" / "final"),
+        "sft-continued": ("sft-continued", out / "sft-continued"),
+    }
+
+
 def run_eval(
     out: Path,
     seed: int,
@@ -333,20 +430,21 @@ def run_eval(
     which: str = "sft,grpo",
     final_first: int = FINAL_FIRST,
 ) -> None:
-    """Greedy play of the SFT checkpoint and/or the GRPO run's final model on the final held-out tasks (the first
-    ``final_n`` untrained seeds from ``final_first``); each result in ``final_<label>.json`` with the overlap check,
-    the per-task outcomes and the provenance."""
+    """Greedy play of the SFT checkpoint, the GRPO run's final model and/or the continued SFT on the final held-out
+    tasks (the first ``final_n`` untrained seeds from ``final_first``); each result in ``final_<label>.json`` with the
+    overlap check, the per-task outcomes (each task's seed, score and success) and the provenance; then the paired
+    comparisons of the results on these tasks (each against the start, GRPO against the continued SFT)."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     seeds, counts = held_out_seeds(final_first, final_n, sft_episodes)
     counts["products_also_trained_share"] = products_seen(seeds, sft_episodes)
     print(f"final held-out set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
-    models = {"sft": out / "sft", "grpo": out / f"grpo-seed{seed}" / "final"}
+    models = model_paths(out, seed)
     for name in which.split(","):
-        label = "sft" if name == "sft" else f"grpo-seed{seed}"
+        label, path = models[name]
         start = time.time()
-        scores, success = play(AutoModelForCausalLM.from_pretrained(models[name]).eval(), tokenizer, seeds)
+        model = AutoModelForCausalLM.from_pretrained(path).eval()
+        scores, success = play(model, PreTrainedTokenizerFast.from_pretrained(path), seeds)
         result = summary(scores, success)
         print(f"{label}: final held-out {fmt(result)}  {time.time() - start:.0f}s", flush=True)
         (out / f"final_{label}.json").write_text(
@@ -355,35 +453,57 @@ def run_eval(
                     **result,
                     "seeds": [seeds[0], seeds[-1]],
                     "overlap": counts,
-                    "per_task": {"score": scores, "success": success},
+                    "per_task": {"seed": seeds, "score": scores, "success": success},
                     "provenance": PROVENANCE,
                 },
                 indent=1,
             )
         )
-    grpo = out / f"final_grpo-seed{seed}.json"
-    if (out / "final_sft.json").exists() and grpo.exists():
-        print(paired(json.loads((out / "final_sft.json").read_text()), json.loads(grpo.read_text())), flush=True)
+    labels = {name: label for name, (label, _) in models.items()}
+    for before, after in (("sft", "grpo"), ("sft", "sft-continued"), ("sft-continued", "grpo")):
+        a, b = (out / f"final_{labels[name]}.json" for name in (before, after))
+        if a.exists() and b.exists():
+            text = paired(json.loads(a.read_text()), json.loads(b.read_text()))
+            print(f"{labels[after]} against {labels[before]}: {text}", flush=True)
 
 
-def paired(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """GRPO against SFT on the same final tasks: the mean score difference with its paired 95% t-interval, and the
-    success difference with McNemar's exact test (a two-sided binomial test on the tasks where only one succeeded)."""
+def paired_test(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any] | None:
+    """Two results on the same final tasks compared task by task (``None`` unless both hold per-task outcomes of the
+    same tasks): the mean score difference (after - before) with its paired 95% t-interval and p, and the tasks only
+    ``after`` solved (gained) or only ``before`` (lost) with McNemar's exact p."""
     from scipy.stats import ttest_rel
 
     from agentgym_r1.leaderboard.board import pair_outcomes
 
     a, b = before.get("per_task"), after.get("per_task")
     if a is None or b is None or len(a["score"]) != len(b["score"]) or before["seeds"] != after["seeds"]:
-        return "paired comparison: needs both evaluations' per-task results on the same tasks (re-run eval)"
+        return None
+    if "seed" in a and "seed" in b and a["seed"] != b["seed"]:
+        return None
     test = ttest_rel(b["score"], a["score"])
     ci = test.confidence_interval(0.95)
     success = pair_outcomes(a["success"], b["success"])
     diff = sum(b["score"]) / len(b["score"]) - sum(a["score"]) / len(a["score"])
+    return {
+        "tasks": len(a["score"]),
+        "score": diff,
+        "score_ci": [float(ci.low), float(ci.high)],
+        "score_p": float(test.pvalue),
+        "gained": success.gained,
+        "lost": success.lost,
+        "mcnemar_p": success.p,
+    }
+
+
+def paired(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """:func:`paired_test`, said in a line."""
+    t = paired_test(before, after)
+    if t is None:
+        return "paired comparison: needs both evaluations' per-task results on the same tasks (re-run eval)"
     return (
-        f"paired on {len(a['score'])} tasks: score {diff:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}] (paired t, "
-        f"p={test.pvalue:.2g}); success: {success.gained} tasks gained, {success.lost} lost (McNemar exact "
-        f"p={success.p:.2g})"
+        f"paired on {t['tasks']} tasks: score {t['score']:+.3f} [{t['score_ci'][0]:+.3f}, {t['score_ci'][1]:+.3f}] "
+        f"(paired t, p={t['score_p']:.2g}); success: {t['gained']} tasks gained, {t['lost']} lost (McNemar exact "
+        f"p={t['mcnemar_p']:.2g})"
     )
 
 
@@ -470,7 +590,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--monitor", type=int, default=MONITOR_N, help="GRPO: held-out tasks checked during training")
     parser.add_argument("--final", type=int, default=FINAL_N, help="eval: final held-out tasks")
-    parser.add_argument("--models", default="sft,grpo", help="eval: which of sft, grpo to play")
+    parser.add_argument("--models", default="sft,grpo", help="eval: which of sft, grpo, sft-continued to play")
     parser.add_argument("--sft-target", type=float, default=0.2, help="stop SFT at this held-out success")
     parser.add_argument("--sft-chunk", type=int, default=50)
     parser.add_argument("--sft-max-steps", type=int, default=2000)
@@ -482,12 +602,31 @@ def main() -> None:
         default=math.inf,
         help="stop SFT after this many minutes even under --sft-target (the last chunk is saved)",
     )
+    parser.add_argument("--start", type=Path, help="sft: continue this SFT checkpoint (with --sft-resume)")
+    parser.add_argument(
+        "--sft-resume",
+        type=int,
+        default=0,
+        help="sft: the number of SFT steps the --start checkpoint had; it is trained on to --sft-max-steps",
+    )
     parser.add_argument("--sft-batch", type=int, default=16)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=2000)
     a = parser.parse_args()
     if a.steps is not None and a.steps < 1:
         parser.error(f"--steps must be at least 1, got {a.steps}")
+    for flag, value in (("--sft-chunk", a.sft_chunk), ("--sft-max-steps", a.sft_max_steps)):
+        if value < 1:
+            parser.error(f"{flag} must be at least 1, got {value}")
+    unknown = [name for name in a.models.split(",") if name not in model_paths(a.out, a.seed)]
+    if unknown:
+        parser.error(f"--models {a.models}: {unknown} not among {list(model_paths(a.out, a.seed))}")
+    if a.phase != "sft" and (a.start or a.sft_resume):
+        parser.error(f"--start and --sft-resume continue an SFT checkpoint (phase sft), got phase {a.phase}")
+    run = {"chunk": a.sft_chunk, "batch": a.sft_batch, "lr": a.sft_lr, "num_episodes": a.sft_episodes}
+    problem = check_resume(a.start, a.sft_resume, a.sft_max_steps, a.sft_chunk, run)
+    if problem:
+        parser.error(problem)
     PROVENANCE.update(study.start(__file__, a.out, a.protocol, a.seed if a.phase == "grpo" else None))
     import torch
 
@@ -506,6 +645,8 @@ def main() -> None:
             a.layers,
             a.vocab,
             a.sft_minutes,
+            a.start,
+            a.sft_resume,
         )
     elif a.phase == "grpo":
         run_grpo(

@@ -1,6 +1,6 @@
 """The WebShop proof's confirmatory parts (``benchmarks/train_webshop_proof.py``, issue 36 item 5): a budget in
-updates reaches the trainer and the curve, results carry their provenance, and the paired comparison reads the
-per-task outcomes of the same tasks."""
+updates reaches the trainer and the curve, results carry their provenance, the paired comparison reads the
+per-task outcomes of the same tasks, and a continued SFT (the control) takes the steps of the run that did not stop."""
 
 from __future__ import annotations
 
@@ -46,3 +46,87 @@ def test_the_paired_comparison_counts_each_task_once_and_refuses_other_tasks():
     assert "success: 1 tasks gained, 1 lost (McNemar exact p=1)" in text
     assert "score +0.000" in text
     assert "needs both evaluations" in proof.paired(before, {**after, "seeds": [4, 10]})
+
+
+def tiny(proof, monkeypatch):
+    """The proof with tiny budgets: few RL tasks to check held-out seeds against, one monitoring task, short episodes
+    (8 tokens a turn) and a tokenizer trained on a few expert episodes."""
+    for name, value in (("RL_TASKS", 16), ("MONITOR_N", 1), ("MAX_NEW_TOKENS", 8)):
+        monkeypatch.setattr(proof, name, value)
+    monkeypatch.setattr(proof, "TOKENIZER_EPISODES", 3)
+    return proof
+
+
+@pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")  # eval pairs one task: no t-interval
+def test_a_continued_sft_takes_the_batches_and_steps_of_the_run_that_did_not_stop(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("trl")
+    import torch
+    from safetensors.torch import load_file
+
+    import agentgym_r1.trainers.sft as sft_module
+
+    proof = tiny(load_script(), monkeypatch)
+    seen: list[tuple[int, list[int]]] = []
+    real = sft_module.draws
+
+    def draws(rows, steps, batch_size, seed):  # the real draw, recorded with its seed
+        seen.append((seed, real(rows, steps, batch_size, seed)))
+        return seen[-1][1]
+
+    monkeypatch.setattr(sft_module, "draws", draws)
+
+    def sft(out, max_steps, start=None, resume=0):
+        proof.run_sft(out, 2.0, 2, max_steps, 4, 1e-3, 2, 1, 2000, start_from=start, resume=resume)
+
+    proof.PROVENANCE.update(proof.study.start(proof.__file__, tmp_path))
+    sft(tmp_path / "whole", 3)  # 0 -> 3 in chunks 0-2, 2-3
+    whole, seen[:] = list(seen), []
+    sft(tmp_path / "split", 2)  # 0 -> 2, then 2 -> 3 from the saved checkpoint
+    sft(tmp_path / "split", 3, tmp_path / "split" / "sft", 2)
+    assert [s for s, _ in seen] == [s for s, _ in whole] == [0, 2]
+    assert seen == whole and [len(b) for _, b in seen] == [4, 2]  # batch 2: two steps, then one
+    after = load_file(tmp_path / "whole" / "sft" / "model.safetensors")
+    continued = load_file(tmp_path / "split" / "sft-continued" / "model.safetensors")
+    assert all(torch.equal(after[k], continued[k]) for k in after)
+    start = load_file(tmp_path / "split" / "sft" / "model.safetensors")
+    assert not all(torch.equal(after[k], start[k]) for k in after)  # the start is kept, not overwritten
+    curve = json.loads((tmp_path / "split" / "sft-continued_curve.json").read_text())
+    assert [p["step"] for p in curve["curve"]] == [3] and curve["start"]["steps"] == 2
+    assert "commit" in curve["provenance"]
+
+    proof.run_eval(tmp_path / "split", 0, 4, final_n=1, which="sft,sft-continued", final_first=3_000_000)
+    result = json.loads((tmp_path / "split" / "final_sft-continued.json").read_text())
+    assert len(result["per_task"]["seed"]) == len(result["per_task"]["score"]) == len(result["per_task"]["success"])
+    assert result["per_task"]["seed"][0] >= 3_000_000 and "commit" in result["provenance"]
+    assert "sft-continued against sft: paired on 1 tasks" in capsys.readouterr().out
+
+    start = str(tmp_path / "split" / "sft")
+    argv = ["sft", "--start", start, "--sft-resume", "2", "--sft-max-steps", "4", "--sft-chunk", "2"]
+    monkeypatch.setattr("sys.argv", ["train_webshop_proof.py", *argv, "--out", str(tmp_path / "no")])
+    with pytest.raises(SystemExit):  # the checkpoint recorded batch 2; this continuation would draw batches of 16
+        proof.main()
+    assert "batch 16 vs 2" in capsys.readouterr().err and not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["sft", "--sft-resume", "400"], "--sft-resume 400 needs --start"),
+        (["sft", "--start", "CKPT", "--sft-resume", "400", "--sft-max-steps", "400"], "must be above --sft-resume 400"),
+        (["sft", "--start", "CKPT", "--sft-resume", "30", "--sft-max-steps", "80"], "not a multiple of --sft-chunk 50"),
+        (["sft", "--start", "CKPT", "--sft-resume", "400", "--sft-max-steps", "440"], "is not a saved model"),
+        (["sft", "--start", "CKPT"], "needs --sft-resume N"),
+        (["grpo", "--start", "CKPT", "--sft-resume", "400"], "got phase grpo"),
+        (["eval", "--models", "sft,grpo,sft-continue"], "['sft-continue'] not among"),
+    ],
+)
+def test_a_bad_continuation_is_refused_before_any_work(tmp_path, monkeypatch, capsys, argv, message):
+    proof = load_script()
+    (tmp_path / "ckpt").mkdir()
+    out = tmp_path / "out"
+    argv = [str(tmp_path / "ckpt") if a == "CKPT" else a for a in argv]
+    monkeypatch.setattr("sys.argv", ["train_webshop_proof.py", *argv, "--out", str(out)])
+    with pytest.raises(SystemExit) as exit:
+        proof.main()
+    assert exit.value.code == 2 and message in capsys.readouterr().err
+    assert not out.exists()
