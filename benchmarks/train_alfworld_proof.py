@@ -93,7 +93,7 @@ def expert_actions(role: str) -> Any:
     read at reset in an env of its own."""
 
     def actions(task: Any) -> list[str]:
-        env = _env(f"{role}")
+        env = _env(role)
         env.reset(options={"task_id": task.id})
         return env.unwrapped.expert_plan()
 
@@ -148,14 +148,18 @@ def record_games(out: Path, games: dict[str, Any]) -> None:
     path.write_text(json.dumps({"counts": games["counts"], **record, "provenance": PROVENANCE}))
 
 
-def prompts(role: str, games: list[splits.GameKey] | int) -> list[Any]:
-    """Engine prompts: generated games of ``role`` by index, or the first ``games`` real games (``role="real"``)."""
+def generated_prompts(role: str, games: list[splits.GameKey]) -> list[Any]:
+    """Engine prompts of generated games of ``role``, each by its index."""
     from agentgym_r1.adapters import Prompt
 
-    if role == "real":
-        return [Prompt(ENV_ID, real_kwargs(), None, {"index": i}) for i in range(int(games))]
-    assert not isinstance(games, int)
     return [Prompt(ENV_ID, env_kwargs(role), None, {"index": g.index}) for g in games]
+
+
+def real_prompts(n: int) -> list[Any]:
+    """Engine prompts of the first ``n`` real games."""
+    from agentgym_r1.adapters import Prompt
+
+    return [Prompt(ENV_ID, real_kwargs(), None, {"index": i}) for i in range(n)]
 
 
 def play(model: Any, tokenizer: Any, batch: list[Any]) -> list[dict[str, Any]]:
@@ -185,7 +189,7 @@ def fmt(r: dict[str, Any]) -> str:
 
 
 def monitor(model: Any, tokenizer: Any, games: list[splits.GameKey]) -> dict[str, Any]:
-    return summary(play(model, tokenizer, prompts("monitor", games)))
+    return summary(play(model, tokenizer, generated_prompts("monitor", games)))
 
 
 def expert_texts(games: list[splits.GameKey]) -> list[str]:
@@ -203,23 +207,13 @@ def expert_texts(games: list[splits.GameKey]) -> list[str]:
     return texts
 
 
-def run_sft(
-    out: Path,
-    games: dict[str, Any],
-    target: float,
-    chunk: int,
-    max_steps: int,
-    lr: float,
-    batch: int,
-    layers: int,
-    vocab: int,
-) -> None:
-    """Tokenizer and tiny Qwen2 from scratch, then SFT on the expert's episodes of the SFT games in chunks of
-    ``chunk`` steps, each followed by a monitoring check, until ``max_steps`` or a monitoring success of ``target``."""
+def start_model(sft_games: list[splits.GameKey], layers: int, vocab: int) -> tuple[Any, Any, list[Any]]:
+    """A tokenizer trained on the expert's episodes of the first SFT games, a tiny Qwen2 from scratch, and the rows of
+    the expert's won episodes of every SFT game (the env's expert plan played through the env by the engine)."""
     from agentgym_r1.adapters.scratch import make_model, train_tokenizer
-    from agentgym_r1.trainers.sft import expert_rows, sft
+    from agentgym_r1.trainers.sft import expert_rows
 
-    start, sft_games = time.time(), games["sft"]
+    start = time.time()
     tokenizer = train_tokenizer(expert_texts(sft_games[:TOKENIZER_GAMES]), vocab_size=vocab, cross_spaces=True)
     model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
     played = expert_rows(
@@ -239,6 +233,26 @@ def run_sft(
         f"median {lengths[len(lengths) // 2]}, max {lengths[-1]}; {time.time() - start:.0f}s",
         flush=True,
     )
+    return tokenizer, model, episodes
+
+
+def run_sft(
+    out: Path,
+    games: dict[str, Any],
+    target: float,
+    chunk: int,
+    max_steps: int,
+    lr: float,
+    batch: int,
+    layers: int,
+    vocab: int,
+) -> None:
+    """SFT from :func:`start_model` in chunks of ``chunk`` steps, each followed by a monitoring check and a save,
+    until ``max_steps`` or a monitoring success of ``target``."""
+    from agentgym_r1.trainers.sft import sft
+
+    sft_games = games["sft"]
+    tokenizer, model, episodes = start_model(sft_games, layers, vocab)
     curve: list[dict[str, Any]] = []
     steps, start = 0, time.time()
     while steps < max_steps and (not curve or curve[-1]["success"] < target):
@@ -325,7 +339,7 @@ def run_eval(out: Path, games: dict[str, Any], seed: int, which: str, real_n: in
         label = "sft" if name == "sft" else f"grpo-seed{seed}"
         model = AutoModelForCausalLM.from_pretrained(models[name]).eval()
         result: dict[str, Any] = {}
-        for part, batch in (("generated", prompts("final", games["final"])), ("real", prompts("real", real_n))):
+        for part, batch in (("generated", generated_prompts("final", games["final"])), ("real", real_prompts(real_n))):
             start = time.time()
             outcomes = play(model, tokenizer, batch)
             result[part] = {**summary(outcomes), "per_game": outcomes}
@@ -396,6 +410,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(a.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     a.out.mkdir(parents=True, exist_ok=True)
+    if a.phase == "eval":
+        _env("real")  # lists the real games: a missing data directory stops the run before any work
     games = draw_games(a.sft_games, a.rl_games, a.monitor, a.final)  # checked before any work
     record_games(a.out, games)
     if a.phase == "sft":
