@@ -127,3 +127,17 @@ def test_held_out_games_are_unseen_and_a_trained_layout_is_skipped():
     # a training room with that game's inventory: the same draw now skips it, as a trained layout
     again, counts = splits.held_out_games(3, 1, [*training, dataclasses.replace(training[0], layout=held[0].layout)])
     assert again[0].index != held[0].index and counts["layout_trained"] == 1
+
+
+def test_the_paired_comparison_counts_each_game_once_per_part_and_refuses_other_games(proof):
+    def result(outcomes):
+        per_game = [{"game": f"g{i}", "success": s} for i, s in enumerate(outcomes)]
+        return {"success": sum(outcomes) / len(outcomes), "per_game": per_game}
+
+    before = {"generated": result([False, True, False, True]), "real": result([False, False])}
+    after = {"generated": result([True, True, False, False]), "real": result([True, False])}
+    text = proof.paired(before, after)
+    assert "generated, paired on 4 games: success +0.0 points, 1 gained, 1 lost (McNemar exact p=1)" in text
+    assert "real, paired on 2 games: success +50.0 points, 1 gained, 0 lost" in text
+    after["real"]["per_game"][0]["game"] = "other"
+    assert "real: not the same games in both results" in proof.paired(before, after)
