@@ -7,7 +7,7 @@ Phases (each prints what it measured; everything lands in ``--out``):
     python benchmarks/train_alfworld_proof.py grpo --out runs/alfworld --steps 40 --seed 0 --threads 1
     python benchmarks/train_alfworld_proof.py eval --out runs/alfworld --seed 0             # SFT vs GRPO, paired
 
-**Games** (:mod:`alfworld_splits`): generated games (``source="generated"``, ``easy``: rooms of 8-20 receptacles, each
+**Games** (:mod:`alfworld_splits`): generated games (``source="generated"``, ``easy``: rooms of 4-27 receptacles, each
 game solved by fast-downward, whose plan is its walkthrough) numbered by index under a generator seed per role: SFT
 games from seed 1, RL games from seed 2, the final held-out games from seed 3 and the monitoring games (checked during
 SFT and GRPO, a development set) from seed 4. Training games never ask for a held-out goal class
@@ -23,9 +23,9 @@ objects usually are and the commands' shapes; finding an object that is elsewher
 
 **What the model sees.** The system prompt is one line (:data:`SYSTEM`): the task is in the first observation, and the
 tokenizer (trained on the SFT episodes, merges across spaces) makes a constant line a few tokens. The admissible
-commands are not shown: the env keeps them in ``info``, not in the observation; a game offers 10-50 of them at every
-turn (hundreds of tokens a turn on the real rooms), which a tiny model with a 2,048-token window and a CPU budget
-cannot afford; and the expert does not read them. An invalid command gets the env's explanation instead. History:
+commands are not shown: the env keeps them in ``info``, not in the observation; a game offers a dozen or more at
+every turn (hundreds of tokens a turn on the real rooms), which a tiny model with a 2,048-token window and a CPU
+budget cannot afford; and the expert does not read them. An invalid command gets the env's explanation instead. History:
 the full episode (one sequence per episode, the rollout engine's default and what GRPO trains on), capped at
 :data:`MAX_TURNS` turns and :data:`MAX_COMPLETION` tokens after the first prompt: the expert needs 4-10 commands, a
 turn's feedback is one receptacle's contents, and the history is what tells the agent which places it has searched
