@@ -64,7 +64,7 @@ def test_sft_grpo_eval_run_end_to_end_and_change_the_model(proof, tmp_path):
 
     split = json.loads((out / "split.json").read_text())
     assert [len(split[k]) for k in ("sft", "rl", "monitor", "final")] == [2, 2, 1, 1]
-    assert split["final"][0]["goal"] in splits.HELD_OUT_GOALS and split["provenance"]["commit"]
+    assert split["final"][0]["goal"] in splits.HELD_OUT_GOALS and "commit" in split["provenance"]
     sft_curve = json.loads((out / "sft_curve.json").read_text())
     assert sft_curve["episodes"] == 2 and [p["step"] for p in sft_curve["curve"]] == [2]  # the expert won both
     assert [p["step"] for p in json.loads((out / "grpo-seed0_curve.json").read_text())] == [0, 1, 2]
