@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import study  # benchmarks/: provenance of every result, the confirmatory guard (--protocol)
+from proof_common import Curve, Limits, cpu_grpo_config, greedy_episodes, load_checkpoint
 
 ENV_ID = "AgentR1/WebShop-v0"
 SYSTEM = (
@@ -56,6 +57,11 @@ FINAL_FIRST, FINAL_N = 3_000_000, 1000
 TOKENIZER_EPISODES = 300  # expert episodes the tokenizer is trained on
 RUN_FILE = "sft_run.json"  # in an SFT checkpoint: its steps and settings, which a continuation checks
 PROVENANCE: dict[str, Any] = {}  # study.start's record (commit, dirty, kernels, protocol), written with every result
+
+
+def limits() -> Limits:
+    """The episode bounds, read when called (a test may shorten them)."""
+    return Limits(MAX_TURNS, MAX_NEW_TOKENS, MAX_PROMPT, MAX_COMPLETION)
 
 
 @cache
@@ -117,29 +123,16 @@ def products_seen(seeds: list[int], sft_episodes: int) -> float:
 
 def play(model: Any, tokenizer: Any, seeds: list[int], chunk: int = 256) -> tuple[list[float], list[bool]]:
     """Greedy episodes on ``seeds``: each one's WebShop score (0 without a purchase) and success."""
-    from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, SamplingParams
-    from agentgym_r1.adapters.backends.hf import HFBackend
+    from agentgym_r1.adapters import Prompt
 
-    chat = ChatTokenizer(tokenizer)
-    config = RolloutConfig(
-        max_turns=MAX_TURNS,
-        max_context_tokens=MAX_PROMPT + MAX_COMPLETION,
-        max_completion_tokens=MAX_COMPLETION,
-        seed=None,
-        sampling=SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0),
+    episodes = greedy_episodes(
+        model,
+        tokenizer,
+        [Prompt(ENV_ID, ENV_KWARGS, s) for s in seeds],
+        limits(),
+        chunk=chunk,
     )
-    was_training = model.training
-    engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
-    scores, success = [], []
-    try:
-        for i in range(0, len(seeds), chunk):
-            batch = engine.rollout([{"env": ENV_ID, "env_kwargs": ENV_KWARGS, "seed": s} for s in seeds[i : i + chunk]])
-            scores += [float(e.metrics.get("score", 0.0)) for e in batch.episodes]
-            success += [bool(e.success) for e in batch.episodes]
-    finally:
-        engine.close()
-        model.train(was_training)
-    return scores, success
+    return [float(e.metrics.get("score", 0.0)) for e in episodes], [bool(e.success) for e in episodes]
 
 
 def summary(scores: list[float], success: list[bool]) -> dict[str, Any]:
@@ -311,26 +304,6 @@ def check_resume(start_from: Path | None, resume: int, max_steps: int, chunk: in
     return None
 
 
-class Curve:
-    """Held-out monitoring along a run (written to ``path``), each point with its training seconds and wall
-    seconds: the ``evaluate`` of :class:`~agentgym_r1.trainers.budget.WallClockBudget`."""
-
-    def __init__(self, tokenizer: Any, seeds: list[int], path: Path) -> None:
-        self.tokenizer, self.seeds, self.path = tokenizer, seeds, path
-        self.start, self.points = time.time(), []
-
-    def __call__(self, step: int, model: Any, seconds: float) -> None:
-        point = {"step": step, "seconds": seconds, **monitor(model, self.tokenizer, self.seeds)}
-        if step == 0:  # wall time counts from the end of the first check, as training time does
-            self.start = time.time()
-        self.points.append({**point, "wall": time.time() - self.start})
-        self.path.write_text(json.dumps(self.points, indent=1))
-        print(
-            f"grpo step {step:4d}  held-out {fmt(point)}  training {seconds:.0f}s, wall {self.points[-1]['wall']:.0f}s",
-            flush=True,
-        )
-
-
 def curve_callback(curve: Curve, minutes: float, every: int) -> Any:
     """Held-out monitoring (``curve``) every ``every`` steps, a stop after ``minutes`` of training (wall time less the
     held-out checks) and the learning rate on a cosine from its initial value to 0 over those minutes (as the GSM8K
@@ -357,42 +330,27 @@ def run_grpo(
     ``steps``, for exactly that many updates (the lr on a cosine over them: a budget the machine's load cannot
     change)."""
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
-    from agentgym_r1.trainers.configs import AgentGRPOConfig
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
 
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
-    model = AutoModelForCausalLM.from_pretrained(out / "sft")
+    tokenizer, model = load_checkpoint(out / "sft")
     label = f"grpo-seed{seed}"
-    args = AgentGRPOConfig(
-        output_dir=str(out / label),
+    args = cpu_grpo_config(
+        out / label,
         env_id=ENV_ID,
         env_kwargs=ENV_KWARGS,
-        max_turns=MAX_TURNS,
-        max_new_tokens=MAX_NEW_TOKENS,
-        max_prompt_tokens=MAX_PROMPT,
-        max_completion_length=MAX_COMPLETION,
-        num_generations=generations,
-        per_device_train_batch_size=prompts * generations,
-        learning_rate=lr,
-        lr_scheduler_type="cosine" if steps else "constant",  # a wall-clock run: WallClockBudget's cosine
-        beta=0.0,
+        limits=limits(),
+        prompts=prompts,
+        generations=generations,
+        lr=lr,
         temperature=temperature,
-        max_steps=steps or 100_000,
-        logging_steps=5,
-        report_to="none",
-        gradient_checkpointing=False,
-        save_strategy="no",
-        use_cpu=True,
-        bf16=False,
         seed=seed,
-        data_seed=seed,
+        steps=steps,
     )
     tasks = Dataset.from_list([{"prompt": json.dumps({"seed": RL_FIRST + i})} for i in range(RL_TASKS)])
     seeds, counts = held_out_seeds(MONITOR_FIRST, monitor_n, sft_episodes)
     print(f"monitoring set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
-    curve = Curve(tokenizer, seeds, out / f"{label}_curve.json")
+    curve = Curve(lambda model: monitor(model, tokenizer, seeds), out / f"{label}_curve.json", fmt)
     if steps:
         from agentgym_r1.trainers.budget import EveryUpdates
 

@@ -49,18 +49,23 @@ def policy_actions(env: gym.Env, policy: Any, max_turns: int) -> Actions:
 
 
 def expert_scripts(
-    env_id: str, env_kwargs: dict[str, Any], seeds: Sequence[int], chat: ChatTokenizer, actions: Actions
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    seeds: Sequence[int],
+    chat: ChatTokenizer,
+    actions: Actions,
+    options: Sequence[dict[str, Any] | None] | None = None,
 ) -> dict[tuple[int, ...], list[list[int]]]:
     """Each seed's first prompt (as the engine renders it) and the ids of the expert's turns, each closed by the
-    tokenizer's end-of-turn token."""
+    tokenizer's end-of-turn token; ``options`` (one per seed) are the resets' options (e.g. ``{"index": i}``)."""
     end = chat.tokenizer.eos_token_id
     if end not in chat.stop_token_ids:
         end = min(chat.stop_token_ids)
     env = gym.make(env_id, **env_kwargs)
     try:
         scripts = {}
-        for seed in seeds:
-            env.reset(seed=seed)
+        for seed, option in zip(seeds, options or [None] * len(seeds), strict=True):
+            env.reset(seed=seed, options=option)
             prompt = tuple(chat.prompt_ids(env.unwrapped.transcript.messages()))
             scripts[prompt] = [[*chat.encode(a), end] for a in actions(env.unwrapped.task)]
     finally:
@@ -79,20 +84,26 @@ def expert_rows(
     max_context_tokens: int = 1 << 16,
     require_success: bool = True,
     chunk: int = 256,
+    options: Sequence[dict[str, Any] | None] | None = None,
 ) -> RolloutBatch:
     """Play the expert on ``env_id`` (made with ``env_kwargs``), one episode per reset seed, through the rollout
     engine, and return the batch: its rows (``batch.rows``) are what RL would make of the same tokens.
 
     An episode the engine could not play (an env error, a context over ``max_context_tokens``) raises, and so does
     an unsuccessful one when ``require_success`` (an expert that fails its task teaches the wrong thing). The
-    episodes are played ``chunk`` at a time, so the engine's pooled envs are reused rather than one made per seed."""
+    episodes are played ``chunk`` at a time, so the engine's pooled envs are reused rather than one made per seed.
+    ``options``, one per seed, are the resets' options: a task picked by ``{"index": i}`` or ``{"task_id": ...}``
+    rather than drawn from the seed (ALFWorld's generated games are numbered, not drawn)."""
     seeds = list(seeds)
     if not seeds:
         raise ConfigError("expert_rows needs at least one seed")
     if chunk < 1:
         raise ConfigError(f"expert_rows needs chunk >= 1, got {chunk}")
+    resets = list(options) if options is not None else [None] * len(seeds)
+    if len(resets) != len(seeds):
+        raise ConfigError(f"expert_rows needs one options entry per seed: {len(seeds)} seeds, {len(resets)} options")
     chat = ChatTokenizer(tokenizer)
-    backend = ScriptedBackend(expert_scripts(env_id, env_kwargs, seeds, chat, actions))
+    backend = ScriptedBackend(expert_scripts(env_id, env_kwargs, seeds, chat, actions, resets))
     config = RolloutConfig(
         max_context_tokens=max_context_tokens,
         layout=layout,
@@ -103,15 +114,19 @@ def expert_rows(
     episodes = []
     try:
         for i in range(0, len(seeds), chunk):
-            prompts = [Prompt(env_id, dict(env_kwargs), seed=s) for s in seeds[i : i + chunk]]
+            prompts = [
+                Prompt(env_id, dict(env_kwargs), seed=s, options=o)
+                for s, o in zip(seeds[i : i + chunk], resets[i : i + chunk], strict=True)
+            ]
             episodes += engine.rollout(prompts).episodes
     finally:
         engine.close()
-    for seed, ep in zip(seeds, episodes, strict=True):
+    for seed, option, ep in zip(seeds, resets, episodes, strict=True):
+        where = f"seed {seed}" + (f" (options {option})" if option else "")
         if ep.failed or ep.end_reason == "context_limit":
-            raise ConfigError(f"the expert's episode of seed {seed} on {env_id} ended {ep.end_reason}: {ep.error}")
+            raise ConfigError(f"the expert's episode of {where} on {env_id} ended {ep.end_reason}: {ep.error}")
         if require_success and not ep.success:
-            raise ConfigError(f"the expert failed its task on seed {seed} of {env_id} (pass require_success=False)")
+            raise ConfigError(f"the expert failed its task on {where} of {env_id} (pass require_success=False)")
     return RolloutBatch(episodes, layout)
 
 

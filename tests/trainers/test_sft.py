@@ -123,6 +123,20 @@ def test_a_failing_expert_is_refused_unless_allowed():
     assert row.reward <= 0 and not row.success
 
 
+def test_reset_options_pick_each_episode_task():
+    """With ``options`` each episode plays the task its reset options name (``{"index": i}``), not the seed's draw:
+    the same seed with two indices gives the two tasks' episodes; options of another length are refused."""
+    tokenizer = tokenizer_for(WEBSHOP, shopper_actions, seeds=2, split_digits=False)
+    batch = expert_rows(*WEBSHOP, [0, 0], tokenizer, shopper_actions, options=[{"index": 3}, {"index": 7}])
+    env = gym.make(WEBSHOP[0], **WEBSHOP[1])
+    for index, row in zip((3, 7), batch.samples, strict=True):
+        env.reset(seed=0, options={"index": index})
+        assert row.prompt_ids == ChatTokenizer(tokenizer).prompt_ids(env.unwrapped.transcript.messages())
+    assert batch.samples[0].prompt_ids != batch.samples[1].prompt_ids
+    with pytest.raises(ConfigError, match="one options entry per seed: 2 seeds, 1 options"):
+        expert_rows(*WEBSHOP, [0, 1], tokenizer, shopper_actions, options=[{"index": 3}])
+
+
 def test_scripted_backend_cuts_a_turn_at_its_budget_and_refuses_an_unknown_context():
     tokenizer = tokenizer_for(GSM8K, expert_actions)
     chat = ChatTokenizer(tokenizer)
