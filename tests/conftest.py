@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
@@ -17,6 +20,22 @@ import agentgym_r1
 SHARED_DATA = Path(
     os.environ.get("AGENTGYM_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
 )
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(relative: str | Path, register: bool = False) -> ModuleType:
+    """A fresh copy of one of the repository's scripts (``benchmarks/x.py``, ``examples/x.py``) loaded from its file,
+    with module state of its own (caches, provenance), as a run of the script has. ``register`` also puts it in
+    ``sys.modules`` under its name, which dataclasses and pickling in the script need."""
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    if register:
+        sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def shared_data(*parts: str) -> Path:

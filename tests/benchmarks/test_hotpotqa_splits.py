@@ -5,7 +5,6 @@ training tasks and SFT episodes the script uses."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,23 +17,15 @@ import pytest
 
 from agentgym_r1.envs.hotpotqa.synthetic import build_kb
 from agentgym_r1.error import HeldOutOverlapError
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = {"dev": 8, "fresh": 8, "disjoint": 8, "ablation": 8}
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location(
-        "train_hotpotqa_proof", ROOT / "benchmarks" / "train_hotpotqa_proof.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def proof():
-    return load_script()
+    return load_script("benchmarks/train_hotpotqa_proof.py")
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,12 @@ before any work."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import load_script
 
 pytest.importorskip("trl")
 pytest.importorskip("textworld")
@@ -24,19 +25,12 @@ SCRIPT = ROOT / "benchmarks" / "train_alfworld_proof.py"
 TINY = ["--sft-games", "2", "--rl-games", "2", "--monitor", "1", "--final", "1", "--real", "1"]
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("train_alfworld_proof", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def proof(monkeypatch):
     from tests.conftest import shared_data  # skips when the shared data is not beside the checkout
 
     monkeypatch.setenv("AGENTGYM_SHARED_DATA", str(shared_data("alfworld").parent))
-    module = load_script()
+    module = load_script(SCRIPT)
     monkeypatch.setattr(module, "MAX_TURNS", 3)  # short episodes: the test is about the pipeline, not the play
     # one token a turn from a barely trained model: a word piece (a command that does nothing, reward 0) or
     # punctuation (unreadable, the format penalty), so a GRPO group's rewards differ and an update moves the model

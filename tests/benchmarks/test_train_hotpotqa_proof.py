@@ -3,7 +3,6 @@ options it refuses before any work starts."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,22 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "train_hotpotqa_proof.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("train_hotpotqa_proof", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize(("bridge", "named", "share"), [(10, 4, 0.5), (10, 30, 0.5), (7, 3, 0.25), (5, 5, 0.8)])
 def test_share_indices_give_named_comparisons_their_share_and_keep_every_bridge_row(bridge, named, share):
     kinds = ["bridge"] * bridge + ["comparison"] * named
     kinds = [kinds[i] for i in sorted(range(len(kinds)), key=lambda i: (i * 7) % len(kinds))]  # interleaved
-    picked = load_script().share_indices(kinds, share)
+    picked = load_script(SCRIPT).share_indices(kinds, share)
     counts = Counter(kinds[i] for i in picked)
     assert sorted(i for i in picked if kinds[i] == "bridge") == [i for i, k in enumerate(kinds) if k == "bridge"]
     assert counts["comparison"] == round(share / (1 - share) * bridge)
@@ -45,12 +39,12 @@ def test_share_indices_give_named_comparisons_their_share_and_keep_every_bridge_
 )
 def test_share_indices_refuse_a_share_they_cannot_make(kinds, share):
     with pytest.raises(ValueError, match="comparison-share"):
-        load_script().share_indices(kinds, share)
+        load_script(SCRIPT).share_indices(kinds, share)
 
 
 def test_rl_tasks_refuse_a_share_without_the_names_tasks():
     with pytest.raises(ValueError, match="--rl-types names"):
-        load_script().rl_tasks("bridge", 0.5)
+        load_script(SCRIPT).rl_tasks("bridge", 0.5)
 
 
 def test_cli_refuses_a_share_before_any_work(tmp_path):
@@ -81,7 +75,7 @@ def test_cli_refuses_a_share_before_any_work(tmp_path):
 def test_comparison_outcomes_tell_a_wrong_pick_from_a_garbled_copy():
     from types import SimpleNamespace
 
-    script = load_script()
+    script = load_script(SCRIPT)
     seed, task = next(
         (s, t) for s, t in enumerate(script.questions(range(200))) if script.question_type(t) == "comparison"
     )
@@ -112,7 +106,7 @@ def test_comparison_outcomes_tell_a_wrong_pick_from_a_garbled_copy():
 def test_a_fixed_update_budget_reaches_the_trainer(phase, schedule, tmp_path):
     """``--steps N`` (issue 36: budgets in updates, never minutes): the trainer's own ``max_steps`` is N and its lr
     follows the schedule over those updates; without it the run keeps the wall-clock budget."""
-    proof = load_script()
+    proof = load_script(SCRIPT)
     seen = []
     proof.train = lambda out, start, label, cls, args, *a, **kw: seen.append(
         (args, kw.get("steps", a[6] if len(a) > 6 else None))
@@ -140,7 +134,7 @@ def hotpot_tokenizer(path):
     from agentgym_r1.envs.hotpotqa.tools import render_hits
     from agentgym_r1.retrieval import Hit
 
-    script = load_script()
+    script = load_script(SCRIPT)
     env = gym.make(script.ENV_ID, **script.ENV_KWARGS)
     texts = [render_hits([Hit(doc, 0.0, 0)]) for doc in env.unwrapped.data.documents[:300]]
     texts += [t.prompt for t in script.questions(range(40))]
@@ -153,7 +147,7 @@ def test_the_naive_rag_prompt_holds_the_top_k_passages(tmp_path):
 
     from agentgym_r1.adapters import ChatTokenizer
 
-    script = load_script()
+    script = load_script(SCRIPT)
     chat = ChatTokenizer(hotpot_tokenizer(tmp_path / "tok"))
     env = gym.make(script.ENV_ID, **script.ENV_KWARGS)
     retriever = env.unwrapped.retriever
@@ -169,7 +163,7 @@ def test_the_naive_rag_prompt_holds_the_top_k_passages(tmp_path):
 
 
 def test_a_naive_rag_with_a_step_budget_trains_exactly_those_steps_and_records_its_k(tmp_path, monkeypatch):
-    script = load_script()
+    script = load_script(SCRIPT)
     out = tmp_path / "run"
     hotpot_tokenizer(out / "tokenizer")
     monkeypatch.setattr(script, "held_out_sets", lambda out: ([100, 101], {"dev": [102, 103, 104]}))

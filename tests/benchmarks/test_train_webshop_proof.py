@@ -4,28 +4,22 @@ per-task outcomes of the same tasks, and a continued SFT (the control) takes the
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "train_webshop_proof.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("train_webshop_proof", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_a_run_of_fixed_updates_makes_exactly_those_updates_on_a_cosine(tmp_path, monkeypatch):
     pytest.importorskip("trl")
     from agentgym_r1.adapters.scratch import make_model, train_tokenizer
 
-    proof = load_script()
+    proof = load_script(SCRIPT)
     monkeypatch.setattr(proof, "RL_TASKS", 16)  # the held-out check reads every RL task's instruction
     monkeypatch.setattr(proof, "MAX_TURNS", 2)  # short episodes: the test is about the budget, not the shopping
     monkeypatch.setattr(proof, "MAX_NEW_TOKENS", 8)
@@ -39,7 +33,7 @@ def test_a_run_of_fixed_updates_makes_exactly_those_updates_on_a_cosine(tmp_path
 
 
 def test_the_paired_comparison_counts_each_task_once_and_refuses_other_tasks():
-    proof = load_script()
+    proof = load_script(SCRIPT)
     before = {"seeds": [3, 9], "per_task": {"score": [0.0, 1.0, 0.5, 1.0], "success": [False, True, False, True]}}
     after = {"seeds": [3, 9], "per_task": {"score": [1.0, 1.0, 0.5, 0.0], "success": [True, True, False, False]}}
     text = proof.paired(before, after)
@@ -65,7 +59,7 @@ def test_a_continued_sft_takes_the_batches_and_steps_of_the_run_that_did_not_sto
 
     import agentgym_r1.trainers.sft as sft_module
 
-    proof = tiny(load_script(), monkeypatch)
+    proof = tiny(load_script(SCRIPT), monkeypatch)
     seen: list[tuple[int, list[int]]] = []
     real = sft_module.draws
 
@@ -121,7 +115,7 @@ def test_a_continued_sft_takes_the_batches_and_steps_of_the_run_that_did_not_sto
     ],
 )
 def test_a_bad_continuation_is_refused_before_any_work(tmp_path, monkeypatch, capsys, argv, message):
-    proof = load_script()
+    proof = load_script(SCRIPT)
     (tmp_path / "ckpt").mkdir()
     out = tmp_path / "out"
     argv = [str(tmp_path / "ckpt") if a == "CKPT" else a for a in argv]

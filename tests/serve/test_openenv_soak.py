@@ -4,12 +4,11 @@ server holds no more file descriptors than when idle. Bounded by episodes, not t
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import load_script
 from tests.serve.conftest import skip_without_serve
 
 skip_without_serve()
@@ -21,11 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def soak():
     if not Path("/proc/self/fd").exists():
         pytest.skip("the soak reads the server's memory and descriptors from /proc (Linux)")
-    spec = importlib.util.spec_from_file_location("openenv_soak", ROOT / "benchmarks" / "openenv_soak.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["openenv_soak"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/openenv_soak.py", register=True)
 
 
 def test_short_soak_leaves_no_session_and_no_descriptor(soak, capsys):

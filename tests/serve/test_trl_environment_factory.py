@@ -5,13 +5,12 @@ the env's reward (0.1 per valid call here) comes back through ``get_reward``."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import load_script
 from tests.serve.conftest import served, sessions, skip_without_serve
 
 skip_without_serve()
@@ -26,12 +25,7 @@ def test_grpo_with_trl_tool_loop_on_a_served_env(tmp_path, monkeypatch):
 
     torch.set_num_threads(1)
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-    spec = importlib.util.spec_from_file_location(
-        "trl_environment_factory", ROOT / "examples" / "trl_environment_factory.py"
-    )
-    example = importlib.util.module_from_spec(spec)
-    sys.modules["trl_environment_factory"] = example
-    spec.loader.exec_module(example)
+    example = load_script("examples/trl_environment_factory.py", register=True)
     with served("AgentR1/GSM8K-v0", {"source": "synthetic", "valid_call_reward": 0.1}, max_sessions=8) as url:
         trainer = example.main(["--url", url, "--max-steps", "2", "--output-dir", str(tmp_path)])
         live = sessions(url)["live_envs"]
