@@ -54,6 +54,9 @@ DEPENDS = (
 COMPLETE = ".complete"  # written in a checkpoint folder once it is saved whole
 
 
+GRPO_SCHEDULES = ("constant", "cosine", "linear")  # transformers' lr schedulers the GRPO phase may use
+
+
 @dataclass(frozen=True)
 class TrainBudget:
     """How much training the run does: fixed step counts (reproducible), the model's size and the recipe."""
@@ -68,6 +71,7 @@ class TrainBudget:
     grpo_prompts: int = 16
     generations: int = 8
     grpo_lr: float = 6e-4
+    grpo_schedule: str = "constant"
     layers: int = 4
     hidden: int = 128
     vocab: int = 1000
@@ -88,6 +92,10 @@ class TrainBudget:
         if self.sft_schedule not in SCHEDULES:
             raise ConfigError(
                 f"the training budget's sft_schedule must be one of {SCHEDULES}, got {self.sft_schedule!r}"
+            )
+        if self.grpo_schedule not in GRPO_SCHEDULES:
+            raise ConfigError(
+                f"the training budget's grpo_schedule must be one of {GRPO_SCHEDULES}, got {self.grpo_schedule!r}"
             )
         if self.generations < 2:
             raise ConfigError(
@@ -357,7 +365,7 @@ def grpo_config(plan: TrainPlan) -> Any:
         per_device_train_batch_size=budget.grpo_prompts * budget.generations,
         max_completion_length=budget.max_completion_length,
         learning_rate=budget.grpo_lr,
-        lr_scheduler_type="constant",
+        lr_scheduler_type=budget.grpo_schedule,  # transformers' SchedulerType names
         beta=0.0,
         temperature=1.0,
         max_steps=budget.grpo_steps,

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -195,6 +196,10 @@ def test_the_rows_problems_come_from_a_generator_training_never_uses(tmp_path):
         TrainPlan(plan.results, plan.out_dir, held_out_seed=0, budget=TINY)
     with pytest.raises(ConfigError, match="sft_schedule must be one of"):
         TrainBudget(sft_schedule="exponential")
+    with pytest.raises(ConfigError, match=r"grpo_schedule must be one of .* got 'warmup'"):
+        TrainBudget(grpo_schedule="warmup")
+    cosine = TrainPlan(plan.results, plan.out_dir, budget=replace(TINY, grpo_schedule="cosine"))
+    assert grpo_config(cosine).lr_scheduler_type == "cosine" and grpo_config(plan).lr_scheduler_type == "constant"
 
 
 def test_a_rerun_resumes_without_training_again(trained, capsys):
