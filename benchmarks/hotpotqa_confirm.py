@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from study import BOOT_SEED, interval, resample_indices
 
 SEEDS = list(range(8))
 SETS = ("fresh", "disjoint")
@@ -35,7 +36,6 @@ CONTROLS = {  # name -> (directory under ROOT, result label, what it is)
     "sft-compute": ("confirm-sft-compute", "sft", "continued SFT, same wall time"),
     "rag": ("confirm-rag", "rag", "naive RAG, top-k, same number of updates"),
 }
-RESAMPLES, BOOT_SEED = 10_000, 36
 
 
 def read(path: Path) -> dict | None:
@@ -58,16 +58,6 @@ def load(root: Path, held: str, seeds: list[int]) -> tuple[dict, dict[int, dict]
         if row["seeds"] != start["seeds"]:
             raise ValueError(f"{row['run']} was scored on other questions than the start")
     return start, runs, controls
-
-
-def resample_indices(seeds: int, questions: int, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The bootstrap's draws: for each resample, seed indices and question indices, both with replacement."""
-    return [(rng.integers(seeds, size=seeds), rng.integers(questions, size=questions)) for _ in range(RESAMPLES)]
-
-
-def interval(values: np.ndarray) -> tuple[float, float]:
-    low, high = np.percentile(values, [2.5, 97.5])
-    return float(low), float(high)
 
 
 def ratio(runs: np.ndarray, start: np.ndarray, draws: list) -> tuple[float, float, float]:

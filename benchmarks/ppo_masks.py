@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from study import BOOT_SEED, interval, resample_indices
 
 VARIANTS = {  # label prefix -> what it ablates
     "ppo": "full masks",
@@ -26,7 +27,6 @@ VARIANTS = {  # label prefix -> what it ablates
     "ppo-noadv-noloss": "without either mask",
 }
 PAIRS = [("ppo", "ppo-noadv"), ("ppo-noadv", "ppo-noadv-noloss"), ("ppo", "ppo-noadv-noloss"), ("ppo", "ppo-noloss")]
-RESAMPLES, BOOT_SEED = 10_000, 36
 
 
 def load(out: Path, seeds: list[int]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -46,14 +46,7 @@ def load(out: Path, seeds: list[int]) -> tuple[np.ndarray, dict[str, np.ndarray]
 
 def bootstrap(diff: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
     """The 95% percentile interval of the mean per-seed difference, seeds and questions resampled."""
-    seeds, questions = diff.shape
-    means = np.empty(RESAMPLES)
-    for i in range(RESAMPLES):
-        s = rng.integers(seeds, size=seeds)
-        q = rng.integers(questions, size=questions)
-        means[i] = diff[np.ix_(s, q)].mean()
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(low), float(high)
+    return interval(np.array([diff[np.ix_(s, q)].mean() for s, q in resample_indices(*diff.shape, rng)]))
 
 
 def report(out: Path, seeds: list[int]) -> str:

@@ -53,6 +53,24 @@ KERNEL_VARIABLES = (  # what picks the instructions of torch's own kernels, MKL'
 )
 
 
+RESAMPLES, BOOT_SEED = 10_000, 36  # the studies' percentile bootstrap: resamples, and the seed of its generator
+
+
+def resample_indices(seeds: int, questions: int, rng: Any) -> list[tuple[Any, Any]]:
+    """The two-level bootstrap's draws (``rng`` a numpy Generator): for each of :data:`RESAMPLES` resamples, seed
+    indices and question indices, both drawn with replacement, seeds first. Every study's analysis draws the same way,
+    so one generator seeded :data:`BOOT_SEED` gives the same draws wherever the same shapes are resampled."""
+    return [(rng.integers(seeds, size=seeds), rng.integers(questions, size=questions)) for _ in range(RESAMPLES)]
+
+
+def interval(values: Any) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap ``values``."""
+    import numpy as np
+
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
 def git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``git -C root args`` (not checked: callers read the return code)."""
     return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hotpotqa_confirm import BOOT_SEED, difference, read, resample_indices
+from hotpotqa_confirm import difference, read
+from study import BOOT_SEED, resample_indices
 from train_webshop_proof import fmt, paired_test
 
 SEEDS = [0, 1, 2, 3]

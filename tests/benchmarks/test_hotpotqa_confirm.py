@@ -8,6 +8,7 @@ import json
 import hotpotqa_confirm as confirm
 import numpy as np
 import pytest
+import study as study_tools
 
 
 def write(path, solved, seeds, **extra):
@@ -62,7 +63,7 @@ def test_partial_seeds_are_said_and_no_gain_is_not_called_better(tmp_path):
 def test_the_ratio_interval_resamples_seeds_and_questions():
     runs = np.array([[1, 1, 0, 0], [1, 0, 0, 0]], dtype=float)
     start = np.array([1, 0, 0, 0], dtype=float)
-    draws = confirm.resample_indices(2, 4, np.random.default_rng(0))
+    draws = study_tools.resample_indices(2, 4, np.random.default_rng(0))
     point, low, high = confirm.ratio(runs, start, draws)
     assert point == pytest.approx(1.5)
     assert low <= point <= high and high > low

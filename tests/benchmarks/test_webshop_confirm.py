@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import hotpotqa_confirm
 import numpy as np
 import pytest
+import study as study_tools
 import webshop_confirm as confirm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ FIRST = 4_000_000
 def fewer_resamples(monkeypatch):
     """2,000 bootstrap resamples in-process (the command's test runs the protocol's 10,000): the verdicts here are far
     from their thresholds."""
-    monkeypatch.setattr(hotpotqa_confirm, "RESAMPLES", 2000)
+    monkeypatch.setattr(study_tools, "RESAMPLES", 2000)
 
 
 def write(path: Path, success: np.ndarray, rng: np.random.Generator, seeds: list[int] | None = None) -> dict:
