@@ -173,9 +173,7 @@ def start_model(start_from: Path | None, layers: int, vocab: int) -> tuple[Any, 
     """The tokenizer and model SFT trains: the checkpoint ``start_from`` (a continuation), or a new tokenizer trained
     on :data:`TOKENIZER_EPISODES` expert episodes and a tiny Qwen2 for it."""
     if start_from is not None:
-        from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-
-        return PreTrainedTokenizerFast.from_pretrained(start_from), AutoModelForCausalLM.from_pretrained(start_from)
+        return load_checkpoint(start_from)
     from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
 
     env, texts = _env(), []
@@ -392,8 +390,6 @@ def run_eval(
     tasks (the first ``final_n`` untrained seeds from ``final_first``); each result in ``final_<label>.json`` with the
     overlap check, the per-task outcomes (each task's seed, score and success) and the provenance; then the paired
     comparisons of the results on these tasks (each against the start, GRPO against the continued SFT)."""
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-
     seeds, counts = held_out_seeds(final_first, final_n, sft_episodes)
     counts["products_also_trained_share"] = products_seen(seeds, sft_episodes)
     print(f"final held-out set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
@@ -401,8 +397,8 @@ def run_eval(
     for name in which.split(","):
         label, path = models[name]
         start = time.time()
-        model = AutoModelForCausalLM.from_pretrained(path).eval()
-        scores, success = play(model, PreTrainedTokenizerFast.from_pretrained(path), seeds)
+        tokenizer, model = load_checkpoint(path)
+        scores, success = play(model.eval(), tokenizer, seeds)
         result = summary(scores, success)
         print(f"{label}: final held-out {fmt(result)}  {time.time() - start:.0f}s", flush=True)
         (out / f"final_{label}.json").write_text(
