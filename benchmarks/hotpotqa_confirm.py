@@ -5,8 +5,10 @@ Reads the result files ``train_hotpotqa_proof.py`` writes under ``ROOT`` (each w
 
 * ``ROOT/confirm/results/eval-start.<set>.json``: the SFT start (``eval --checkpoint ROOT/confirm/start``);
 * ``ROOT/confirm/results/rloo-concatenated-seed<S>.<set>.json``: the RL runs, one per seed;
-* ``ROOT/confirm-sft-updates/results/sft.<set>.json`` and ``ROOT/confirm-sft-compute/results/sft.<set>.json``: SFT
-  continued from the start for the RL runs' number of updates, and for their wall time;
+* ``ROOT/confirm-sft-updates/results/eval-sft.<set>.json`` and ``ROOT/confirm-sft-compute/results/eval-sft.<set>.json``:
+  SFT continued from the start for the RL runs' number of updates, and for their wall time, each checkpoint scored by
+  ``eval --checkpoint ROOT/confirm-sft-*/sft`` (at the registered commit the ``sft`` phase's own results hold no
+  per-question outcomes, which the paired analysis needs; ``eval`` plays the same greedy episodes);
 * ``ROOT/confirm-rag/results/rag.<set>.json``: the naive RAG baseline;
 
 and prints, for each held-out set, the rows (EM per seed, mean, pooled Wilson interval, EM by question type), the
@@ -32,8 +34,8 @@ SEEDS = list(range(8))
 SETS = ("fresh", "disjoint")
 RL = "rloo-concatenated"
 CONTROLS = {  # name -> (directory under ROOT, result label, what it is)
-    "sft-updates": ("confirm-sft-updates", "sft", "continued SFT, same number of updates (840)"),
-    "sft-compute": ("confirm-sft-compute", "sft", "continued SFT, same wall time"),
+    "sft-updates": ("confirm-sft-updates", "eval-sft", "continued SFT, same number of updates (840; 850 ran)"),
+    "sft-compute": ("confirm-sft-compute", "eval-sft", "continued SFT, same wall time"),
     "rag": ("confirm-rag", "rag", "naive RAG, top-k, same number of updates"),
 }
 
@@ -54,6 +56,9 @@ def load(root: Path, held: str, seeds: list[int]) -> tuple[dict, dict[int, dict]
         for name, (sub, label, _) in CONTROLS.items()
         if (r := read(root / sub / "results" / f"{label}.{held}.json"))
     }
+    for name, row in controls.items():  # an eval of a checkpoint: its steps are in the training phase's own result
+        trained = read(root / CONTROLS[name][0] / "results" / f"{name.split('-')[0]}.{held}.json")
+        row.setdefault("steps", (trained or {}).get("steps", "?"))
     for row in [*runs.values(), *controls.values()]:
         if row["seeds"] != start["seeds"]:
             raise ValueError(f"{row['run']} was scored on other questions than the start")

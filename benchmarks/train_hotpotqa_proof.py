@@ -570,9 +570,10 @@ def run_sft(
     if resume:
         curve.append({"step": 0, "minutes": 0.0, "em": react_em(model, tokenizer, monitor)})
         start = time.time()
-    while steps < max_steps:
-        sft(model, tokenizer, episodes, steps=chunk, batch_size=batch, lr=lr, seed=steps)
-        steps += chunk
+    while steps < max_steps:  # the last chunk is cut at max_steps: its batches are the whole chunk's first ones
+        size = min(chunk, max_steps - steps)
+        sft(model, tokenizer, episodes, steps=size, batch_size=batch, lr=lr, seed=steps)
+        steps += size
         em = react_em(model, tokenizer, monitor)
         print(f"sft step {steps:4d}  held-out EM {em:.3f}  {time.time() - start:.0f}s", flush=True)
         if resume:
@@ -588,12 +589,13 @@ def run_sft(
             break
     print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  monitoring EM {em:.3f}", flush=True)
     minutes = (time.time() - start) / 60
-    for name, seeds in finals.items():
-        save_result(
+    for name, seeds in finals.items():  # with per-question outcomes, so a study pairs it with the other rows
+        save_react_result(
             out,
             scored_label("sft", name),
-            react_em(model.eval(), tokenizer, seeds),
-            n=len(seeds),
+            model.eval(),
+            tokenizer,
+            seeds,
             steps=steps,
             minutes=minutes,
             monitor=em,

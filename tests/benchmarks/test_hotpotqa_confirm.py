@@ -73,6 +73,6 @@ def test_the_ratio_interval_resamples_seeds_and_questions():
 
 def test_a_row_scored_on_other_questions_is_refused(tmp_path):
     seeds = study(tmp_path, 0.2, [0.3], n=50)
-    write(tmp_path / "confirm-sft-updates" / "results" / "sft.fresh.json", [0] * 50, seeds[::-1], steps=1740)
+    write(tmp_path / "confirm-sft-updates" / "results" / "eval-sft.fresh.json", [0] * 50, seeds[::-1], steps=1740)
     with pytest.raises(ValueError, match="other questions than the start"):
         confirm.report(tmp_path, [0])

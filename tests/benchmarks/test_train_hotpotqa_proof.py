@@ -189,3 +189,24 @@ def test_a_naive_rag_with_a_step_budget_trains_exactly_those_steps_and_records_i
     assert result["seeds"] == [102, 103, 104] and len(result["solved"]) == 3
     assert result["em"] == sum(result["solved"]) / 3
     assert set(result["by_type"]) <= {"bridge", "comparison", "comparison (yes/no)"}
+
+
+def test_an_sft_with_a_step_budget_stops_there_and_its_results_pair_with_the_other_rows(tmp_path, monkeypatch):
+    """``sft --sft-max-steps`` off the chunk grid used to run on to the next chunk's end (the confirmatory study's
+    equal-updates control made 850 updates for a budget of 840), and its results held no per-question outcomes, so the
+    study's analysis could not pair it with the RL rows."""
+    script = load_script(SCRIPT)
+    out = tmp_path / "run"
+    monkeypatch.setattr(script, "held_out_sets", lambda out: ([100, 101], {"dev": [102, 103, 104]}))
+    monkeypatch.setattr(script, "training_seeds", lambda out: list(range(12)))
+    tiny = {"target": 1.0, "chunk": 2, "num_episodes": 12, "lr": 1e-3, "batch": 4, "layers": 1, "hidden": 32}
+    script.run_sft(out, max_steps=3, vocab=300, **tiny)
+    result = json.loads((out / "results" / "sft.dev.json").read_text())
+    assert result["steps"] == 3  # chunks of 2, then 1: exactly the budget
+    assert sorted(p.name for p in (out / "sft-steps").iterdir()) == ["step2", "step3"]
+    assert result["seeds"] == [102, 103, 104] and len(result["solved"]) == 3
+    assert result["em"] == sum(result["solved"]) / 3
+    assert set(result["by_type"]) <= {"bridge", "comparison", "comparison (yes/no)"}
+    (out / "continued").mkdir()  # as the command line makes --out
+    script.run_sft(out / "continued", max_steps=4, start_from=out / "sft-steps" / "step3", resume=3, **tiny)
+    assert json.loads((out / "continued" / "results" / "sft.dev.json").read_text())["steps"] == 4
