@@ -33,10 +33,10 @@ from study import BOOT_SEED, interval, resample_indices
 SEEDS = list(range(8))
 SETS = ("fresh", "disjoint")
 RL = "rloo-concatenated"
-CONTROLS = {  # name -> (directory under ROOT, result label, what it is)
-    "sft-updates": ("confirm-sft-updates", "eval-sft", "continued SFT, same number of updates (840; 850 ran)"),
-    "sft-compute": ("confirm-sft-compute", "eval-sft", "continued SFT, same wall time"),
-    "rag": ("confirm-rag", "rag", "naive RAG, top-k, same number of updates"),
+CONTROLS = {  # name -> (directory under ROOT, the scored result's label, the training phase's result label, what it is)
+    "sft-updates": ("confirm-sft-updates", "eval-sft", "sft", "continued SFT, same number of updates (840)"),
+    "sft-compute": ("confirm-sft-compute", "eval-sft", "sft", "continued SFT, same wall time"),
+    "rag": ("confirm-rag", "rag", "rag", "naive RAG, top-k, same number of updates"),
 }
 
 
@@ -53,12 +53,12 @@ def load(root: Path, held: str, seeds: list[int]) -> tuple[dict, dict[int, dict]
     runs = {s: r for s in seeds if (r := read(root / "confirm" / "results" / f"{RL}-seed{s}.{held}.json"))}
     controls = {
         name: r
-        for name, (sub, label, _) in CONTROLS.items()
+        for name, (sub, label, _, _) in CONTROLS.items()
         if (r := read(root / sub / "results" / f"{label}.{held}.json"))
     }
     for name, row in controls.items():  # an eval of a checkpoint: its steps are in the training phase's own result
-        trained = read(root / CONTROLS[name][0] / "results" / f"{name.split('-')[0]}.{held}.json")
-        row.setdefault("steps", (trained or {}).get("steps", "?"))
+        sub, _, phase, _ = CONTROLS[name]
+        row.setdefault("steps", (read(root / sub / "results" / f"{phase}.{held}.json") or {}).get("steps", "?"))
     for row in [*runs.values(), *controls.values()]:
         if row["seeds"] != start["seeds"]:
             raise ValueError(f"{row['run']} was scored on other questions than the start")
@@ -124,7 +124,7 @@ def report(root: Path, seeds: list[int] | None = None) -> str:
                 f"[{100 * w.low:.1f}, {100 * w.high:.1f}] | {by_type({'by_type': types})} |"
             )
         missing = [s for s in seeds if s not in runs]
-        for name, (_, _, what) in CONTROLS.items():
+        for name, (_, _, _, what) in CONTROLS.items():
             if name in controls:
                 c = np.array(controls[name]["solved"], dtype=float)
                 w = wilson(int(c.sum()), c.size)
@@ -155,7 +155,7 @@ def report(root: Path, seeds: list[int] | None = None) -> str:
             c = np.array(row["solved"], dtype=float)
             point, low, high = difference(x, c, draws)
             per = "; ".join(f"{t.gained}/{t.lost}, {t.p:.2g}" for t in (pair_outcomes(c, r) for r in x))
-            what = "SFT start" if name == "start" else CONTROLS[name][2]
+            what = "SFT start" if name == "start" else CONTROLS[name][3]
             verdict = "above 0" if low > 0 else ("below 0" if high < 0 else "includes 0")
             lines.append(f"| {what} | {100 * point:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}] ({verdict}) | {per} |")
         lines.append("")
