@@ -1,7 +1,8 @@
 """The trainers' CUDA paths on a GPU: GRPO and PPO steps with bf16 autocast on fp32 master weights, generation with
 transformers on the GPU, the rollout throughput there, and LoRA: a GRPO step with ``use_peft`` (only the adapter
-moves) and a QLoRA step (``load_in_4bit``: the base in 4 bits through bitsandbytes; skipped, saying why, where
-bitsandbytes is not installed). Prints what it measured; exits non-zero when a check fails. (vLLM is not checked
+moves), a QLoRA step (``load_in_4bit``: the base in 4 bits through bitsandbytes; skipped, saying why, where
+bitsandbytes is not installed) and asynchronous GRPO (``max_staleness: 1``: the trainer on the GPU, the generator
+process beside it). Prints what it measured; exits non-zero when a check fails. (vLLM is not checked
 here: the GPU machine this project is lent has no vLLM and cannot fetch one.)
 
     PYTHONPATH=. python benchmarks/cuda_check.py --steps 3
@@ -91,6 +92,7 @@ def main() -> None:
         )
         assert moved and fp32 and device.type == "cuda"
     lora_checks(tok, common, tasks, a.batch)
+    async_check(tok, common, tasks, a.batch)
     model = make_model(tok, hidden=128, layers=2, heads=2).cuda()
     chat = ChatTokenizer(tok)
     engine = RolloutEngine(
@@ -105,6 +107,46 @@ def main() -> None:
         f"rollout on cuda (transformers): {len(batch.episodes)} episodes, {tokens / batch.timings['total']:.0f} "
         f"agent tokens/s, {len(batch.episodes) / batch.timings['total']:.2f} episodes/s"
     )
+
+
+def async_check(tok, common: dict, tasks, batch: int) -> None:
+    """GRPO with ``max_staleness: 1`` on CUDA: the trainer updates on the GPU (bf16 autocast) while the generator
+    process (spawned; it samples with transformers on its own CPU copy, weights pushed after each update) plays the
+    next batch. Checks every step logged its staleness (at most 1) and finite importance ratios; whether the weights
+    moved is printed, not required (an untrained model's group often has one reward, so nothing to learn from)."""
+    import math
+
+    from agentgym_r1.adapters.scratch import make_model
+    from agentgym_r1.trainers.configs import AgentGRPOConfig
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+
+    steps = max(common["max_steps"], 3)
+    model = make_model(tok, hidden=128, layers=2, heads=2).train()
+    args = AgentGRPOConfig(
+        output_dir=tempfile.mkdtemp(),
+        per_device_train_batch_size=batch,
+        num_generations=4,
+        beta=0.0,
+        max_staleness=1,
+        **(common | {"max_steps": steps}),
+    )
+    trainer = AgentGRPOTrainer(model, args, tok, train_dataset=tasks)
+    before = [q.detach().clone() for q in model.parameters()]
+    t0 = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - t0
+    moved = any(not torch.equal(x, y.detach()) for x, y in zip(before, model.parameters(), strict=True))
+    logs = [h for h in trainer.state.log_history if "async/is_ratio_max" in h]
+    stale = [h["async/staleness_max"] for h in logs]
+    ratios = [(h["async/is_ratio_min"], h["async/is_ratio_max"]) for h in logs]
+    waits = [h["async/wait_share"] for h in logs]
+    print(
+        f"async grpo (max_staleness 1): {steps} steps on {next(model.parameters()).device}: {wall / steps:.2f} s/step,"
+        f" params moved={moved}, staleness max per step {stale}, IS ratio (min, max) per step"
+        f" {[(round(lo, 3), round(hi, 3)) for lo, hi in ratios]}, trainer wait share {[round(w, 2) for w in waits]}"
+    )
+    finite = all(math.isfinite(v) for pair in ratios for v in pair)
+    assert len(logs) == steps and finite and max(stale) <= 1 and next(model.parameters()).device.type == "cuda"
 
 
 def fsdp2_child(mode: str, out: str) -> None:
