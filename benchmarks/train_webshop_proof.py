@@ -261,6 +261,23 @@ def run_sft(
     print(f"SFT checkpoint: {out / label}  steps {run['steps']}  held-out {fmt(curve[-1])}")
 
 
+def protocol_problem(protocol: dict[str, Any], a: Any) -> str | None:
+    """Why the parsed command ``a`` is not a run the protocol registered, or ``None``: a budget in updates or steps,
+    never minutes (``--steps`` equal to ``config.grpo.updates``; no ``--sft-minutes``), and ``eval`` on the registered
+    final set (``--final-first``/``--final`` equal to ``held_out.final_fresh``'s ``first_seed``/``tasks``)."""
+    config, final = protocol.get("config") or {}, (protocol.get("held_out") or {}).get("final_fresh") or {}
+    if a.phase == "grpo" and a.steps != (config.get("grpo") or {}).get("updates"):
+        return f"grpo needs --steps {(config.get('grpo') or {}).get('updates')} (config.grpo.updates), got {a.steps}"
+    if a.phase == "sft" and math.isfinite(a.sft_minutes):
+        return f"a registered SFT is budgeted in steps: drop --sft-minutes {a.sft_minutes}"
+    if a.phase == "eval" and (a.final_first, a.final) != (final.get("first_seed"), final.get("tasks")):
+        return (
+            f"eval scores the registered set: --final-first {final.get('first_seed')} --final {final.get('tasks')} "
+            f"(held_out.final_fresh), got --final-first {a.final_first} --final {a.final}"
+        )
+    return None
+
+
 def save_sft(path: Path, model: Any, tokenizer: Any, run: dict[str, Any]) -> None:
     """An SFT checkpoint: the model, its tokenizer and ``run`` (its steps and settings, which a continuation checks:
     :func:`check_resume`)."""
@@ -582,6 +599,9 @@ def main() -> None:
     if problem:
         parser.error(problem)
     PROVENANCE.update(study.start(__file__, a.out, a.protocol, a.seed if a.phase == "grpo" else None))
+    problem = a.protocol and protocol_problem(study.read_protocol(a.protocol), a)
+    if problem:
+        parser.error(f"--protocol {a.protocol}: {problem}")
     import torch
 
     torch.set_num_threads(a.threads)

@@ -124,3 +124,25 @@ def test_a_bad_continuation_is_refused_before_any_work(tmp_path, monkeypatch, ca
         proof.main()
     assert exit.value.code == 2 and message in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_registered_run_is_refused_unless_its_budget_and_final_set_are_the_protocols():
+    from argparse import Namespace
+
+    proof = load_script(SCRIPT)
+    protocol = {
+        "held_out": {"final_fresh": {"first_seed": 4000000, "tasks": 1000}},
+        "config": {"grpo": {"updates": 40}},
+    }
+    run = dict(steps=None, sft_minutes=float("inf"), final_first=4000000, final=1000)
+    ok = [
+        Namespace(**{**run, "phase": phase, **extra})
+        for phase, extra in (("grpo", {"steps": 40}), ("sft", {}), ("eval", {}))
+    ]
+    assert [proof.protocol_problem(protocol, a) for a in ok] == [None, None, None]
+    assert "--steps 40" in proof.protocol_problem(protocol, Namespace(**{**run, "phase": "grpo"}))  # a minutes budget
+    assert "--sft-minutes" in proof.protocol_problem(
+        protocol, Namespace(**{**run, "phase": "sft", "sft_minutes": 20.0})
+    )
+    wrong_set = Namespace(**{**run, "phase": "eval", "final_first": 1000000})
+    assert "--final-first 4000000 --final 1000" in proof.protocol_problem(protocol, wrong_set)
