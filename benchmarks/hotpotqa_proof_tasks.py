@@ -28,6 +28,8 @@ BUDGET = {"completion": 320}  # completion tokens of an episode (env tokens incl
 TRAIN_SEEDS = 8000  # SFT and RL draw training questions with reset seeds 0..TRAIN_SEEDS-1
 HELD_OUT_FROM = 1_000_000  # held-out questions: reset seeds from here on, skipping any training question
 N_MONITOR, N_FINAL = 128, 1024  # monitoring questions, then the table's (never seen before a run ends)
+# HELD_OUT, PROVENANCE and BUDGET are the run's state: main() sets them in place, never rebinds them, so each phase
+# module reads what it set. A fresh copy of the entry point (tests/conftest.load_script) shares them with the others.
 HELD_OUT = ["legacy"]  # the held-out sets scored (--held-out); "legacy" alone keeps the earlier runs' splits
 PROVENANCE: dict[str, Any] = {}  # study.start's record (commit, dirty, protocol), written with every result
 
