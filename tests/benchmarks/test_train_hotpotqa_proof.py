@@ -10,6 +10,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import hotpotqa_proof_rl as rl_phases  # benchmarks/ (tests/benchmarks/conftest.py): where run_grpo looks up `train`
+import hotpotqa_proof_sft as sft_phases  # where run_sft and run_rag look up the held-out sets and training seeds
 import pytest
 
 from tests.conftest import load_script
@@ -103,13 +105,17 @@ def test_comparison_outcomes_tell_a_wrong_pick_from_a_garbled_copy():
 
 
 @pytest.mark.parametrize(("phase", "schedule"), [("ppo", "cosine"), ("grpo", "cosine"), ("grpo", "constant")])
-def test_a_fixed_update_budget_reaches_the_trainer(phase, schedule, tmp_path):
+def test_a_fixed_update_budget_reaches_the_trainer(phase, schedule, tmp_path, monkeypatch):
     """``--steps N`` (issue 36: budgets in updates, never minutes): the trainer's own ``max_steps`` is N and its lr
     follows the schedule over those updates; without it the run keeps the wall-clock budget."""
     proof = load_script(SCRIPT)
     seen = []
-    proof.train = lambda out, start, label, cls, args, *a, **kw: seen.append(
-        (args, kw.get("steps", a[6] if len(a) > 6 else None))
+    monkeypatch.setattr(
+        rl_phases,
+        "train",
+        lambda out, start, label, cls, args, *a, **kw: seen.append(
+            (args, kw.get("steps", a[6] if len(a) > 6 else None))
+        ),
     )
     common = dict(out=tmp_path, start=tmp_path, minutes=1.0, every=4, lr=1e-4, seed=0, batch=8, threads=1)
     common |= dict(temperature=1.0, types="names")
@@ -166,8 +172,8 @@ def test_a_naive_rag_with_a_step_budget_trains_exactly_those_steps_and_records_i
     script = load_script(SCRIPT)
     out = tmp_path / "run"
     hotpot_tokenizer(out / "tokenizer")
-    monkeypatch.setattr(script, "held_out_sets", lambda out: ([100, 101], {"dev": [102, 103, 104]}))
-    monkeypatch.setattr(script, "training_seeds", lambda out: list(range(12)))
+    monkeypatch.setattr(sft_phases, "held_out_sets", lambda out: ([100, 101], {"dev": [102, 103, 104]}))
+    monkeypatch.setattr(sft_phases, "training_seeds", lambda out: list(range(12)))
     script.run_rag(
         out,
         chunk=2,
@@ -197,8 +203,8 @@ def test_an_sft_with_a_step_budget_stops_there_and_its_results_pair_with_the_oth
     study's analysis could not pair it with the RL rows."""
     script = load_script(SCRIPT)
     out = tmp_path / "run"
-    monkeypatch.setattr(script, "held_out_sets", lambda out: ([100, 101], {"dev": [102, 103, 104]}))
-    monkeypatch.setattr(script, "training_seeds", lambda out: list(range(12)))
+    monkeypatch.setattr(sft_phases, "held_out_sets", lambda out: ([100, 101], {"dev": [102, 103, 104]}))
+    monkeypatch.setattr(sft_phases, "training_seeds", lambda out: list(range(12)))
     tiny = {"target": 1.0, "chunk": 2, "num_episodes": 12, "lr": 1e-3, "batch": 4, "layers": 1, "hidden": 32}
     script.run_sft(out, max_steps=3, vocab=300, **tiny)
     result = json.loads((out / "results" / "sft.dev.json").read_text())
