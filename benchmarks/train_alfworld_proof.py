@@ -6,6 +6,14 @@ Phases (each prints what it measured; everything lands in ``--out``):
     python benchmarks/train_alfworld_proof.py sft  --out runs/alfworld --threads 1          # tokenizer, tiny Qwen2, SFT
     python benchmarks/train_alfworld_proof.py grpo --out runs/alfworld --steps 40 --seed 0 --threads 1
     python benchmarks/train_alfworld_proof.py eval --out runs/alfworld --seed 0             # SFT vs GRPO, paired
+    python benchmarks/alfworld_confirm.py runs/alfworld                                      # pooled over seeds
+
+``sft --start runs/alfworld/sft --sft-resume 300 --sft-max-steps 340`` continues the SFT checkpoint that had 300 steps
+up to step 340 (the continued-SFT control), into ``OUT/sft-continued`` (``eval --models sft,grpo,sft-continued``
+plays it): SFT runs in chunks of ``--sft-chunk`` steps, each drawing its batches with its first step as seed and
+starting a fresh optimizer (:func:`proof_common.chunks`), so the continued steps see the batches, and take the steps,
+of a run from 0 to 340. A continuation trains to ``--sft-max-steps`` whatever its monitoring success; one whose
+settings differ from those the checkpoint recorded is refused before any work (:func:`proof_common.check_resume`).
 
 **Games** (:mod:`alfworld_splits`): generated games (``source="generated"``, ``easy``: rooms of 4-27 receptacles, each
 game solved by fast-downward, whose plan is its walkthrough) numbered by index under a generator seed per role: SFT
@@ -33,10 +41,12 @@ turn's feedback is one receptacle's contents, and the history is what tells the 
 
 **What is and is not shown** (by a run of the drafted protocol, ``benchmarks/reports/alfworld_learning_protocol.md``):
 success on unseen generated games before and after GRPO, with Wilson intervals, and McNemar's exact test on the same
-games; the same on the 24 real games. Not shown: transfer to ALFWorld's real training distribution (no real training
-games here: the real games are larger rooms written in the older grammar, ``put O in/on R`` where generated games say
-``move O to R``, so near-zero real success is the expected start); learning from one seed (one GRPO seed per run:
-repeat it over seeds for a claim); anything on ``medium``/``hard`` generated games.
+games, against the start and against the continued-SFT control; the same on the 24 real games; pooled over the GRPO
+seeds, the success gain with a bootstrap interval over seeds and games (``benchmarks/alfworld_confirm.py``). Not shown:
+transfer to ALFWorld's real training distribution (no real training games here: the real games are larger rooms written
+in the older grammar, ``put O in/on R`` where generated games say ``move O to R``, so near-zero real success is the
+expected start); learning from one seed (one GRPO seed per run: repeat it over seeds for a claim); anything on
+``medium``/``hard`` generated games.
 """
 
 from __future__ import annotations
@@ -51,7 +61,21 @@ from typing import Any
 
 import alfworld_splits as splits  # benchmarks/: the games and the disjointness check
 import study  # benchmarks/: provenance of every result, the confirmatory guard (--protocol)
-from proof_common import Curve, Limits, cpu_grpo_config, greedy_episodes, load_checkpoint
+from proof_common import (
+    Curve,
+    Limits,
+    add_continuation_flags,
+    budget_problem,
+    continuation_problem,
+    cpu_grpo_config,
+    expert_sft_rows,
+    flags_problem,
+    greedy_episodes,
+    load_checkpoint,
+    model_paths,
+    print_pairs,
+    sft_in_chunks,
+)
 
 ENV_ID = "AgentR1/ALFWorld-v1"
 SYSTEM = "Household task. One command per turn: go to X, open X, take O from X, move O to X, heat/cool/clean O with X."
@@ -207,72 +231,68 @@ def expert_texts(games: list[splits.GameKey]) -> list[str]:
     return texts
 
 
-def start_model(sft_games: list[splits.GameKey], layers: int, vocab: int) -> tuple[Any, Any, list[Any]]:
-    """A tokenizer trained on the expert's episodes of the first SFT games, a tiny Qwen2 from scratch, and the rows of
-    the expert's won episodes of every SFT game (the env's expert plan played through the env by the engine)."""
+def start_model(sft_games: list[splits.GameKey], layers: int, vocab: int, start_from: Path | None) -> tuple[Any, Any]:
+    """The tokenizer and model SFT trains: the checkpoint ``start_from`` (a continuation), or a tokenizer trained on
+    the expert's episodes of the first :data:`TOKENIZER_GAMES` SFT games and a tiny Qwen2 from scratch."""
+    if start_from is not None:
+        return load_checkpoint(start_from)
     from agentgym_r1.adapters.scratch import make_model, train_tokenizer
-    from agentgym_r1.trainers.sft import expert_rows
 
-    start = time.time()
     tokenizer = train_tokenizer(expert_texts(sft_games[:TOKENIZER_GAMES]), vocab_size=vocab, cross_spaces=True)
-    model = make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4).train()
-    played = expert_rows(
-        ENV_ID,
-        env_kwargs("sft"),
-        [0] * len(sft_games),
-        tokenizer,
-        expert_actions("sft"),
-        require_success=False,
-        options=[{"index": g.index} for g in sft_games],
+    return tokenizer, make_model(tokenizer, hidden=128, layers=layers, mlp_ratio=4)
+
+
+def expert_episodes(tokenizer: Any, sft_games: list[splits.GameKey]) -> list[Any]:
+    """The SFT data: the expert's episodes of the SFT games that end in success (the env's expert plan played through
+    the env by the engine)."""
+    options = [{"index": g.index} for g in sft_games]
+    return expert_sft_rows(
+        ENV_ID, env_kwargs("sft"), [0] * len(sft_games), tokenizer, expert_actions("sft"), "SFT games", options
     )
-    episodes = [d for d in played.samples if d.success]
-    lengths = sorted(len(d.prompt_ids) + len(d.completion_ids) for d in episodes)
-    print(
-        f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, {layers} layers, vocab "
-        f"{len(tokenizer)}; the expert won {len(episodes)} of {len(sft_games)} SFT games, kept those; episode tokens: "
-        f"median {lengths[len(lengths) // 2]}, max {lengths[-1]}; {time.time() - start:.0f}s",
-        flush=True,
-    )
-    return tokenizer, model, episodes
 
 
 def run_sft(
     out: Path,
     games: dict[str, Any],
     target: float,
-    chunk: int,
+    run: dict[str, Any],
     max_steps: int,
-    lr: float,
-    batch: int,
     layers: int,
     vocab: int,
+    start_from: Path | None = None,
+    resume: int = 0,
 ) -> None:
-    """SFT from :func:`start_model` in chunks of ``chunk`` steps, each followed by a monitoring check and a save,
-    until ``max_steps`` or a monitoring success of ``target``."""
-    from agentgym_r1.trainers.sft import sft
-
-    sft_games = games["sft"]
-    tokenizer, model, episodes = start_model(sft_games, layers, vocab)
-    curve: list[dict[str, Any]] = []
-    steps, start = 0, time.time()
-    while steps < max_steps and (not curve or curve[-1]["success"] < target):
-        step_start = time.time()
-        losses = sft(
-            model, tokenizer, episodes, steps=min(chunk, max_steps - steps), batch_size=batch, lr=lr, seed=steps
-        )
-        steps += len(losses)
-        point = {"step": steps, "seconds_sft": time.time() - step_start, "loss": sum(losses) / len(losses)}
-        curve.append({**point, **monitor(model, tokenizer, games["monitor"]), "seconds": time.time() - start})
-        print(
-            f"sft step {steps:4d}  loss {point['loss']:.3f}  monitoring {fmt(curve[-1])}  "
-            f"{point['seconds_sft'] / len(losses):.2f}s/step, {curve[-1]['seconds']:.0f}s",
-            flush=True,
-        )
-        model.save_pretrained(out / "sft")  # after every chunk: the last one saved is the start
-        tokenizer.save_pretrained(out / "sft")
-        record = {"episodes": len(episodes), "games": len(sft_games), "curve": curve, "provenance": PROVENANCE}
-        (out / "sft_curve.json").write_text(json.dumps(record, indent=1))
-    print(f"SFT checkpoint: {out / 'sft'}  steps {steps}  monitoring {fmt(curve[-1])}")
+    """SFT from :func:`start_model` into ``OUT/sft`` in chunks of ``run["chunk"]`` steps (batch ``run["batch"]``, lr
+    ``run["lr"]``), each followed by a monitoring check and a save, until ``max_steps`` or a monitoring success of
+    ``target``; or, with ``start_from`` and ``resume``, the checkpoint that had ``resume`` steps continued to
+    ``max_steps`` into ``OUT/sft-continued`` (the continued-SFT control: the batches and steps of the run from 0,
+    :func:`proof_common.chunks`)."""
+    start = time.time()
+    tokenizer, model = start_model(games["sft"], layers, vocab, start_from)
+    model.train()
+    print(f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, {layers} layers", flush=True)
+    episodes = expert_episodes(tokenizer, games["sft"])
+    print(f"({time.time() - start:.0f}s)", flush=True)
+    record = {
+        "episodes": len(episodes),
+        "games": len(games["sft"]),
+        "start": None if start_from is None else {"checkpoint": str(start_from), "steps": resume},
+        "provenance": PROVENANCE,
+    }
+    sft_in_chunks(
+        model,
+        tokenizer,
+        episodes,
+        out,
+        run=run,
+        resume=resume,
+        max_steps=max_steps,
+        check=lambda model: monitor(model, tokenizer, games["monitor"]),
+        stop=lambda point, seconds: point["success"] >= target,
+        record=record,
+        fmt=fmt,
+        checked="monitoring",
+    )
 
 
 def run_grpo(
@@ -328,16 +348,15 @@ def run_grpo(
 
 
 def run_eval(out: Path, games: dict[str, Any], seed: int, which: str, real_n: int) -> None:
-    """Greedy play of the SFT checkpoint and/or the GRPO run's final model on the final held-out generated games and
-    the real games; each result in ``final_<label>.json`` with per-game outcomes, the draw's counts and the
-    provenance; the paired test when both are there."""
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
-    models = {"sft": out / "sft", "grpo": out / f"grpo-seed{seed}" / "final"}
+    """Greedy play of the SFT checkpoint, the GRPO run's final model and/or the continued SFT on the final held-out
+    generated games and the real games; each result in ``final_<label>.json``, per part each game's key (its task id)
+    and outcome, with the draw's counts and the provenance; then the paired comparisons of the results there are (each
+    against the start, GRPO against the continued SFT)."""
+    models = model_paths(out, seed)
     for name in which.split(","):
-        label = "sft" if name == "sft" else f"grpo-seed{seed}"
-        model = AutoModelForCausalLM.from_pretrained(models[name]).eval()
+        label, path = models[name]
+        tokenizer, model = load_checkpoint(path)
+        model.eval()
         result: dict[str, Any] = {}
         for part, batch in (("generated", generated_prompts("final", games["final"])), ("real", real_prompts(real_n))):
             start = time.time()
@@ -346,9 +365,7 @@ def run_eval(out: Path, games: dict[str, Any], seed: int, which: str, real_n: in
             print(f"{label}: {part} {fmt(result[part])}  {time.time() - start:.0f}s", flush=True)
         result.update(draw=games["counts"], provenance=PROVENANCE)
         (out / f"final_{label}.json").write_text(json.dumps(result, indent=1))
-    after = out / f"final_grpo-seed{seed}.json"
-    if (out / "final_sft.json").exists() and after.exists():
-        print(paired(json.loads((out / "final_sft.json").read_text()), json.loads(after.read_text())), flush=True)
+    print_pairs(out, seed, paired)
 
 
 def paired(before: dict[str, Any], after: dict[str, Any]) -> str:
@@ -370,6 +387,26 @@ def paired(before: dict[str, Any], after: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def protocol_problem(protocol: dict[str, Any], a: Any) -> str | None:
+    """Why the parsed command ``a`` is not a run the protocol registered, or ``None``: ``grpo --steps`` equal to
+    ``config.grpo.updates`` (:func:`~proof_common.budget_problem`), the registered games in every phase
+    (``--sft-games``, ``--rl-games``, ``--monitor`` equal to ``config.games``' ``sft``, ``rl``, ``monitor``: the
+    held-out sets are drawn apart from the training games), and ``eval`` on the registered sets (``--final`` and
+    ``--real`` equal to ``held_out.final_generated.games`` and ``held_out.real_24.games``)."""
+    games, held = (protocol.get("config") or {}).get("games") or {}, protocol.get("held_out") or {}
+    sizes = {"--sft-games": games.get("sft"), "--rl-games": games.get("rl"), "--monitor": games.get("monitor")}
+    final = {
+        "--final": (held.get("final_generated") or {}).get("games"),
+        "--real": (held.get("real_24") or {}).get("games"),
+    }
+    return (
+        budget_problem(protocol, a)
+        or flags_problem(a, sizes, "the registered games", "config.games")
+        or (a.phase == "eval" and flags_problem(a, final, "eval scores the registered sets", "held_out"))
+        or None
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("phase", choices=["sft", "grpo", "eval"])
@@ -388,11 +425,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--monitor", type=int, default=MONITOR_N, help="monitoring games (held-out rule)")
     parser.add_argument("--final", type=int, default=FINAL_N, help="final held-out generated games")
     parser.add_argument("--real", type=int, default=REAL_N, help="real games scored (the first N of 24)")
-    parser.add_argument("--models", default="sft,grpo", help="eval: which of sft, grpo to play")
+    parser.add_argument("--models", default="sft,grpo", help="eval: which of sft, grpo, sft-continued to play")
     parser.add_argument("--sft-target", type=float, default=0.5, help="stop SFT at this monitoring success")
     parser.add_argument("--sft-chunk", type=int, default=50)
     parser.add_argument("--sft-max-steps", type=int, default=1000)
     parser.add_argument("--sft-lr", type=float, default=3e-3)
+    add_continuation_flags(parser)
     parser.add_argument("--sft-batch", type=int, default=16)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=2000)
@@ -403,8 +441,15 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--rl-games ({a.rl_games}) must be at least --prompts ({a.prompts}): a GRPO batch needs them")
     if not 1 <= a.real <= REAL_N:
         parser.error(f"--real must be in [1, {REAL_N}], got {a.real}")
+    run = {"chunk": a.sft_chunk, "batch": a.sft_batch, "lr": a.sft_lr, "sft_games": a.sft_games}
+    problem = continuation_problem(a, run)
+    if problem:
+        parser.error(problem)
     held_out = ["final_generated", "real_24"] if a.phase == "eval" else None
     PROVENANCE.update(study.start(__file__, a.out, a.protocol, a.seed if a.phase == "grpo" else None, held_out))
+    problem = a.protocol and protocol_problem(study.read_protocol(a.protocol), a)
+    if problem:
+        parser.error(f"--protocol {a.protocol}: {problem}")
     import torch
 
     torch.set_num_threads(a.threads)
@@ -415,7 +460,7 @@ def main(argv: list[str] | None = None) -> None:
     games = draw_games(a.sft_games, a.rl_games, a.monitor, a.final)  # checked before any work
     record_games(a.out, games)
     if a.phase == "sft":
-        run_sft(a.out, games, a.sft_target, a.sft_chunk, a.sft_max_steps, a.sft_lr, a.sft_batch, a.layers, a.vocab)
+        run_sft(a.out, games, a.sft_target, run, a.sft_max_steps, a.layers, a.vocab, a.start, a.sft_resume)
     elif a.phase == "grpo":
         run_grpo(a.out, games, a.steps, a.eval_every, a.lr, a.seed, a.prompts, a.generations, a.temperature)
     else:

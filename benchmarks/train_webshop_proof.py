@@ -10,8 +10,8 @@ Phases (each prints what it measured; everything lands in ``--out``):
 ``sft --start runs/webshop/sft --sft-resume 400 --sft-max-steps 440`` continues the SFT checkpoint that had 400 steps
 up to step 440 (the continued-SFT control of the confirmatory study), into ``OUT/sft-continued`` (``eval --models
 sft,sft-continued`` plays it): SFT runs in chunks of ``--sft-chunk`` steps, each drawing its batches with its first
-step as seed and starting a fresh optimizer (:func:`chunks`), so the continued steps see the batches, and take the
-steps, of a run from 0 to 440. A continuation trains to ``--sft-max-steps`` whatever its held-out success.
+step as seed and starting a fresh optimizer (:func:`proof_common.chunks`), so the continued steps see the batches,
+and take the steps, of a run from 0 to 440. A continuation trains to ``--sft-max-steps`` whatever its held-out success.
 
 The env is ``AgentR1/WebShop-v0`` with ``source="generated"`` (1,000 products, catalogue seed 0, ``easy`` goals)
 and a one-line system prompt (:data:`ENV_KWARGS`). An episode is several clicks: ``search[...]`` on the search page,
@@ -42,7 +42,21 @@ from pathlib import Path
 from typing import Any
 
 import study  # benchmarks/: provenance of every result, the confirmatory guard (--protocol)
-from proof_common import Curve, Limits, cpu_grpo_config, greedy_episodes, load_checkpoint
+from proof_common import (
+    Curve,
+    Limits,
+    add_continuation_flags,
+    budget_problem,
+    continuation_problem,
+    cpu_grpo_config,
+    expert_sft_rows,
+    flags_problem,
+    greedy_episodes,
+    load_checkpoint,
+    model_paths,
+    print_pairs,
+    sft_in_chunks,
+)
 
 ENV_ID = "AgentR1/WebShop-v0"
 SYSTEM = (
@@ -55,7 +69,6 @@ RL_FIRST, RL_TASKS = 1_000_000, 10_000
 MONITOR_FIRST, MONITOR_N = 2_000_000, 128
 FINAL_FIRST, FINAL_N = 3_000_000, 1000
 TOKENIZER_EPISODES = 300  # expert episodes the tokenizer is trained on
-RUN_FILE = "sft_run.json"  # in an SFT checkpoint: its steps and settings, which a continuation checks
 PROVENANCE: dict[str, Any] = {}  # study.start's record (commit, dirty, kernels, protocol), written with every result
 
 
@@ -160,15 +173,6 @@ def monitor(model: Any, tokenizer: Any, seeds: list[int]) -> dict[str, Any]:
     return summary(*play(model, tokenizer, seeds))
 
 
-def chunks(first: int, last: int, chunk: int) -> list[tuple[int, int]]:
-    """The SFT chunks from step ``first`` to ``last``: (first step, steps) each, one starting at every ``chunk``-th
-    step, the last one cut at ``last``. A chunk draws its batches with its first step as seed and starts a fresh
-    optimizer whose lr, after the warm-up, is constant (:func:`~agentgym_r1.trainers.sft.sft`; its ``draws`` take one
-    ``randint`` a step, so a cut chunk's batches are the first of the whole chunk's): a run continued from its
-    step-``first`` checkpoint (``first`` a multiple of ``chunk``) takes the steps of a run from 0 to ``last``."""
-    return [(step, min(chunk, last - step)) for step in range(first, last, chunk)]
-
-
 def start_model(start_from: Path | None, layers: int, vocab: int) -> tuple[Any, Any]:
     """The tokenizer and model SFT trains: the checkpoint ``start_from`` (a continuation), or a new tokenizer trained
     on :data:`TOKENIZER_EPISODES` expert episodes and a tiny Qwen2 for it."""
@@ -186,18 +190,7 @@ def start_model(start_from: Path | None, layers: int, vocab: int) -> tuple[Any, 
 
 def expert_episodes(tokenizer: Any, num_episodes: int) -> list[Any]:
     """The SFT data: the rule shopper's episodes on SFT tasks ``0 .. num_episodes - 1`` that end in success."""
-    from agentgym_r1.trainers.sft import expert_rows
-
-    played = expert_rows(ENV_ID, ENV_KWARGS, range(num_episodes), tokenizer, expert_actions, require_success=False)
-    episodes = [d for d in played.samples if d.success]
-    lengths = sorted(len(d.prompt_ids) + len(d.completion_ids) for d in episodes)
-    print(
-        f"vocab {len(tokenizer)}; expert (rule shopper) succeeded on {len(episodes)} of {num_episodes} SFT tasks, "
-        f"kept those; episode tokens: median {lengths[len(lengths) // 2]}, max {lengths[-1]}; prompt "
-        f"{len(episodes[0].prompt_ids)} tokens",
-        flush=True,
-    )
-    return episodes
+    return expert_sft_rows(ENV_ID, ENV_KWARGS, range(num_episodes), tokenizer, expert_actions, "SFT tasks")
 
 
 def run_sft(
@@ -216,20 +209,15 @@ def run_sft(
 ) -> None:
     """SFT from scratch into ``OUT/sft`` until ``target`` held-out success, ``max_steps`` or ``minutes``; or, with
     ``start_from`` and ``resume``, the checkpoint that had ``resume`` steps continued to ``max_steps`` into
-    ``OUT/sft-continued`` (the same batches and steps as the run from 0: :func:`chunks`)."""
-    from agentgym_r1.trainers.sft import sft
-
+    ``OUT/sft-continued`` (the same batches and steps as the run from 0: :func:`proof_common.chunks`)."""
     start = time.time()
     tokenizer, model = start_model(start_from, layers, vocab)
     model.train()
-    label = "sft-continued" if resume else "sft"
     print(f"tiny Qwen2: {sum(p.numel() for p in model.parameters())} parameters, {layers} layers", flush=True)
     episodes = expert_episodes(tokenizer, num_episodes)
     print(f"({time.time() - start:.0f}s)", flush=True)
     seeds, counts = held_out_seeds(MONITOR_FIRST, MONITOR_N, num_episodes)
     print(f"monitoring set: seeds {seeds[0]}..{seeds[-1]}, {counts}", flush=True)
-    curve: list[dict[str, Any]] = []  # no check at step 0: a random model's episodes fail (and are the slowest)
-    run = {"steps": resume, "chunk": chunk, "batch": batch, "lr": lr, "num_episodes": num_episodes}
     record = {
         "env_kwargs": ENV_KWARGS,
         "episodes": len(episodes),
@@ -237,86 +225,30 @@ def run_sft(
         "start": None if start_from is None else {"checkpoint": str(start_from), "steps": resume},
         "provenance": PROVENANCE,
     }
-    start = time.time()
-    for first, steps in chunks(resume, max_steps, chunk):
-        if not resume and curve and (curve[-1]["success"] >= target or time.time() - start >= minutes * 60):
-            break  # a continuation makes its steps: its budget is in updates
-        losses = sft(model, tokenizer, episodes, steps=steps, batch_size=batch, lr=lr, seed=first)
-        run["steps"] = first + steps
-        curve.append(
-            {
-                "step": run["steps"],
-                "seconds": time.time() - start,
-                "loss": sum(losses) / len(losses),
-                **monitor(model, tokenizer, seeds),
-            }
-        )
-        print(
-            f"{label} step {run['steps']:4d}  loss {curve[-1]['loss']:.3f}  held-out {fmt(curve[-1])}  "
-            f"{curve[-1]['seconds']:.0f}s",
-            flush=True,
-        )
-        save_sft(out / label, model, tokenizer, run)  # after every chunk: the last one is the start if time runs out
-        (out / f"{label}_curve.json").write_text(json.dumps({**record, "curve": curve}, indent=1))
-    print(f"SFT checkpoint: {out / label}  steps {run['steps']}  held-out {fmt(curve[-1])}")
+    sft_in_chunks(
+        model,
+        tokenizer,
+        episodes,
+        out,
+        run={"chunk": chunk, "batch": batch, "lr": lr, "num_episodes": num_episodes},
+        resume=resume,
+        max_steps=max_steps,
+        check=lambda model: monitor(model, tokenizer, seeds),
+        stop=lambda point, seconds: point["success"] >= target or seconds >= minutes * 60,
+        record=record,
+        fmt=fmt,
+    )
 
 
 def protocol_problem(protocol: dict[str, Any], a: Any) -> str | None:
     """Why the parsed command ``a`` is not a run the protocol registered, or ``None``: a budget in updates or steps,
-    never minutes (``--steps`` equal to ``config.grpo.updates``; no ``--sft-minutes``), and ``eval`` on the registered
-    final set (``--final-first``/``--final`` equal to ``held_out.final_fresh``'s ``first_seed``/``tasks``)."""
-    config, final = protocol.get("config") or {}, (protocol.get("held_out") or {}).get("final_fresh") or {}
-    if a.phase == "grpo" and a.steps != (config.get("grpo") or {}).get("updates"):
-        return f"grpo needs --steps {(config.get('grpo') or {}).get('updates')} (config.grpo.updates), got {a.steps}"
-    if a.phase == "sft" and math.isfinite(a.sft_minutes):
-        return f"a registered SFT is budgeted in steps: drop --sft-minutes {a.sft_minutes}"
-    if a.phase == "eval" and (a.final_first, a.final) != (final.get("first_seed"), final.get("tasks")):
-        return (
-            f"eval scores the registered set: --final-first {final.get('first_seed')} --final {final.get('tasks')} "
-            f"(held_out.final_fresh), got --final-first {a.final_first} --final {a.final}"
-        )
-    return None
-
-
-def save_sft(path: Path, model: Any, tokenizer: Any, run: dict[str, Any]) -> None:
-    """An SFT checkpoint: the model, its tokenizer and ``run`` (its steps and settings, which a continuation checks:
-    :func:`check_resume`)."""
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    (path / RUN_FILE).write_text(json.dumps(run))
-
-
-def check_resume(start_from: Path | None, resume: int, max_steps: int, chunk: int, run: dict[str, Any]) -> str | None:
-    """Why ``sft --start start_from --sft-resume resume`` cannot continue as the run from 0 would have gone on, or
-    ``None``; ``run`` is this command's SFT settings (chunk, batch, lr, num_episodes), compared with those the
-    checkpoint's run recorded (in its :data:`RUN_FILE`; a checkpoint saved before that file existed is not checked)."""
-    if start_from is None:
-        return (
-            None if not resume else f"--sft-resume {resume} needs --start, the checkpoint that had {resume} SFT steps"
-        )
-    if resume < 1:
-        return f"--start {start_from} needs --sft-resume N, the number of SFT steps that checkpoint had (N >= 1)"
-    if max_steps <= resume:
-        return f"--sft-max-steps {max_steps} must be above --sft-resume {resume}: a continuation trains steps N+1..M"
-    if resume % chunk:
-        return (
-            f"--sft-resume {resume} is not a multiple of --sft-chunk {chunk}: a chunk's batches are drawn from its "
-            f"first step, so only a run continued at a chunk's start takes the steps of the run from 0"
-        )
-    if not (start_from / "config.json").is_file():
-        return (
-            f"--start {start_from} is not a saved model (no config.json); give an SFT checkpoint, e.g. runs/webshop/sft"
-        )
-    recorded = start_from / RUN_FILE
-    had = json.loads(recorded.read_text()) if recorded.is_file() else {**run, "steps": resume}
-    wrong = {k: (v, had.get(k)) for k, v in {**run, "steps": resume}.items() if had.get(k) != v}
-    if wrong:
-        return (
-            "the checkpoint's SFT run differs from this continuation (given, recorded): "
-            + ", ".join(f"{k} {given} vs {was}" for k, (given, was) in wrong.items())
-            + f" ({recorded}); give the checkpoint's settings"
-        )
-    return None
+    never minutes (:func:`~proof_common.budget_problem`), and ``eval`` on the registered final set
+    (``--final-first``/``--final`` equal to ``held_out.final_fresh``'s ``first_seed``/``tasks``)."""
+    final = (protocol.get("held_out") or {}).get("final_fresh") or {}
+    wanted = {"--final-first": final.get("first_seed"), "--final": final.get("tasks")}
+    registered_set = "eval scores the registered set"
+    eval_problem = a.phase == "eval" and flags_problem(a, wanted, registered_set, "held_out.final_fresh")
+    return budget_problem(protocol, a) or eval_problem or None
 
 
 def curve_callback(curve: Curve, minutes: float, every: int) -> Any:
@@ -386,15 +318,6 @@ def run_grpo(
     )
 
 
-def model_paths(out: Path, seed: int) -> dict[str, tuple[str, Path]]:
-    """What ``eval --models`` can play: each name's result label and checkpoint."""
-    return {
-        "sft": ("sft", out / "sft"),
-        "grpo": (f"grpo-seed{seed}", out / f"grpo-seed{seed}" / "final"),
-        "sft-continued": ("sft-continued", out / "sft-continued"),
-    }
-
-
 def run_eval(
     out: Path,
     seed: int,
@@ -430,12 +353,7 @@ def run_eval(
                 indent=1,
             )
         )
-    labels = {name: label for name, (label, _) in models.items()}
-    for before, after in (("sft", "grpo"), ("sft", "sft-continued"), ("sft-continued", "grpo")):
-        a, b = (out / f"final_{labels[name]}.json" for name in (before, after))
-        if a.exists() and b.exists():
-            text = paired(json.loads(a.read_text()), json.loads(b.read_text()))
-            print(f"{labels[after]} against {labels[before]}: {text}", flush=True)
+    print_pairs(out, seed, paired)
 
 
 def paired_test(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any] | None:
@@ -573,29 +491,15 @@ def main() -> None:
         default=math.inf,
         help="stop SFT after this many minutes even under --sft-target (the last chunk is saved)",
     )
-    parser.add_argument("--start", type=Path, help="sft: continue this SFT checkpoint (with --sft-resume)")
-    parser.add_argument(
-        "--sft-resume",
-        type=int,
-        default=0,
-        help="sft: the number of SFT steps the --start checkpoint had; it is trained on to --sft-max-steps",
-    )
+    add_continuation_flags(parser)
     parser.add_argument("--sft-batch", type=int, default=16)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=2000)
     a = parser.parse_args()
     if a.steps is not None and a.steps < 1:
         parser.error(f"--steps must be at least 1, got {a.steps}")
-    for flag, value in (("--sft-chunk", a.sft_chunk), ("--sft-max-steps", a.sft_max_steps)):
-        if value < 1:
-            parser.error(f"{flag} must be at least 1, got {value}")
-    unknown = [name for name in a.models.split(",") if name not in model_paths(a.out, a.seed)]
-    if unknown:
-        parser.error(f"--models {a.models}: {unknown} not among {list(model_paths(a.out, a.seed))}")
-    if a.phase != "sft" and (a.start or a.sft_resume):
-        parser.error(f"--start and --sft-resume continue an SFT checkpoint (phase sft), got phase {a.phase}")
     run = {"chunk": a.sft_chunk, "batch": a.sft_batch, "lr": a.sft_lr, "num_episodes": a.sft_episodes}
-    problem = check_resume(a.start, a.sft_resume, a.sft_max_steps, a.sft_chunk, run)
+    problem = continuation_problem(a, run)
     if problem:
         parser.error(problem)
     PROVENANCE.update(study.start(__file__, a.out, a.protocol, a.seed if a.phase == "grpo" else None))

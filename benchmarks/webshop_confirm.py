@@ -24,6 +24,7 @@ it is partial and which::
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,20 +45,29 @@ def outcomes(row: dict[str, Any], path: Path) -> dict[str, list]:
     return per
 
 
-def load(root: Path, seeds: list[int]) -> tuple[dict, dict[int, dict], dict | None]:
-    """The start's result, each GRPO seed's that exists and the control's if it exists; refuses a row scored on other
-    tasks than the start."""
+def read_rows(root: Path, seeds: list[int]) -> tuple[Path, dict, dict[int, dict], dict | None]:
+    """The start's result and its path (``FileNotFoundError`` without it), each GRPO seed's result that exists and
+    the control's if it exists, read from the files ``eval`` writes in ``root``."""
     start_path = root / "final_sft.json"
     start = read(start_path)
     if start is None:
         raise FileNotFoundError(f"no start result {start_path}: score the start first (eval --models sft)")
     runs = {s: r for s in seeds if (r := read(root / f"final_grpo-seed{s}.json"))}
-    control = read(root / f"final_{CONTROL}.json")
+    return start_path, start, runs, read(root / f"final_{CONTROL}.json")
+
+
+def compared(root: Path, runs: dict[int, dict], control: dict | None) -> list[tuple[Path, dict]]:
+    """Each GRPO seed's result and the control's, with its file: the rows compared with the start."""
+    named = [*((f"grpo-seed{s}", r) for s, r in runs.items()), (CONTROL, control)]
+    return [(root / f"final_{name}.json", row) for name, row in named if row is not None]
+
+
+def load(root: Path, seeds: list[int]) -> tuple[dict, dict[int, dict], dict | None]:
+    """The start's result, each GRPO seed's that exists and the control's if it exists; refuses a row scored on other
+    tasks than the start."""
+    start_path, start, runs, control = read_rows(root, seeds)
     tasks = outcomes(start, start_path).get("seed")
-    for name, row in [*((f"grpo-seed{s}", r) for s, r in runs.items()), (CONTROL, control)]:
-        if row is None:
-            continue
-        path = root / f"final_{name}.json"
+    for path, row in compared(root, runs, control):
         per = outcomes(row, path)
         other_seeds = tasks is not None and per.get("seed") is not None and per["seed"] != tasks
         if row["seeds"] != start["seeds"] or len(per["score"]) != len(start["per_task"]["score"]) or other_seeds:
@@ -116,6 +126,20 @@ def rows_table(start: dict, runs: dict[int, dict], control: dict | None) -> list
     return lines
 
 
+def partial(seeds: list[int], runs: dict[int, dict], control: dict | None) -> list[str]:
+    """The lines that say the study is partial and what has not run (none when every seed and the control have)."""
+    missing = [s for s in seeds if s not in runs]
+    if not missing and control is not None:
+        return []
+    absent = [f"GRPO seeds {missing}"] if missing else []
+    absent += ["the continued-SFT control"] if control is None else []
+    return [
+        f"**Partial**: not run yet: {' and '.join(absent)}. The rule applies to all {len(seeds)} seeds "
+        f"and the control; what follows is partial.",
+        "",
+    ]
+
+
 def report(root: Path, seeds: list[int] | None = None) -> str:
     seeds = SEEDS if seeds is None else seeds
     try:
@@ -126,16 +150,7 @@ def report(root: Path, seeds: list[int] | None = None) -> str:
         f"# WebShop confirmatory ({start['n']} held-out tasks, seeds {start['seeds'][0]}..{start['seeds'][1]})",
         "",
     ]
-    lines += [*rows_table(start, runs, control), ""]
-    missing = [s for s in seeds if s not in runs]
-    if missing or control is None:
-        absent = [f"GRPO seeds {missing}"] if missing else []
-        absent += ["the continued-SFT control"] if control is None else []
-        lines += [
-            f"**Partial**: not run yet: {' and '.join(absent)}. The rule applies to all {len(seeds)} seeds "
-            f"and the control; what follows is partial.",
-            "",
-        ]
+    lines += [*rows_table(start, runs, control), "", *partial(seeds, runs, control)]
     if not runs:
         return "\n".join(lines)
     ordered = [runs[s] for s in sorted(runs)]
@@ -156,14 +171,20 @@ def report(root: Path, seeds: list[int] | None = None) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("root", type=Path, help="the runs' --out (e.g. runs/webshop-confirm)")
+def cli(doc: str, report: Callable[[Path, list[int]], str], example: str) -> None:
+    """A study analysis's command: ``ROOT`` (the runs' ``--out``, e.g. ``example``) and ``--seeds``; prints its
+    ``report``."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("root", type=Path, help=f"the runs' --out (e.g. {example})")
     parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS, help="the protocol's GRPO seeds")
     a = parser.parse_args()
     if not a.root.is_dir():
-        parser.error(f"{a.root} is not a directory; give the runs' --out, e.g. runs/webshop-confirm")
+        parser.error(f"{a.root} is not a directory; give the runs' --out, e.g. {example}")
     print(report(a.root, a.seeds))
+
+
+def main() -> None:
+    cli(__doc__, report, "runs/webshop-confirm")
 
 
 if __name__ == "__main__":
