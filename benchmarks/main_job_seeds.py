@@ -96,8 +96,38 @@ def held_out_name(seed: int) -> str:
     return f"gsm8k-synthetic-seed{seed}"
 
 
-def table(out: Path) -> str:
-    """The markdown table of every run's JSON in ``out``: seed, kernels, the two rows, the paired test, the rule."""
+def first_rows(run_dir: Path, first: int) -> dict:
+    """The two rows and their paired test on the first ``first`` held-out episodes only (reset seeds 0..first-1 of the
+    same generator: what a run scored on ``first`` problems would have played), read from the run's results store."""
+    from agentgym_r1.leaderboard.board import pair_episodes, wilson
+    from agentgym_r1.leaderboard.store import ResultsStore
+
+    store = ResultsStore(str(run_dir / "results.sqlite"))
+    try:
+        (rec,) = store.trainings()
+        ids = {r["policy"]: r["id"] for r in store.runs() if r["policy"] in (rec.before_policy, rec.after_policy)}
+        before, after = (
+            [e for e in store.episodes(ids[p]) if e.idx < first] for p in (rec.before_policy, rec.after_policy)
+        )
+    finally:
+        store.close()
+    if len(before) < first or len(after) < first:
+        raise SystemExit(f"{run_dir}: {len(before)} and {len(after)} episodes stored, fewer than --first {first}")
+    pair = pair_episodes(before, after)
+    rows = {k: wilson(sum(e.success for e in eps), len(eps)) for k, eps in (("before", before), ("after", after))}
+    out = {k: {"value": s.value, "low": s.low, "high": s.high} for k, s in rows.items()}
+    return {
+        **out,
+        "gained": pair.gained,
+        "lost": pair.lost,
+        "mcnemar_p": pair.p,
+        "separated": rows["after"].low > rows["before"].high,
+    }
+
+
+def table(out: Path, first: int | None = None) -> str:
+    """The markdown table of every run's JSON in ``out``: seed, kernels, the two rows, the paired test, the rule (with
+    ``first``: on the first ``first`` held-out episodes of each run, from its results store)."""
     lines = [
         "| seed | kernels | before [95% CI] | after [95% CI] | gain | newly solved / lost | McNemar p | "
         "p < 0.01 and intervals apart | steps (SFT + GRPO) | wall (load after) | commit (dirty) |",
@@ -105,6 +135,8 @@ def table(out: Path) -> str:
     ]
     for path in sorted(out.glob("seed*.json")):
         r = json.loads(path.read_text(encoding="utf-8"))
+        if first is not None:
+            r |= first_rows(out / path.stem, first)
         b, a = r["before"], r["after"]
         ok = r["mcnemar_p"] < 0.01 and r["separated"]
         lines.append(
@@ -139,10 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--protocol", type=Path, default=None, help="a registered protocol: a confirmatory run")
     p.add_argument("--table", action="store_true", help="print the markdown table of the runs in --out, run nothing")
+    p.add_argument("--first", type=int, default=None, help="with --table: on each run's first N held-out episodes")
     p.add_argument("--child", nargs=2, metavar=("SEED", "KERNELS"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.table:
-        print(table(a.out))
+        print(table(a.out, a.first))
         return 0
     if a.child:
         seed, kernels = int(a.child[0]), a.child[1]
