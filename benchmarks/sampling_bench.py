@@ -40,6 +40,7 @@ ENV_ID = "AgentR1/GSM8K-v0"
 BASE = {"source": "synthetic", "system_prompt": "Solve it."}
 LEVELS = ("easy", "medium", "hard")
 HELD_OUT = {**BASE, "difficulty": "hard", "seed": 1}
+DEV_SEED = 5  # the generator the start's strength is checked on (``dev``): never the held-out seed 1
 MAX_TURNS, MAX_NEW_TOKENS, COMPLETION = 6, 40, 320
 HARD = {**BASE, "difficulty": "hard"}
 CONDITIONS: dict[str, dict[str, Any]] = {
@@ -55,8 +56,9 @@ def save(out: Path, name: str, row: dict[str, Any]) -> None:
     (out / f"{name}.json").write_text(json.dumps(row, indent=1))
 
 
-def held_out(model: Any, tokenizer: Any, n: int) -> list[bool]:
-    """Greedy success on held-out hard problems 0 .. n-1 (the generator seeded 1), in order."""
+def held_out(model: Any, tokenizer: Any, n: int, env_kwargs: dict[str, Any] = HELD_OUT) -> list[bool]:
+    """Greedy success on problems 0 .. n-1 of ``env_kwargs`` (the held-out hard problems by default: the generator
+    seeded 1), in order."""
     chat = ChatTokenizer(tokenizer)
     config = RolloutConfig(
         max_turns=MAX_TURNS,
@@ -68,14 +70,14 @@ def held_out(model: Any, tokenizer: Any, n: int) -> list[bool]:
     was_training = model.training
     engine = RolloutEngine(HFBackend(model, chat, neutral=True), chat, config)
     try:
-        batch = engine.rollout([{"env": ENV_ID, "env_kwargs": HELD_OUT, "seed": s} for s in range(n)])
+        batch = engine.rollout([{"env": ENV_ID, "env_kwargs": env_kwargs, "seed": s} for s in range(n)])
     finally:
         engine.close()
         model.train(was_training)
     return [bool(e.success) for e in batch.episodes]
 
 
-def run_sft(out: Path, steps: int, demos: int, held: int) -> None:
+def run_sft(out: Path, steps: int, demos: int, held: int, size: tuple[int, int] = (96, 2)) -> None:
     """The start: a tokenizer and a tiny Qwen2 model, fine-tuned on expert episodes of the three levels (in turn)."""
     from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
     from agentgym_r1.envs.gsm8k.expert import expert_actions
@@ -89,7 +91,7 @@ def run_sft(out: Path, steps: int, demos: int, held: int) -> None:
         play_expert(env, seed, expert_actions)
         texts.append(render_chat(env.unwrapped.transcript.messages()))
     tokenizer = train_tokenizer(texts, vocab_size=800, split_digits=True, cross_spaces=True)
-    model = make_model(tokenizer, hidden=96, layers=2, mlp_ratio=4, seed=0).train()
+    model = make_model(tokenizer, hidden=size[0], layers=size[1], mlp_ratio=4, seed=0).train()
     rows = [  # reset seed s plays level s % 3, as the tokenizer's transcripts do
         row
         for i, level in enumerate(LEVELS)
@@ -101,8 +103,21 @@ def run_sft(out: Path, steps: int, demos: int, held: int) -> None:
     model.save_pretrained(out / "sft")
     tokenizer.save_pretrained(out / "sft")
     success = held_out(model, tokenizer, held)
-    save(out, "sft", {"steps": steps, "demos": demos, "seconds": time.time() - t0, "held_out": success})
+    row = {"steps": steps, "demos": demos, "hidden": size[0], "layers": size[1], "seconds": time.time() - t0}
+    save(out, "sft", {**row, "held_out": success})
     print(f"sft: {steps} steps, held-out hard {sum(success)}/{held}, {time.time() - t0:.0f}s", flush=True)
+
+
+def run_dev(out: Path, n: int) -> None:
+    """The start's greedy success on problems 0 .. n-1 of each level of the development generator (seeded
+    :data:`DEV_SEED`): how strong a start is, judged without the held-out set."""
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
+    model = AutoModelForCausalLM.from_pretrained(out / "sft")
+    row = {lv: sum(held_out(model, tokenizer, n, {**BASE, "difficulty": lv, "seed": DEV_SEED})) for lv in LEVELS}
+    save(out, "dev", {"n": n, "seed": DEV_SEED, "solved": row})
+    print(f"start on the development generator (seed {DEV_SEED}), solved of {n}: {row}", flush=True)
 
 
 def run_condition(out: Path, name: str, episodes: int, held: int, lr: float, seed: int) -> None:
@@ -174,7 +189,7 @@ def run_condition(out: Path, name: str, episodes: int, held: int, lr: float, see
 def report(out: Path) -> None:
     """The Markdown table of what finished: success with its Wilson interval, and McNemar against uniform and the
     start (gained / lost: problems solved only by the row / only by the other)."""
-    rows = {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json"))}
+    rows = {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json")) if p.stem != "dev"}
     if "sft" not in rows:
         print("nothing finished yet")
         return
@@ -210,12 +225,15 @@ def paired(after: list[bool], before: list[bool]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("phase", choices=["all", "sft", *CONDITIONS, "report"])
+    parser.add_argument("phase", choices=["all", "sft", "dev", *CONDITIONS, "report"])
     parser.add_argument("--out", type=Path, default=Path("runs/sampling"))
     parser.add_argument("--sft-steps", type=int, default=400)
     parser.add_argument("--demos", type=int, default=1500, help="expert episodes, the levels in turn")
     parser.add_argument("--episodes", type=int, default=384, help="generated episodes per condition")
     parser.add_argument("--held-out", type=int, default=200, help="held-out hard problems")
+    parser.add_argument("--hidden", type=int, default=96, help="the start model's width")
+    parser.add_argument("--layers", type=int, default=2, help="the start model's layers")
+    parser.add_argument("--dev", type=int, default=100, help="development problems per level (phase dev)")
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
@@ -224,7 +242,10 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     if a.phase in ("all", "sft") and not (a.out / "sft.json").exists():
-        run_sft(a.out, a.sft_steps, a.demos, a.held_out)
+        run_sft(a.out, a.sft_steps, a.demos, a.held_out, (a.hidden, a.layers))
+    if a.phase == "dev":
+        run_dev(a.out, a.dev)
+        return
     names = a.conditions if a.phase == "all" else [a.phase] if a.phase in CONDITIONS else []
     for name in names:
         if not (a.out / f"{name}.json").exists():

@@ -17,7 +17,11 @@ def test_the_start_and_a_condition_run_and_are_reported(tmp_path, capsys):
     sampling_bench.run_sft(tmp_path, steps=2, demos=6, held=3)
     start = json.loads((tmp_path / "sft.json").read_text())
     assert start["steps"] == 2 and len(start["held_out"]) == 3
-    assert (tmp_path / "sft" / "config.json").exists()
+    assert (tmp_path / "sft" / "config.json").exists() and (start["hidden"], start["layers"]) == (96, 2)
+    sampling_bench.run_dev(tmp_path, 2)  # the start's strength on the development generator, every level
+    dev = json.loads((tmp_path / "dev.json").read_text())
+    assert dev["seed"] != sampling_bench.HELD_OUT["seed"] and set(dev["solved"]) == {"easy", "medium", "hard"}
+    assert all(0 <= v <= 2 for v in dev["solved"].values())
 
     sampling_bench.run_condition(tmp_path, "dynamic", episodes=1, held=3, lr=3e-4, seed=0)
     row = json.loads((tmp_path / "dynamic.json").read_text())
