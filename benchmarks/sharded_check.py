@@ -191,10 +191,11 @@ def save_check(trainer: Any, params: Any, after: list[torch.Tensor], name: str) 
 
 
 # -- the parent: start the children, compare ------------------------------------------------------------------------
-def run_children(jobs: dict[str, tuple[str, str, int]], logs: str, timeout: float = 900) -> dict[str, Any]:
+def run_children(jobs: dict[str, tuple[str, str, int]], logs: str, timeout: float = 420) -> dict[str, Any]:
     """Start every job (label -> mode, names, hidden) at once, each with its own port; wait for all. Returns each
     label's results (``None`` where the child failed); prints the child's own lines, and the end of its log (kept
-    in ``logs``) when it failed."""
+    in ``logs``) when it failed. A child still running after ``timeout`` seconds (a collective that never returns)
+    is killed, so that the others' results and its log still come back within a GPU session's command limit."""
     os.makedirs(logs, exist_ok=True)
     sockets = [socket.socket() for _ in jobs]
     for s in sockets:
@@ -208,14 +209,16 @@ def run_children(jobs: dict[str, tuple[str, str, int]], logs: str, timeout: floa
         log = open(os.path.join(logs, f"{label}.log"), "w")  # noqa: SIM115 (closed below, after the child ends)
         cmd = [sys.executable, os.path.abspath(__file__), mode, names, str(hidden), os.path.join(logs, f"{label}.pt")]
         procs[label] = (subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log)
-    deadline, results = time.monotonic() + timeout, {}
+    start, results = time.monotonic(), {}
     for label, (proc, log) in procs.items():
         try:
-            code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            code = proc.wait(timeout=max(1.0, start + timeout - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
             code = proc.wait()
+            print(f"{MARK} [{label}]: killed after {timeout:.0f} s")
         log.close()
+        print(f"{MARK} [{label}]: exit {code} after {time.monotonic() - start:.0f} s (all started at once)")
         results[label] = report_child(label, code, logs)
     return results
 
