@@ -2,9 +2,10 @@
 (:func:`fsdp2_check`) and DeepSpeed ZeRO-2 and ZeRO-3 (:func:`deepspeed_check`). ``benchmarks/cuda_check.py`` runs
 them (``--only fsdp2``, ``--only deepspeed``).
 
-Every configuration runs in a child process of its own (``python benchmarks/sharded_check.py MODE NAMES HIDDEN
-OUT``), all started at once on the one GPU, each with a one-process group on 127.0.0.1 (``RANK``/``WORLD_SIZE``/
-``MASTER_PORT``, as ``torchrun`` sets them) and accelerate's plugin switched on through the environment that
+Every configuration runs in a child process of its own (``python benchmarks/sharded_check.py MODE NAMES SIZE
+OUT``, ``SIZE`` the model's width and GRPO's rows, e.g. ``512x64``), all started at once on the one GPU, each with
+a one-process group on 127.0.0.1 (``RANK``/``WORLD_SIZE``/``MASTER_PORT``, as ``torchrun`` sets them) and
+accelerate's plugin switched on through the environment that
 ``accelerate launch --config_file configs/accelerate_*.yaml`` gives its processes (``accelerate/utils/launch.py``;
 ``DeepSpeedPlugin.__post_init__`` reads ``ACCELERATE_DEEPSPEED_*``, ``TrainingArguments.__post_init__`` makes the
 plugin when ``ACCELERATE_USE_DEEPSPEED`` is set and ``Trainer`` fills its ``auto`` values from the run's arguments,
@@ -21,7 +22,9 @@ and compares the saved weights (PPO: the policy's directory and ``critic.pt``) w
 
 The DeepSpeed model is wider (``hidden`` 512) than the FSDP2 one (128): ZeRO-3 keeps parameters under
 ``stage3_param_persistence_threshold`` (100,000 elements by default) whole on every process, and at 128 that is
-every parameter of the scratch model, so nothing would be partitioned.
+every parameter of the scratch model, so nothing would be partitioned. Its GRPO step plays 64 episodes (16 groups
+of 4) instead of 16: an untrained model's group often has one reward, hence no advantage, and a step in which no
+group has two would move nothing and show nothing (on this machine's CPU, at 512 wide, 3 of 4 groups had one).
 """
 
 from __future__ import annotations
@@ -59,13 +62,14 @@ MARK = "sharded check"  # the lines a child prints for the parent to show
 
 
 # -- the child: one configuration's steps ----------------------------------------------------------------------------
-def child(mode: str, names: list[str], hidden: int, out: str) -> None:
+def child(mode: str, names: list[str], size: str, out: str) -> None:
     """The steps of ``names`` (``grpo``, ``ppo``) under ``mode`` (its environment set by the parent); writes the
     updates and what ran to ``out`` after each step, and under DeepSpeed checks ``Trainer.save_model`` last."""
     results: dict[str, Any] = {"updates": {}, "report": {}}
     trainers = {}
     for name in names:
-        trainer, params = make_trainer(name, hidden)
+        hidden, rows = (int(x) for x in size.split("x"))
+        trainer, params = make_trainer(name, hidden, rows)
         digests = record_rollouts(trainer)
         before = full_weights(params)
         trainer.train()
@@ -82,7 +86,7 @@ def child(mode: str, names: list[str], hidden: int, out: str) -> None:
             torch.save(results, out)
 
 
-def make_trainer(name: str, hidden: int) -> tuple[Any, Any]:
+def make_trainer(name: str, hidden: int, grpo_rows: int) -> tuple[Any, Any]:
     """The GRPO or PPO trainer of one step on the scratch model (seed 0) and the module whose parameters train."""
     from datasets import Dataset
     from datasets.table import InMemoryTable
@@ -104,7 +108,7 @@ def make_trainer(name: str, hidden: int) -> tuple[Any, Any]:
     )  # fmt: skip
     model = make_model(tok, hidden=hidden, layers=2, heads=2, seed=0).train()
     if name == "grpo":
-        args = AgentGRPOConfig(per_device_train_batch_size=16, num_generations=4, beta=0.0, **common)
+        args = AgentGRPOConfig(per_device_train_batch_size=grpo_rows, num_generations=4, beta=0.0, **common)
         trainer = AgentGRPOTrainer(model, args, tok, train_dataset=tasks)
     else:
         args = AgentPPOConfig(rollout_batch_size=16, mini_batch_size=16, ppo_epochs=1, **common)
@@ -192,7 +196,7 @@ def save_check(trainer: Any, params: Any, after: list[torch.Tensor], name: str) 
 
 # -- the parent: start the children, compare ------------------------------------------------------------------------
 def run_children(jobs: dict[str, tuple[str, str, int]], logs: str, timeout: float = 420) -> dict[str, Any]:
-    """Start every job (label -> mode, names, hidden) at once, each with its own port; wait for all. Returns each
+    """Start every job (label -> mode, names, size) at once, each with its own port; wait for all. Returns each
     label's results (``None`` where the child failed); prints the child's own lines, and the end of its log (kept
     in ``logs``) when it failed. A child still running after ``timeout`` seconds (a collective that never returns)
     is killed, so that the others' results and its log still come back within a GPU session's command limit."""
@@ -204,10 +208,10 @@ def run_children(jobs: dict[str, tuple[str, str, int]], logs: str, timeout: floa
     for s in sockets:
         s.close()
     procs = {}
-    for (label, (mode, names, hidden)), port in zip(jobs.items(), ports, strict=True):
+    for (label, (mode, names, size)), port in zip(jobs.items(), ports, strict=True):
         env = {**os.environ, **WORLD_OF_ONE, "MASTER_PORT": str(port), **MODES[mode]}
         log = open(os.path.join(logs, f"{label}.log"), "w")  # noqa: SIM115 (closed below, after the child ends)
-        cmd = [sys.executable, os.path.abspath(__file__), mode, names, str(hidden), os.path.join(logs, f"{label}.pt")]
+        cmd = [sys.executable, os.path.abspath(__file__), mode, names, size, os.path.join(logs, f"{label}.pt")]
         procs[label] = (subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log)
     start, results = time.monotonic(), {}
     for label, (proc, log) in procs.items():
@@ -253,14 +257,17 @@ def compare(label: str, sharded: Any, plain: Any, names: list[str]) -> list[str]
             f"rollouts identical to the unsharded step's: {same}"
         )
         if not (moved > 0 and diff <= 1e-5 + 1e-3 * moved):
-            failed.append(f"{label} {name}: update {moved:.3e}, difference {diff:.3e}, same rollouts {same}")
+            why = " (no update at all: no group had two rewards)" if moved == 0 else ""
+            failed.append(f"{label} {name}: update {moved:.3e}{why}, difference {diff:.3e}, same rollouts {same}")
     return failed
 
 
 def fsdp2_check(logs: str) -> None:
     """FSDP2 through accelerate on one GPU: one GRPO and one PPO step sharded and unsharded (the scratch model at
     ``hidden`` 128); fails when an update differs by more than 1e-5 + 1e-3 x the largest update."""
-    results = run_children({"fsdp2": ("fsdp2", "grpo,ppo", 128), "plain128": ("plain", "grpo,ppo", 128)}, logs)
+    results = run_children(
+        {"fsdp2": ("fsdp2", "grpo,ppo", "128x16"), "plain128": ("plain", "grpo,ppo", "128x16")}, logs
+    )
     for name in ("grpo", "ppo"):
         kinds = (results["fsdp2"] or {}).get("report", {}).get(name, {}).get("parameters")
         assert kinds == ["DTensor"], f"fsdp2 {name}: parameters {kinds}, not DTensors"
@@ -281,8 +288,8 @@ def deepspeed_check(logs: str) -> None:
     from importlib.metadata import version
 
     print(f"deepspeed check: deepspeed {version('deepspeed')}, accelerate {version('accelerate')}")
-    jobs = {"plain512": ("plain", "grpo,ppo", 512)}
-    jobs |= {f"{zero}-{name}": (zero, name, 512) for zero in ("zero2", "zero3") for name in ("grpo", "ppo")}
+    jobs = {"plain512": ("plain", "grpo,ppo", "512x64")}
+    jobs |= {f"{zero}-{name}": (zero, name, "512x64") for zero in ("zero2", "zero3") for name in ("grpo", "ppo")}
     results = run_children(jobs, logs)
     failed = []
     for zero in ("zero2", "zero3"):
@@ -310,4 +317,4 @@ def check_engine(zero: str, name: str, result: Any) -> list[str]:
 
 
 if __name__ == "__main__":
-    child(sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4])
+    child(sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4])
