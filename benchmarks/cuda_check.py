@@ -7,8 +7,18 @@ here: the GPU machine this project is lent has no vLLM and cannot fetch one.)
 
     PYTHONPATH=. python benchmarks/cuda_check.py --steps 3
 
-It then runs :func:`fsdp2_check`: one GRPO and one PPO step under accelerate's FSDP2 plugin on one GPU (world
-size 1, a process group of its own), against the same steps unsharded, in two child processes.
+Then the sharded checks of ``benchmarks/sharded_check.py`` (one GPU, world size 1, each configuration in a child
+process with its own one-process group): one GRPO and one PPO step under accelerate's FSDP2 plugin, and under
+DeepSpeed ZeRO-2 and ZeRO-3 (then ``Trainer.save_model``), each against the same steps unsharded.
+``--only fsdp2`` or ``--only deepspeed`` runs that check alone; ``--logs DIR`` keeps the children's logs there.
+
+DeepSpeed on a machine without internet: the wheels in ``.whl-ds/`` (deepspeed 0.19.8 built as a pure-Python wheel
+with ``DS_BUILD_OPS=0``: ZeRO-2/3 with a torch optimizer loads no compiled op, so neither nvcc nor ninja runs; and
+the runtime requirements a torch + transformers environment may lack: hjson, py-cpuinfo, msgpack, ninja, einops,
+pydantic 2 and its own), installed with
+
+    python -m pip install --no-index --find-links .whl-ds deepspeed
+    PYTHONPATH=. python benchmarks/cuda_check.py --only deepspeed --logs "$OUT/sharded"
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import tempfile
 import time
 
 import torch
+from sharded_check import deepspeed_check, fsdp2_check
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -28,8 +39,17 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--only", choices=("all", "fsdp2", "deepspeed"), default="all", help="run one sharded check alone")
+    p.add_argument("--logs", default=None, help="keep the sharded checks' child logs here (default: a temp dir)")
     a = p.parse_args()
+    logs = a.logs or tempfile.mkdtemp(prefix="sharded-check-")
+    if a.only == "deepspeed":
+        deepspeed_check(logs)
+        return
     assert torch.cuda.is_available(), "no CUDA device"
+    if a.only == "fsdp2":
+        fsdp2_check(logs)
+        return
     from agentgym_r1.adapters import ChatTokenizer, Prompt, RolloutConfig, RolloutEngine, SamplingParams
     from agentgym_r1.adapters.backends.hf import HFBackend
     from agentgym_r1.adapters.scratch import make_model, train_tokenizer
@@ -107,6 +127,8 @@ def main() -> None:
         f"rollout on cuda (transformers): {len(batch.episodes)} episodes, {tokens / batch.timings['total']:.0f} "
         f"agent tokens/s, {len(batch.episodes) / batch.timings['total']:.2f} episodes/s"
     )
+    fsdp2_check(logs)
+    deepspeed_check(logs)
 
 
 def async_check(tok, common: dict, tasks, batch: int) -> None:
@@ -147,77 +169,6 @@ def async_check(tok, common: dict, tasks, batch: int) -> None:
     )
     finite = all(math.isfinite(v) for pair in ratios for v in pair)
     assert len(logs) == steps and finite and max(stale) <= 1 and next(model.parameters()).device.type == "cuda"
-
-
-def fsdp2_child(mode: str, out: str) -> None:
-    """One GRPO and one PPO step (fp32, seed 0, rollouts sampled from the policy) with accelerate's FSDP2 plugin
-    (``mode="fsdp2"``: the parent set ``ACCELERATE_USE_FSDP``/``FSDP_VERSION`` and a one-process group) or
-    unsharded; saves each parameter update (gathered to full tensors) to ``out``."""
-    from datasets import Dataset
-    from datasets.table import InMemoryTable
-
-    from agentgym_r1.adapters.scratch import make_model, train_tokenizer
-    from agentgym_r1.testing import gsm8k_corpus
-    from agentgym_r1.trainers.configs import AgentGRPOConfig, AgentPPOConfig
-    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
-    from agentgym_r1.trainers.ppo import AgentPPOTrainer
-
-    tok = train_tokenizer(gsm8k_corpus(60), vocab_size=512)
-    rows = [{"prompt": json.dumps({"seed": i})} for i in range(64)]
-    tasks = Dataset(InMemoryTable.from_pylist(rows), fingerprint="fsdp2-check-tasks")  # see main: no hashing
-    common = dict(
-        max_steps=1, max_completion_length=128, max_new_tokens=32, max_turns=2, learning_rate=1e-3, logging_steps=1,
-        report_to="none", save_strategy="no", bf16=False, seed=0, optim="sgd",
-        env_id="AgentR1/GSM8K-v0", env_kwargs={"source": "synthetic"},
-    )  # fmt: skip
-    updates = {}
-    for name in ("grpo", "ppo"):
-        torch.manual_seed(0)
-        model = make_model(tok, hidden=128, layers=2, heads=2).train()
-        tmp = tempfile.mkdtemp()
-        if name == "grpo":
-            args = AgentGRPOConfig(
-                output_dir=tmp, per_device_train_batch_size=16, num_generations=4, beta=0.0, **common
-            )
-            trainer = AgentGRPOTrainer(model, args, tok, train_dataset=tasks)
-        else:
-            args = AgentPPOConfig(output_dir=tmp, rollout_batch_size=16, mini_batch_size=16, ppo_epochs=1, **common)
-            trainer = AgentPPOTrainer(model, args, tok, train_dataset=tasks)
-        params = trainer.model if name == "ppo" else model
-        before = [q.detach().clone().cpu() for q in params.parameters()]
-        trainer.train()
-        kinds = {type(q).__name__ for q in params.parameters()}
-        full = [q.full_tensor() if hasattr(q, "full_tensor") else q.detach() for q in params.parameters()]
-        updates[name] = [f.cpu() - b for f, b in zip(full, before, strict=True)]
-        print(f"fsdp2 check [{mode}] {name}: {trainer.accelerator.distributed_type}, parameters {sorted(kinds)}")
-        assert (mode == "fsdp2") == (kinds == {"DTensor"}), kinds
-    torch.save(updates, out)
-
-
-def fsdp2_check() -> None:
-    """FSDP2 through accelerate on one GPU: the same steps sharded and unsharded (each in a child process with its
-    own one-process group on 127.0.0.1); prints the largest difference of the parameter updates."""
-    import socket
-    import subprocess
-    import sys
-
-    out = tempfile.mkdtemp()
-    for mode in ("fsdp2", "plain"):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}
-        env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-        if mode == "fsdp2":
-            env |= {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2", "FSDP_STATE_DICT_TYPE": "FULL_STATE_DICT"}
-        cmd = [sys.executable, __file__, "--fsdp2-child", mode, f"{out}/{mode}.pt"]
-        subprocess.run(cmd, env=env, check=True, timeout=600)
-    sharded, plain = (torch.load(f"{out}/{m}.pt", weights_only=False) for m in ("fsdp2", "plain"))
-    for name in ("grpo", "ppo"):
-        moved = max(u.abs().max().item() for u in plain[name])
-        diff = max((a - b).abs().max().item() for a, b in zip(sharded[name], plain[name], strict=True))
-        print(f"fsdp2 check {name}: largest update {moved:.3e}, largest difference sharded vs unsharded {diff:.3e}")
-        assert moved > 0 and diff <= 1e-5 + 1e-3 * moved, (name, moved, diff)
 
 
 def lora_checks(tok, common: dict, tasks, batch: int) -> None:
@@ -268,10 +219,4 @@ def lora_checks(tok, common: dict, tasks, batch: int) -> None:
 
 
 if __name__ == "__main__":
-    import sys
-
-    if len(sys.argv) == 4 and sys.argv[1] == "--fsdp2-child":
-        fsdp2_child(sys.argv[2], sys.argv[3])
-    else:
-        main()
-        fsdp2_check()
+    main()

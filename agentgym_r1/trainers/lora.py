@@ -236,16 +236,30 @@ def merged_parameters(model: Any) -> Iterator[tuple[str, Any]]:
         yield plain.replace("modules_to_save.default.", ""), weight
 
 
-def adapt_policy_and_critic(policy: Any, critic: Any, config: Any) -> tuple[Any, Any]:
+def adapt_policy_and_critic(
+    policy: Any, critic: Any, config: Any, *, autocast_adapter_dtype: bool = True
+) -> tuple[Any, Any]:
     """PPO with LoRA: the policy gets the adapter ``config`` on its frozen base; the critic (its own copy of the
     base's decoder, made before) gets an adapter of its own with the same rank and targets, its base frozen too.
     Policy and critic then share no trainable tensor: the policy loss moves the policy's adapter, the value loss the
-    critic's adapter and the value head."""
+    critic's adapter and the value head. ``autocast_adapter_dtype``: peft's flag (its default, true, makes a 16-bit
+    base's adapter fp32); see :func:`adapter_keeps_base_dtype`."""
     from peft import get_peft_model
 
     check_target_modules(policy, config.target_modules)
     critic_config = type(config)(**{**config.to_dict(), "task_type": None})
-    return get_peft_model(policy, config), get_peft_model(critic, critic_config)
+    flag = {"autocast_adapter_dtype": autocast_adapter_dtype}
+    return get_peft_model(policy, config, **flag), get_peft_model(critic, critic_config, **flag)
+
+
+def adapter_keeps_base_dtype(args: Any) -> bool:
+    """Whether the adapter must keep the base's dtype: under DeepSpeed ZeRO-3, whose coalesced all-gather allocates
+    its buffer in the dtype of the first parameter, so a bf16 base with fp32 adapters fails at the first optimizer
+    step (TRL 1.16 ``GRPOTrainer.__init__`` passes ``autocast_adapter_dtype=False`` there for the same reason:
+    trl#6089, DeepSpeed#8072)."""
+    from agentgym_r1.trainers.sharding import requested
+
+    return requested(args).zero == 3
 
 
 def trainable_state(module: Any) -> dict[str, Any]:

@@ -57,11 +57,13 @@ class PolicyWithCritic(nn.Module):
     ``forward`` returns ``(logits, values)`` for the last ``keep`` positions, both from one call, so a DDP wrapper
     sees the critic's parameters used in the same forward as the policy's."""
 
-    def __init__(self, policy: Any, peft_config: Any = None) -> None:
+    def __init__(self, policy: Any, peft_config: Any = None, autocast_adapter_dtype: bool = True) -> None:
         super().__init__()
         critic = copy.deepcopy(policy.get_decoder() if hasattr(policy, "get_decoder") else policy.model)
         if peft_config is not None:  # LoRA: an adapter each, on frozen bases (module docstring)
-            policy, critic = lora.adapt_policy_and_critic(policy, critic, peft_config)
+            policy, critic = lora.adapt_policy_and_critic(
+                policy, critic, peft_config, autocast_adapter_dtype=autocast_adapter_dtype
+            )
         self.policy, self.critic = policy, critic
         dtype = next(policy.parameters()).dtype
         self.value_head = nn.Linear(policy.config.hidden_size, 1, dtype=dtype)
@@ -124,7 +126,8 @@ class AgentPPOTrainer(Trainer):
         self.rollouts = Rollouts(args, processing_class, make_env, backend)
         self._metrics: dict[str, list[float]] = defaultdict(list)
         if not isinstance(model, PolicyWithCritic):
-            model = PolicyWithCritic(model, lora.trainer_peft_config(args, model))
+            keep = lora.adapter_keeps_base_dtype(args)  # ZeRO-3: adapters in the base's dtype
+            model = PolicyWithCritic(model, lora.trainer_peft_config(args, model), autocast_adapter_dtype=not keep)
         super().__init__(
             model=model,
             args=args,

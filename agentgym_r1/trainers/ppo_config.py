@@ -142,7 +142,7 @@ class AgentPPOConfig(EnvArguments, LoraArguments, TrainingArguments):
                 "turns. Set level='token' or keep advantage_mask=True."
             )
         # before transformers reads fsdp/deepspeed
-        check_sharding(self, generates_with_transformers=not self.use_vllm, ppo_vllm=self.use_vllm)
+        check_sharding(self, generates_with_transformers=not self.use_vllm, ppo_vllm=self.use_vllm, saves_critic=True)
         with library_refusals(type(self).__name__):
             super().__post_init__()
         # what the trainer needs of transformers' fields (set in AgentPPOTrainer.__init__ before): a Trainer step

@@ -14,7 +14,9 @@ What runs where (accelerate 1.15, transformers 5.24, TRL 1.16, torch 2.13):
 - DeepSpeed ZeRO-3: TRL's ``unwrap_model_for_generation`` gathers the parameters once
   (``deepspeed.zero.GatheredParameters``) and removes the hooks for the rollout; ZeRO-2 keeps full parameters on
   every process. ``ds3_gather_for_generation=False`` (generate through the partitioned model, layer by layer) is
-  refused, for the reason above.
+  refused, for the reason above. PPO's checkpoints are written from weights ZeRO-3 gathers at save time, so PPO
+  under ZeRO-3 needs ``zero3_save_16bit_model`` (refused without it). Asynchronous rollouts (``max_staleness``)
+  send the policy's state dict to the generator process, which holds shards under FSDP2 and ZeRO-3: refused there.
 - CPU: accelerate 1.15 enables FSDP and DeepSpeed only on GPU-type process groups (``AcceleratorState.__init__``
   sets ``DistributedType.FSDP`` only under ``MULTI_GPU``/``MULTI_XPU``/...; ``ACCELERATE_USE_DEEPSPEED`` is read
   only ``and not cpu``), and ``accelerate launch`` sends a ``use_cpu`` config to its one-process
@@ -40,11 +42,19 @@ def _truthy(value: str | None) -> bool:
 
 @dataclass(frozen=True)
 class Sharding:
-    """What a config and the launcher's environment ask for: ``fsdp`` (its version, or ``None``) and ``zero`` (the
-    DeepSpeed ZeRO stage, ``0`` when DeepSpeed is off, ``-1`` when on with a stage read only from its JSON)."""
+    """What a config and the launcher's environment ask for: ``fsdp`` (its version, or ``None``), ``zero`` (the
+    DeepSpeed ZeRO stage, ``0`` when DeepSpeed is off, ``-1`` when on with a stage not known before the run) and
+    ``zero3_save_16bit`` (ZeRO-3 gathers the full weights when the model is saved:
+    ``stage3_gather_16bit_weights_on_model_save``, accelerate's ``zero3_save_16bit_model``)."""
 
     fsdp: int | None
     zero: int
+    zero3_save_16bit: bool = False
+
+    @property
+    def shards_weights(self) -> bool:
+        """Each process holds only a shard of every weight (FSDP, ZeRO-3); ZeRO-2 keeps the full weights."""
+        return self.fsdp is not None or self.zero == 3
 
     @property
     def any(self) -> bool:
@@ -59,9 +69,12 @@ class Sharding:
 
 def requested(args: Any) -> Sharding:
     """The sharding ``args`` (a ``TrainingArguments``) and the environment ``accelerate launch`` set ask for:
-    ``ACCELERATE_USE_FSDP``/``FSDP_VERSION`` and ``ACCELERATE_USE_DEEPSPEED``/``ACCELERATE_DEEPSPEED_ZERO_STAGE``
-    (``accelerate/utils/launch.py``), or transformers' ``fsdp``/``fsdp_config``/``deepspeed`` fields, whose FSDP
-    version defaults to 2 (``TrainingArguments._fsdp_plugin_args``) where accelerate's defaults to 1."""
+    ``ACCELERATE_USE_FSDP``/``FSDP_VERSION`` and ``ACCELERATE_USE_DEEPSPEED``/``ACCELERATE_DEEPSPEED_ZERO_STAGE``/
+    ``ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL``/``ACCELERATE_DEEPSPEED_CONFIG_FILE`` (``accelerate/utils/
+    launch.py``), or transformers' ``fsdp``/``fsdp_config``/``deepspeed`` fields, whose FSDP version defaults to 2
+    (``TrainingArguments._fsdp_plugin_args``) where accelerate's defaults to 1. A DeepSpeed JSON (``deepspeed``, a
+    dict or a file, or accelerate's config file) wins over the environment, as in accelerate's ``DeepSpeedPlugin``
+    (it fills only the JSON's ``auto`` values from the plugin's fields)."""
     fsdp: int | None = None
     if _truthy(os.environ.get("ACCELERATE_USE_FSDP")):
         fsdp = int(os.environ.get("FSDP_VERSION", "1"))
@@ -69,19 +82,48 @@ def requested(args: Any) -> Sharding:
         config = getattr(args, "fsdp_config", None) or {}
         config = config if isinstance(config, dict) else {}
         fsdp = int(config.get("version", config.get("fsdp_version", 2)))
-    zero = 0
-    if getattr(args, "deepspeed", None) or _truthy(os.environ.get("ACCELERATE_USE_DEEPSPEED")):
-        zero = int(os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "-1"))
-        ds = getattr(args, "deepspeed", None)
-        if isinstance(ds, dict):
-            zero = int(ds.get("zero_optimization", {}).get("stage", zero))
-    return Sharding(fsdp, zero)
+    if not (getattr(args, "deepspeed", None) or _truthy(os.environ.get("ACCELERATE_USE_DEEPSPEED"))):
+        return Sharding(fsdp, 0)
+    zero = int(os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "-1"))
+    save16 = _truthy(os.environ.get("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL"))
+    config = _deepspeed_json(args)
+    if config is not None:
+        zero_config = config.get("zero_optimization", {})
+        stage = zero_config.get("stage", "auto")
+        zero = int(stage) if stage != "auto" else zero
+        gather = zero_config.get(
+            "stage3_gather_16bit_weights_on_model_save", zero_config.get("stage3_gather_fp16_weights_on_model_save")
+        )
+        save16 = save16 if gather == "auto" else bool(gather)
+    return Sharding(fsdp, zero, save16)
 
 
-def check_sharding(args: Any, *, generates_with_transformers: bool, ppo_vllm: bool = False) -> None:
+def _deepspeed_json(args: Any) -> dict[str, Any] | None:
+    """The DeepSpeed config given as JSON: ``args.deepspeed`` (a dict, or the path of a file) or the file accelerate's
+    config names (``ACCELERATE_DEEPSPEED_CONFIG_FILE``); ``None`` when there is none, or it cannot be read here
+    (transformers then reports it)."""
+    given = getattr(args, "deepspeed", None) or os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE", "none")
+    if isinstance(given, dict):
+        return given
+    if not isinstance(given, str) or given == "none":
+        return None
+    import json
+
+    try:
+        with open(given, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def check_sharding(
+    args: Any, *, generates_with_transformers: bool, ppo_vllm: bool = False, saves_critic: bool = False
+) -> None:
     """Refuse, before any work, a sharded config the trainer cannot serve; each message says why and the fix.
     ``generates_with_transformers``: rollouts generate with the policy (not vLLM); ``ppo_vllm``: PPO's colocated
-    engine, synced in process from the policy's own parameters."""
+    engine, synced in process from the policy's own parameters; ``saves_critic``: PPO, whose checkpoints hold the
+    critic's weights beside the policy."""
     want = requested(args)
     if not want.any:
         return
@@ -107,11 +149,28 @@ def check_sharding(args: Any, *, generates_with_transformers: bool, ppo_vllm: bo
             "parameters gathers them layer by layer with the other processes, which would wait forever on one that "
             "has finished. Set ds3_gather_for_generation: true (the full weights are gathered once per rollout)."
         )
-    if ppo_vllm and (want.fsdp is not None or want.zero == 3):
+    if ppo_vllm and want.shards_weights:
         raise ConfigError(
             f"PPO with use_vllm=True under {want.name}: its colocated engine is loaded in process from the policy's "
             "own parameters, which are shards here. Use GRPO with use_vllm (TRL gathers the shards for its engine), "
             "or use_vllm=false (the rollout then generates on the gathered weights), or ZeRO-2."
+        )
+    staleness = getattr(args, "max_staleness", 0) or 0
+    if staleness and want.shards_weights:
+        raise ConfigError(
+            f"max_staleness={staleness} under {want.name}: after every update the generator process is sent the "
+            "policy's state dict (async_rollouts.PushWeights), which holds this process's shards here (FSDP2's "
+            "DTensors; ZeRO-3's partitioned parameters are empty tensors outside a forward), not the weights. Set "
+            "max_staleness: 0, or train without sharded weights (unsharded, or DeepSpeed ZeRO-2)."
+        )
+    if saves_critic and want.zero == 3 and not want.zero3_save_16bit:
+        raise ConfigError(
+            "PPO under DeepSpeed ZeRO-3 without zero3_save_16bit_model: saving a checkpoint then finds no gathered "
+            "weights (transformers' Trainer.save_model falls back to DeepSpeed's own checkpoint), and the policy "
+            "directory and critic.pt beside it would hold the partitioned parameters, empty tensors. Set "
+            "zero3_save_16bit_model: true in the accelerate config (ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL=true, "
+            "or stage3_gather_16bit_weights_on_model_save: true in the DeepSpeed JSON), as configs/accelerate_zero3"
+            ".yaml does."
         )
     if want.zero != 0:
         import importlib.util

@@ -214,3 +214,24 @@ def test_use_peft_without_peft_names_the_extra(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "peft", None)  # what importlib sees when peft is not installed
     with pytest.raises(DependencyNotInstalled, match=r"agentgym-r1\[lora\]"):
         grpo_args(tmp_path, **LORA)
+
+
+def test_ppo_adapters_keep_a_bf16_bases_dtype_under_zero3(tokenizer) -> None:
+    """Under ZeRO-3 every trainable tensor of PolicyWithCritic is in the base's dtype (ZeRO-3's coalesced all-gather
+    takes one dtype: trl#6089); elsewhere peft's default makes a bf16 base's adapters fp32."""
+    from types import SimpleNamespace
+
+    from peft import LoraConfig
+
+    from agentgym_r1.trainers import lora
+    from agentgym_r1.trainers.ppo import PolicyWithCritic
+
+    config = LoraConfig(task_type="CAUSAL_LM", r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+    zero3 = SimpleNamespace(deepspeed={"zero_optimization": {"stage": 3}}, fsdp=None)
+    zero2 = SimpleNamespace(deepspeed={"zero_optimization": {"stage": 2}}, fsdp=None)
+    assert lora.adapter_keeps_base_dtype(zero3) and not lora.adapter_keeps_base_dtype(zero2)
+    for keep, dtypes in ((True, {torch.bfloat16}), (False, {torch.float32})):
+        model = PolicyWithCritic(tiny_model(tokenizer, dtype=torch.bfloat16), config, autocast_adapter_dtype=not keep)
+        adapters = {p.dtype for n, p in model.named_parameters() if "lora_" in n}
+        assert adapters == dtypes
+        assert next(model.value_head.parameters()).dtype == torch.bfloat16
