@@ -37,7 +37,7 @@ TRAINED_HELD_OUT_OPTIONS: dict[str, Any] = {**TRAINED_TASK_OPTIONS, "seed": 3}
 TRAINED_ENTRY = SuiteEntry(
     "AgentR1/GSM8K-v0",
     "synthetic",
-    4096,
+    1024,
     ("random", "scripted", "oracle"),
     tuple(TRAINED_HELD_OUT_OPTIONS.items()),
     train=True,

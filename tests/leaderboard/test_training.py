@@ -170,11 +170,11 @@ def test_the_curve_is_plotted_on_the_page_and_summarised_in_the_text_renders(tra
     assert "-> " in capsys.readouterr().out
 
 
-def test_the_rows_score_4096_held_out_problems_and_the_curve_reads_the_first_of_them(tmp_path):
-    """The suite's rows are scored on 4,096 held-out problems (enough for the paired test and tight intervals); the
+def test_the_rows_score_1024_held_out_problems_and_the_curve_reads_the_first_of_them(tmp_path):
+    """The suite's rows are scored on 1,024 held-out problems (enough for the paired test and tight intervals); the
     curve, read every ``eval_every`` steps during training, plays only the first ``curve_episodes`` of the same."""
     plan = TrainPlan(str(tmp_path / "lb.sqlite"), tmp_path / "train", budget=TINY)
-    assert plan.episodes == 4096 and len(plan.job("sft").items()) == 4096
+    assert plan.episodes == 1024 and len(plan.job("sft").items()) == 1024
     assert plan.curve_items() == plan.job("grpo").items()[:128] == [(i, i) for i in range(128)]
     assert TrainPlan(plan.results, plan.out_dir, 10, curve_episodes=3, budget=TINY).curve_items() == [
         (0, 0),
@@ -198,8 +198,8 @@ def test_the_rows_problems_come_from_a_generator_training_never_uses(tmp_path):
         TrainBudget(sft_schedule="exponential")
     with pytest.raises(ConfigError, match=r"grpo_schedule must be one of .* got 'warmup'"):
         TrainBudget(grpo_schedule="warmup")
-    constant = TrainPlan(plan.results, plan.out_dir, budget=replace(TINY, grpo_schedule="constant"))
-    assert grpo_config(constant).lr_scheduler_type == "constant" and grpo_config(plan).lr_scheduler_type == "cosine"
+    cosine = TrainPlan(plan.results, plan.out_dir, budget=replace(TINY, grpo_schedule="cosine"))
+    assert grpo_config(cosine).lr_scheduler_type == "cosine" and grpo_config(plan).lr_scheduler_type == "constant"
 
 
 def test_a_rerun_resumes_without_training_again(trained, capsys):
