@@ -117,8 +117,9 @@ def add_play_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--concurrency",
         type=int_arg(1, 4096),
-        default=16,
-        help="model episodes at once: openai: requests in flight, hf:/vllm: episodes per engine batch",
+        default=None,
+        help="model episodes at once: openai: requests in flight, hf:/vllm: episodes per engine batch (default 16; "
+        "the trained agent's rows: 64)",
     )
     from agentgym_r1.adapters.env_backends import ENV_BACKENDS
 
@@ -216,7 +217,7 @@ def _plan(args: argparse.Namespace, budget: Any = None) -> tuple[list, list]:
                     args.suite,
                     args.timeout,
                     args.samples,
-                    args.concurrency,
+                    args.concurrency or Job.concurrency,
                     env_backend=args.env_backend,
                     env_workers=args.env_workers,
                     ray_address=args.ray_address,
@@ -241,7 +242,7 @@ def _train_plan(args: argparse.Namespace, entry: Any, budget: Any) -> Any:
         args.episodes or entry.episodes,
         args.seed,
         args.suite,
-        args.concurrency,
+        args.concurrency or TrainPlan.concurrency,
         args.timeout,
         budget,
     )
@@ -381,7 +382,7 @@ def run_eval(args: argparse.Namespace) -> int:
         "eval",
         args.timeout,
         args.samples,
-        args.concurrency,
+        args.concurrency or Job.concurrency,
         env_backend=args.env_backend,
         env_workers=args.env_workers,
         ray_address=args.ray_address,

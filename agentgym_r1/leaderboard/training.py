@@ -113,7 +113,10 @@ class TrainPlan:
     episodes: int = TRAINED_ENTRY.episodes
     seed: int = 0
     suite: str = "quick"
-    concurrency: int = 16
+    # Episodes per engine batch when the rows are scored: 64 plays 512 held-out problems in 8.3 s against 19.5 s at
+    # the board's default of 16, with the same greedy outcome on every one (the main job's SFT checkpoint, 2026-11-27;
+    # benchmarks/reports/main_job.md): with a model this small a batch's cost is mostly per-token overhead.
+    concurrency: int = 64
     timeout: float = 60.0
     budget: TrainBudget = TrainBudget()
     curve_episodes: int = 128  # the learning curve is read on the first ones of the rows' episodes (cheap)

@@ -185,6 +185,32 @@ def test_the_rows_score_1024_held_out_problems_and_the_curve_reads_the_first_of_
         TrainPlan(plan.results, plan.out_dir, curve_episodes=0)
 
 
+def test_the_rows_are_scored_64_at_a_time_with_the_answers_of_16_at_a_time(trained):
+    """The trained rows play 64 episodes per engine batch (the board's other hf: jobs 16, and --concurrency sets
+    both): it is cheaper for a model this small, and greedy decoding gives each problem the same answer either way."""
+    from agentgym_r1.adapters.loading import load_model, load_tokenizer
+    from agentgym_r1.leaderboard.batched import EnginePlayer
+    from agentgym_r1.leaderboard.suites import env_kwargs
+    from agentgym_r1.leaderboard.training import ENV_ID, HELD_OUT_OPTIONS, SOURCE
+
+    results, _ = trained
+    assert TrainPlan(str(results), results.parent).job("sft").concurrency == 64
+    assert build_parser().parse_args(["leaderboard", "run"]).concurrency is None  # unset: each job's own default
+    sft = results.with_name(results.stem + "-train") / "sft"
+    model, tokenizer = load_model(str(sft), "sft", device="cpu"), load_tokenizer(str(sft), "sft")
+    kwargs, items = env_kwargs(ENV_ID, SOURCE, HELD_OUT_OPTIONS), [(i, i) for i in range(96)]
+    played = {}
+    for batch in (16, 64):
+        player = EnginePlayer.from_model(model, tokenizer, TINY.max_new_tokens)
+        try:
+            played[batch] = [
+                (r.idx, r.success, r.reward, r.turns, r.invalid) for r in player.play(ENV_ID, kwargs, items, batch)
+            ]
+        finally:
+            player.close()
+    assert len(played[16]) == 96 and played[16] == played[64]
+
+
 def test_the_rows_problems_come_from_a_generator_training_never_uses(tmp_path):
     """A study chooses its recipe on another generator seed than the main job's rows; the training generator (seed
     0) is refused as a held-out set, and the seed is part of the rows' job and the plan's key."""
