@@ -113,9 +113,9 @@ class TrainPlan:
     episodes: int = TRAINED_ENTRY.episodes
     seed: int = 0
     suite: str = "quick"
-    # Episodes per engine batch when the rows are scored: 64 plays 512 held-out problems in 7.0-7.7 s against 9.4-10.1
-    # s at the board's default of 16, with the same greedy outcome on every one (the main job's SFT checkpoint,
-    # 2026-11-27; benchmarks/main_job_batch.py, benchmarks/reports/main_job.md).
+    # Episodes per engine batch when the rows are scored: 64 plays 512 held-out problems in 7.0-7.7 s, against
+    # 9.4-10.1 s at the board's default of 16, with the same greedy outcome on every one (the main job's SFT
+    # checkpoint, 2026-11-27; benchmarks/main_job_batch.py, benchmarks/reports/main_job.md).
     concurrency: int = 64
     timeout: float = 60.0
     budget: TrainBudget = TrainBudget()
