@@ -32,22 +32,23 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(a.threads)
     tokenizer, model = load_tokenizer(a.checkpoint, "the checkpoint"), load_model(a.checkpoint, "the checkpoint")
     kwargs, items = env_kwargs(ENV_ID, SOURCE, HELD_OUT_OPTIONS), [(i, i) for i in range(a.episodes)]
-    # an untimed warm-up pass first: the first sizes timed in a fresh process paid for it (19.5 s at 16 when 16 ran
-    # first, 9.4-10.1 s when it ran after a pass at 64)
-    warm = EnginePlayer.from_model(model, tokenizer, TrainBudget().max_new_tokens)
-    try:
-        list(warm.play(ENV_ID, kwargs, items[: max(a.batches)], max(a.batches)))
-    finally:
-        warm.close()
-    first = None
-    for batch in a.batches:
+
+    def play(items: list[tuple[int, int]], batch: int) -> tuple[list[tuple], float]:
+        """Each item's outcome, played ``batch`` at a time by a fresh player, and the seconds the playing took."""
         player = EnginePlayer.from_model(model, tokenizer, TrainBudget().max_new_tokens)
         start = time.perf_counter()
         try:
             out = [(r.success, r.reward, r.turns, r.invalid) for r in player.play(ENV_ID, kwargs, items, batch)]
         finally:
             player.close()
-        seconds = time.perf_counter() - start
+        return out, time.perf_counter() - start
+
+    # an untimed warm-up pass first: the first sizes timed in a fresh process paid for it (19.5 s at 16 when 16 ran
+    # first, 9.4-10.1 s when it ran after a pass at 64)
+    play(items[: max(a.batches)], max(a.batches))
+    first = None
+    for batch in a.batches:
+        out, seconds = play(items, batch)
         first = first or out
         moved = sum(x != y for x, y in zip(first, out, strict=True))
         print(
