@@ -1,6 +1,7 @@
 """``dist_step``'s fixed-batch step for several algorithms, one after the other in the same processes (the imports
 and the process group are paid once): ``python -m tests.trainers.dist_many OUT TMP grpo ppo`` writes
-``OUT-grpo.pt`` and ``OUT-ppo.pt``. Run by ``test_nodes.py`` under a one-node and a two-node ``torchrun``."""
+``OUT-grpo.pt`` and ``OUT-ppo.pt``. Run by ``test_nodes.py`` under a one-node and a two-node ``torchrun``, and by
+``test_distributed.py`` under one and two processes."""
 
 from __future__ import annotations
 

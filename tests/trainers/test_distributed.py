@@ -10,8 +10,6 @@ update)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -19,11 +17,20 @@ pytest.importorskip("trl")
 
 from tests.trainers.kit import torchrun  # noqa: E402
 
+ALGOS = ("grpo", "grpo-rowmean", "grpo-skip", "grpo-step", "ppo")
 
-def _launch(algo: str, processes: int, tmp_path: Path) -> dict:
-    out = tmp_path / f"{algo}-{processes}.pt"
-    torchrun(processes, "tests.trainers.dist_step", algo, str(out), str(tmp_path / f"run-{algo}-{processes}"))
-    return torch.load(out, weights_only=False)
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory) -> dict[int, dict[str, dict]]:
+    """Every algorithm's step under 1 and under 2 processes: one ``torchrun`` a process count, running the algorithms
+    one after the other (``dist_many``), so the imports and the process group are paid twice, not ten times."""
+    tmp = tmp_path_factory.mktemp("dist")
+    runs: dict[int, dict[str, dict]] = {}
+    for processes in (1, 2):
+        out = tmp / f"step-{processes}"
+        torchrun(processes, "tests.trainers.dist_many", str(out), str(tmp / f"run-{processes}"), *ALGOS, timeout=400)
+        runs[processes] = {a: torch.load(f"{out}-{a}.pt", weights_only=False) for a in ALGOS}
+    return runs
 
 
 def _trained_rows(run: dict) -> list[tuple[float, float]]:
@@ -36,9 +43,9 @@ def _trained_rows(run: dict) -> list[tuple[float, float]]:
     )
 
 
-@pytest.mark.parametrize("algo", ["grpo", "grpo-rowmean", "grpo-skip", "grpo-step", "ppo"])
-def test_two_processes_take_the_single_process_step(tmp_path, algo) -> None:
-    one, two = _launch(algo, 1, tmp_path), _launch(algo, 2, tmp_path)
+@pytest.mark.parametrize("algo", ALGOS)
+def test_two_processes_take_the_single_process_step(steps, algo) -> None:
+    one, two = steps[1][algo], steps[2][algo]
     assert (one["processes"], two["processes"]) == (1, 2)  # the trainer saw as many processes as were launched
     assert one["advantages"].abs().sum() > 0
     if algo in ("grpo", "grpo-rowmean", "ppo"):  # one row per episode, in the same order
