@@ -21,7 +21,7 @@ fi
 if ! .venv-vllm/bin/python -c "import peft, agentgym_r1" 2>/dev/null; then
   .venv-vllm/bin/pip install -c constraints.txt -e ".[train,lora,dev,board]" "transformers<5.20"
 fi
-# The engine runs in the test process (no spawned workers) with a small KV cache.
+# The engine runs in the test process (no spawned workers, and no pytest-xdist workers: -n 0) with a small KV cache.
 export VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 OMP_NUM_THREADS=1 TRL_EXPERIMENTAL_SILENCE=1
-.venv-vllm/bin/python -m pytest -q -p no:randomly tests/trainers/test_vllm_sync.py tests/adapters/test_vllm.py \
+.venv-vllm/bin/python -m pytest -q -n 0 -p no:randomly tests/trainers/test_vllm_sync.py tests/adapters/test_vllm.py \
   tests/leaderboard/test_vllm_policy.py

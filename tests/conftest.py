@@ -17,6 +17,12 @@ import pytest
 
 import agentgym_r1
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one of pytest-xdist's workers (pyproject's addopts start three)
+    # The workers share the machine's cores: torch and BLAS take one thread each unless told otherwise (set before any
+    # test module imports torch; subprocesses the tests start inherit it).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 SHARED_DATA = Path(
     os.environ.get("AGENTGYM_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
 )
