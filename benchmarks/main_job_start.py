@@ -7,7 +7,7 @@ start rule would read the SFT at a few late steps on a monitoring set and start 
 script measures what such a rule would pick, on development sets only:
 
 * each run is the main job's SFT (:func:`agentgym_r1.leaderboard.training.sft_start` and
-  :func:`agentgym_r1.trainers.sft.sft` with ``TrainBudget(seed=SEED)``: the same steps as the main job's), in a fresh
+  :func:`~agentgym_r1.leaderboard.training.train_sft` with ``TrainBudget(seed=SEED)``: the main job's steps), in a fresh
   process per seed and kernel setting, as ``main_job_seeds.py`` runs them;
 * every ``--every`` steps from ``--first-step`` on, the model in memory plays ``--monitor`` problems of the generator
   seeded ``--monitor-seed`` (the monitoring set a rule would read) and ``--dev`` problems of the generator seeded
@@ -46,8 +46,7 @@ def run_one(seed: int, kernels: str, a: argparse.Namespace) -> dict:
 
     from agentgym_r1.leaderboard.batched import EnginePlayer
     from agentgym_r1.leaderboard.suites import env_kwargs
-    from agentgym_r1.leaderboard.training import ENV_ID, HELD_OUT_OPTIONS, SOURCE, TrainBudget, sft_start
-    from agentgym_r1.trainers.sft import sft
+    from agentgym_r1.leaderboard.training import ENV_ID, HELD_OUT_OPTIONS, SOURCE, TrainBudget, sft_start, train_sft
 
     torch.set_num_threads(a.threads)
     budget = TrainBudget(**{**json.loads(a.budget), "seed": seed})
@@ -80,17 +79,7 @@ def run_one(seed: int, kernels: str, a: argparse.Namespace) -> dict:
         reads.append({"step": step, **got, "seconds": round(time.monotonic() - t0, 1)})
         print(f"[{name}] step {step}: " + ", ".join(f"{k} {v.count('1')}/{len(v)}" for k, v in got.items()), flush=True)
 
-    sft(
-        model,
-        tokenizer,
-        rows,
-        steps=budget.sft_steps,
-        batch_size=budget.sft_batch,
-        lr=budget.sft_lr,
-        schedule=budget.sft_schedule,
-        seed=budget.seed,
-        on_step=read,
-    )
+    train_sft(budget, tokenizer, model, rows, read)
     return {
         "seed": seed,
         "kernels": kernels,

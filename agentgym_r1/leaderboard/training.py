@@ -323,14 +323,12 @@ def sft_start(budget: TrainBudget) -> tuple[Any, Any, list[Any]]:
     return tokenizer, model, rows
 
 
-def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
+def train_sft(
+    budget: TrainBudget, tokenizer: Any, model: Any, rows: Sequence[Any], on_step: Callable[[int, float], None] | None
+) -> None:
+    """The main job's SFT of :func:`sft_start`'s model on its rows: the budget's steps, batch, learning rate, schedule
+    and seed (:func:`agentgym_r1.trainers.sft.sft`); ``on_step(step, loss)`` is called after each step."""
     from agentgym_r1.trainers.sft import sft
-
-    tokenizer, model, rows = sft_start(budget)
-
-    def on_step(step: int, _loss: float) -> None:
-        if step % 50 == 0:
-            mark(f"SFT ({step}/{budget.sft_steps} steps)")
 
     sft(
         model,
@@ -343,6 +341,16 @@ def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
         seed=budget.seed,
         on_step=on_step,
     )
+
+
+def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
+    tokenizer, model, rows = sft_start(budget)
+
+    def on_step(step: int, _loss: float) -> None:
+        if step % 50 == 0:
+            mark(f"SFT ({step}/{budget.sft_steps} steps)")
+
+    train_sft(budget, tokenizer, model, rows, on_step)
     _save(model, tokenizer, path)
 
 

@@ -32,8 +32,7 @@ BUDGET = {
 
 def test_reads_at_the_named_steps_save_checkpoints_and_leave_the_sft_as_it_is(tmp_path):
     from agentgym_r1.adapters.loading import load_model
-    from agentgym_r1.leaderboard.training import TrainBudget, sft_start
-    from agentgym_r1.trainers.sft import sft
+    from agentgym_r1.leaderboard.training import TrainBudget, sft_start, train_sft
 
     out = tmp_path / "start"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "main_job_start.py"), "--seeds", "1", "--threads", "1"]
@@ -52,7 +51,7 @@ def test_reads_at_the_named_steps_save_checkpoints_and_leave_the_sft_as_it_is(tm
     torch.set_num_threads(1)
     budget = TrainBudget(**{**BUDGET, "seed": 1})
     tokenizer, model, rows = sft_start(budget)
-    sft(model, tokenizer, rows, steps=4, batch_size=4, lr=budget.sft_lr, schedule=budget.sft_schedule, seed=1)
+    train_sft(budget, tokenizer, model, rows, None)
     saved = load_model(str(out / "seed1-default" / "step4"), "the read checkpoint", device="cpu")
     for (name, a), b in zip(model.state_dict().items(), saved.state_dict().values(), strict=True):
         torch.testing.assert_close(b, a, rtol=0, atol=0, msg=name)
