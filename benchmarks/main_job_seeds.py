@@ -29,6 +29,16 @@ from agentgym_r1.leaderboard.suites import TRAINED_ENTRY, TRAINED_HELD_OUT_OPTIO
 KERNELS = ("default", "avx2", "avx512")  # ATEN_CPU_CAPABILITY values; "default" leaves it unset
 
 
+def child_env(kernels: str, threads: int) -> dict[str, str]:
+    """The environment of a run's process: ``threads`` threads for torch and MKL, and ``ATEN_CPU_CAPABILITY`` set to
+    ``kernels`` (unset for ``"default"``), read by torch before it loads."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    env.pop("ATEN_CPU_CAPABILITY", None)
+    if kernels != "default":
+        env["ATEN_CPU_CAPABILITY"] = kernels
+    return env
+
+
 def git(*args: str) -> str:
     return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
 
@@ -196,10 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for seed in a.seeds:  # one at a time, each with the threads to itself; both kernel settings of a seed together
         for kernels in a.kernels:
-            env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads)}
-            env.pop("ATEN_CPU_CAPABILITY", None)
-            if kernels != "default":
-                env["ATEN_CPU_CAPABILITY"] = kernels
+            env = child_env(kernels, a.threads)
             cmd = [
                 sys.executable,
                 __file__,

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 import study  # benchmarks/ (the script's folder, on the path when it runs): provenance of every result
-from main_job_seeds import KERNELS
+from main_job_seeds import KERNELS, child_env
 
 
 def run_one(seed: int, kernels: str, a: argparse.Namespace) -> dict:
@@ -162,10 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         for kernels in a.kernels:
             if len(running) == a.parallel:  # at most --parallel runs at once, each on --threads threads
                 failed += running.pop(0).wait() != 0
-            env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads)}
-            env.pop("ATEN_CPU_CAPABILITY", None)
-            if kernels != "default":
-                env["ATEN_CPU_CAPABILITY"] = kernels
+            env = child_env(kernels, a.threads)
             cmd = [sys.executable, __file__, "--child", str(seed), kernels, *passed]
             running.append(subprocess.Popen(cmd, env=env))
     failed += sum(proc.wait() != 0 for proc in running)
