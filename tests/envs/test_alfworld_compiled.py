@@ -149,6 +149,50 @@ def test_an_entry_is_keyed_by_content_so_a_copy_elsewhere_hits(cold, tmp_path):
     assert short == fresh[: len(short)]
 
 
+def test_games_read_in_one_process_share_equal_grammar_parts_and_play_their_own(cold, tmp_path):
+    """Two stored games whose grammars differ in some rules: the second read takes the rules, the domain's actions
+    and types equal to the first's from it (the same objects, unpickled once), keeps its own where they differ, and
+    each game plays its fresh compilation's episode."""
+    store, path, _, fresh = cold
+    other = _real(1)
+    clear_compiled()
+    other_engine = FastEngine(None)
+    other_fresh = walk(other_engine, other_engine.compile(other))
+    load_fresh(store, other)  # compiled into the store
+    compiled.clear_shared()
+    engine, game = load_fresh(store, path)
+    other_engine, other_game = load_fresh(store, other)
+    assert store.stats["hits"] >= 2
+    mine, theirs = game.logic.grammar._rules, other_game.logic.grammar._rules
+    same = [name for name in mine if [str(r.rhs) for r in mine[name]] == [str(r.rhs) for r in theirs.get(name, [])]]
+    differ = [name for name in mine if name in theirs and name not in same]
+    assert same and differ  # the two real games' grammars share most rules and differ in some
+    assert all(mine[name] is theirs[name] for name in same)
+    assert not any(mine[name] is theirs[name] for name in differ)
+    assert game.logic.actions is other_game.logic.actions and game.logic.types is other_game.logic.types
+    assert game.machine.grammar.types is game.logic.types  # the fast engine's grammar reads the logic it was read with
+    assert game.machine.grammar._production is game.logic.grammar._rules
+    assert walk(engine, game) == fresh and walk(other_engine, other_game) == other_fresh
+
+
+def test_stored_facts_are_textworld_propositions_that_hash_and_compare_as_constructed(cold):
+    """A stored game's facts are rebuilt without TextWorld's memoizing constructors: each equals, hashes and sorts
+    as the constructor's object, and a fact built by the constructor is found in the stored state's indexes."""
+    from textworld.logic import Proposition, Signature, Variable
+
+    store, path, _, _ = cold
+    _, game = load_fresh(store, path)
+    facts = sorted(game.pristine.facts)
+    assert facts
+    for fact in facts:
+        made = Proposition(fact.name, [Variable(v.name, v.type) for v in fact.arguments])
+        assert type(fact) is Proposition and made == fact and hash(made) == hash(fact)
+        assert fact.signature == Signature(fact.name, [v.type for v in fact.arguments])
+        assert hash(fact.signature) == hash(made.signature)
+        assert all(hash(v) == hash(Variable(v.name, v.type)) for v in fact.arguments)
+        assert made in game.pristine.facts_with_signature(made.signature)
+
+
 def _truncated(blob: bytes) -> bytes:
     return blob[: len(blob) // 2]
 

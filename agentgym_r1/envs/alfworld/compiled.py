@@ -42,8 +42,9 @@ import os
 import pickle
 import sys
 import tempfile
+import threading
 import zlib
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -53,7 +54,7 @@ from agentgym_r1.error import ConfigError, require
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # bump when the entry layout changes; engine_version() covers the stored objects' code
+FORMAT = 3  # bump when the entry layout changes; engine_version() covers the stored objects' code
 MAGIC = b"agentgym-r1 alfworld compiled game\n"
 ENV_VAR = "AGENTGYM_R1_COMPILE_CACHE"
 OFF = frozenset({"0", "off", "false", "no", "none"})
@@ -180,12 +181,15 @@ class GameStore:
 
 
 class _Pickler(pickle.Pickler):
-    """Pickles TextWorld's ``Variable``, ``Placeholder``, ``Signature`` and ``Proposition`` as calls to their
-    constructors. Each keeps its hash in a slot, computed once from ``str`` hashes (``textworld/logic/__init__.py``:
-    ``self._hash = hash((self.name, self.type))``), and ``str`` hashes differ between processes (``PYTHONHASHSEED``):
-    restored as stored, a game read in another process finds nothing in its fact indexes ("you see nothing").
-    fast-downward's translated conditions cache a hash too (``self.hash``); nothing looks them up after the
-    translation, so they are kept as they are."""
+    """Pickles TextWorld's ``Variable``, ``Placeholder``, ``Signature`` and ``Proposition`` as calls that rebuild them
+    (:func:`_variable` and its neighbours). Each keeps its hash in a slot, computed once from ``str`` hashes
+    (``textworld/logic/__init__.py``: ``self._hash = hash((self.name, self.type))``), and ``str`` hashes differ between
+    processes (``PYTHONHASHSEED``): restored as stored, a game read in another process finds nothing in its fact
+    indexes ("you see nothing"). fast-downward's translated conditions cache a hash too (``self.hash``); nothing looks
+    them up after the translation, so they are kept as they are.
+
+    TextWorld's ``GameLogic`` and its ``ContextSensitiveGrammar`` are pickled in :class:`Shared` parts (the domain's
+    actions and types, each rule name's productions), so the games of a process share what their grammars share."""
 
     def reducer_override(self, obj: Any) -> Any:
         rebuild = _rebuilders().get(type(obj))
@@ -194,14 +198,132 @@ class _Pickler(pickle.Pickler):
 
 @functools.cache
 def _rebuilders() -> dict[type, Any]:
+    from textworld.envs.pddl.logic import GameLogic
+    from textworld.envs.pddl.textgen import ContextSensitiveGrammar
     from textworld.logic import Placeholder, Proposition, Signature, Variable
 
     return {
-        Variable: lambda v: (Variable, (v.name, v.type)),
-        Placeholder: lambda p: (Placeholder, (p.name, p.type)),
-        Signature: lambda s: (Signature, (s.name, s.types)),
-        Proposition: lambda p: (Proposition, (p.name, p.arguments)),
+        Variable: lambda v: (_variable, (v.name, v.type)),
+        Placeholder: lambda p: (_placeholder, (p.name, p.type)),
+        Signature: lambda s: (_signature, (s.name, s.types)),
+        Proposition: lambda p: (_proposition, (p.name, p.arguments)),
+        ContextSensitiveGrammar: lambda g: (_grammar, ({name: Shared(rules) for name, rules in g._rules.items()},)),
+        GameLogic: lambda g: (_logic, (g.domain, g.grammar, Shared(g.actions), Shared(g.types))),
     }
+
+
+# What the constructors of TextWorld's logic objects set (textworld/logic/__init__.py), without their call: Signature
+# and Proposition are built through a memoizing metaclass (``mementos``: a process-wide dict, keyed by a tuple made
+# in Python for every call, that keeps every instance made for ever), three quarters of a stored game's facts' cost.
+# The objects compare and hash by value, as the constructors' do. Variables, placeholders and signatures are values
+# that many facts and games repeat: a process keeps one of each (bounded), as the metaclass keeps its signatures.
+_VALUES: dict[tuple[Any, ...], Any] = {}
+_VALUES_SIZE = 1 << 18
+
+
+@functools.cache
+def _logic_classes() -> tuple[type, type, type, type]:
+    from textworld.logic import Placeholder, Proposition, Signature, Variable
+
+    return Variable, Placeholder, Signature, Proposition
+
+
+def _value(kind: int, name: str, second: Any) -> Any:
+    key = (kind, name, second)
+    obj = _VALUES.get(key)
+    if obj is None:
+        obj = object.__new__(_logic_classes()[kind])
+        obj.name, obj._hash = name, hash((name, second))
+        if kind == 2:
+            obj.types = second
+        else:
+            obj.type = second
+        if len(_VALUES) >= _VALUES_SIZE:
+            _VALUES.clear()
+        _VALUES[key] = obj
+    return obj
+
+
+def _variable(name: str, type_: str) -> Any:
+    return _value(0, name, type_)
+
+
+def _placeholder(name: str, type_: str) -> Any:
+    return _value(1, name, type_)
+
+
+def _signature(name: str, types: tuple[str, ...]) -> Any:
+    return _value(2, name, types)
+
+
+def _proposition(name: str, arguments: tuple[Any, ...]) -> Any:
+    p = object.__new__(_logic_classes()[3])
+    p.name, p.arguments = name, arguments
+    p.signature = _value(2, name, tuple(v.type for v in arguments))
+    p._hash = hash((name, arguments))
+    return p
+
+
+def _grammar(rules: dict[str, list[Any]]) -> Any:
+    from textworld.envs.pddl.textgen import ContextSensitiveGrammar
+
+    grammar = ContextSensitiveGrammar()
+    grammar._rules.update(rules)  # its one field (textgen: ``self._rules = defaultdict(list)``)
+    return grammar
+
+
+def _logic(domain: str, grammar: Any, actions: dict[str, Any], types: Any) -> Any:
+    from textworld.envs.pddl.logic import GameLogic
+
+    logic = object.__new__(GameLogic)  # GameLogic.__init__ parses the grammar text: its four fields instead
+    logic.domain, logic.grammar, logic.actions, logic.types = domain, grammar, actions, types
+    return logic
+
+
+class Shared:
+    """A part of a stored game that other games may hold too, pickled as its own pickle's bytes and their hash: a
+    process that read an equal part from another game gets that object back and unpickles nothing
+    (:func:`shared`). Only for parts that play never changes (parsed rules, queries, a domain's actions and types;
+    caches that fill as a pure function of the part are fine), since the games of a process then hold one object.
+    Equal bytes are equal parts; equal parts pickled to different bytes are only a miss."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        buffer = io.BytesIO()
+        _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(self.obj)
+        blob = buffer.getvalue()
+        return (shared, (hashlib.blake2b(blob, digest_size=16).digest(), blob))
+
+
+SHARED_SIZE = 8192  # parts kept per process: a real ALFWorld grammar has about 40 rule names, most shared by all games
+_SHARED: OrderedDict[bytes, Any] = OrderedDict()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(key: bytes, blob: bytes) -> Any:
+    """The part whose pickle hashes to ``key``: the one this process already holds, else ``blob`` unpickled (its
+    bytes are inside an entry's payload, whose checksum was checked before anything was unpickled)."""
+    with _SHARED_LOCK:
+        obj = _SHARED.get(key, _SHARED)
+        if obj is not _SHARED:
+            _SHARED.move_to_end(key)
+            return obj
+    obj = pickle.loads(blob)
+    with _SHARED_LOCK:
+        obj = _SHARED.setdefault(key, obj)  # two threads that read one part keep the first
+        while len(_SHARED) > SHARED_SIZE:
+            _SHARED.popitem(last=False)
+    return obj
+
+
+def clear_shared() -> None:
+    """Forget the parts read so far (tests and benchmarks of the store start from it)."""
+    with _SHARED_LOCK:
+        _SHARED.clear()
 
 
 def pack(obj: Any) -> bytes:

@@ -81,20 +81,37 @@ class Grammar:
     """One game's grammar (a ``textworld.envs.pddl.logic.GameLogic``'s), derived as textgen derives it."""
 
     def __init__(self, logic: Any, entity_infos: dict[str, Any], dynamic: frozenset[str]) -> None:
+        self.logic = logic
         self.entity_infos = entity_infos
         self.dynamic = dynamic
-        self.types = logic.types  # the TypeHierarchy PddlState filled from the translated task
-        # textgen keeps the rules in ContextSensitiveGrammar._rules (name -> [ProductionRule]) with no public accessor
-        self._production = logic.grammar._rules
         self._rules: dict[str, list[tuple[Any, tuple[Node, ...]]]] = {}
         self._parsed: dict[str, tuple[Node, ...]] = {}
         self._queries: dict[str, Any] = {}
         self._static: dict[str, bool] = {}
+        self._from_logic()
+
+    def _from_logic(self) -> None:
+        self.types = self.logic.types  # the TypeHierarchy PddlState filled from the translated task
+        # textgen keeps the rules in ContextSensitiveGrammar._rules (name -> [ProductionRule]) with no public accessor
+        self._production = self.logic.grammar._rules
         self._bound: dict[int, list[tuple[str, tuple[Any, ...], frozenset[tuple[str, ...]]]]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        # _bound is keyed by id(rule): ids are not kept by pickle, so an unpickled grammar starts it empty
-        return {**self.__dict__, "_bound": {}}
+        # Pickled for the disk cache (agentgym_r1.envs.alfworld.compiled) with the parsed rules, texts and queries, each
+        # rule name's and each table's as a Shared part: a process reading many games parses and unpickles each once.
+        # _bound is keyed by id(rule), which pickle does not keep: an unpickled grammar starts it empty; the types and
+        # productions are the logic's (pickled with it), taken from it again on load.
+        from agentgym_r1.envs.alfworld.compiled import Shared
+
+        state = {k: v for k, v in self.__dict__.items() if k not in ("types", "_production", "_bound")}
+        state["_rules"] = {name: Shared(rules) for name, rules in self._rules.items()}
+        return {**state, **{k: Shared(state[k]) for k in ("_parsed", "_queries", "_static")}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        for k in ("_parsed", "_queries", "_static"):  # a shared table is copied: parses after a load add to it
+            self.__dict__[k] = dict(state[k])
+        self._from_logic()
 
     # -- parsing, once per string --------------------------------------------------------------------------------
     def parse(self, text: str) -> tuple[Node, ...]:
