@@ -354,8 +354,10 @@ def _sft(budget: TrainBudget, path: Path, mark: Callable[[str], None]) -> None:
     _save(model, tokenizer, path)
 
 
-def grpo_config(plan: TrainPlan) -> Any:
-    """The GRPO run's ``AgentGRPOConfig``: the budget's recipe on CPU in fp32, a step budget, no checkpoints saved."""
+def grpo_config(plan: TrainPlan, **overrides: Any) -> Any:
+    """The GRPO run's ``AgentGRPOConfig``: the budget's recipe on CPU in fp32, a step budget, no checkpoints saved;
+    ``overrides`` are config fields over the recipe's (development runs: ``benchmarks/main_job_grpo_dev.py``), checked
+    as any config's."""
     import dataclasses
 
     from agentgym_r1.trainers.configs import AgentGRPOConfig
@@ -364,33 +366,37 @@ def grpo_config(plan: TrainPlan) -> Any:
     # sets gradient_checkpointing (default True), which transformers 5.24 renamed activation_checkpointing; it warns
     # whenever the old name is set and the new one is not (training_args.py:1536-1541, TrainingArguments.__post_init__).
     # Older transformers have no activation_checkpointing field.
-    budget, fields = plan.budget, {f.name for f in dataclasses.fields(AgentGRPOConfig)}
-    checkpointing = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
-    return AgentGRPOConfig(
-        output_dir=str(plan.out_dir / "grpo-trainer"),
-        env_id=ENV_ID,
-        env_kwargs={"source": SOURCE, **TASK_OPTIONS},
-        max_turns=budget.max_turns,
-        max_new_tokens=budget.max_new_tokens,
-        num_generations=budget.generations,
-        per_device_train_batch_size=budget.grpo_prompts * budget.generations,
-        max_completion_length=budget.max_completion_length,
-        learning_rate=budget.grpo_lr,
-        lr_scheduler_type=budget.grpo_schedule,  # transformers' SchedulerType names
-        beta=0.0,
-        temperature=1.0,
-        max_steps=budget.grpo_steps,
-        logging_steps=budget.eval_every,
-        report_to="none",
-        **{checkpointing: False},
-        save_strategy="no",
-        use_cpu=True,
-        bf16=False,
-        num_tasks=max(1024, budget.grpo_steps * budget.grpo_prompts),
-        seed=budget.seed,
-        data_seed=budget.seed,
-        disable_tqdm=True,
+    budget, names = plan.budget, {f.name for f in dataclasses.fields(AgentGRPOConfig)}
+    checkpointing = "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+    fields = (
+        dict(
+            output_dir=str(plan.out_dir / "grpo-trainer"),
+            env_id=ENV_ID,
+            env_kwargs={"source": SOURCE, **TASK_OPTIONS},
+            max_turns=budget.max_turns,
+            max_new_tokens=budget.max_new_tokens,
+            num_generations=budget.generations,
+            per_device_train_batch_size=budget.grpo_prompts * budget.generations,
+            max_completion_length=budget.max_completion_length,
+            learning_rate=budget.grpo_lr,
+            lr_scheduler_type=budget.grpo_schedule,  # transformers' SchedulerType names
+            beta=0.0,
+            temperature=1.0,
+            max_steps=budget.grpo_steps,
+            logging_steps=budget.eval_every,
+            report_to="none",
+            **{checkpointing: False},
+            save_strategy="no",
+            use_cpu=True,
+            bf16=False,
+            num_tasks=max(1024, budget.grpo_steps * budget.grpo_prompts),
+            seed=budget.seed,
+            data_seed=budget.seed,
+            disable_tqdm=True,
+        )
+        | overrides
     )
+    return AgentGRPOConfig(**fields)
 
 
 def _grpo(

@@ -154,6 +154,15 @@ def test_the_grpo_config_turns_checkpointing_off_under_the_current_name(tmp_path
     assert args.gradient_checkpointing is False and getattr(args, "activation_checkpointing", False) is False
 
 
+def test_grpo_config_overrides_are_fields_over_the_recipe_checked_as_any_configs(tmp_path):
+    plan = TrainPlan(str(tmp_path / "lb.sqlite"), tmp_path / "train", budget=TINY)
+    args = grpo_config(plan, dynamic_sampling=True, dynamic_sampling_max_tries=3, learning_rate=1e-4)
+    assert (args.dynamic_sampling, args.dynamic_sampling_max_tries, args.learning_rate) == (True, 3, 1e-4)
+    assert args.max_steps == TINY.grpo_steps and grpo_config(plan).dynamic_sampling is False  # the rest as before
+    with pytest.raises(ConfigError, match="dynamic_sampling_max_tries"):
+        grpo_config(plan, dynamic_sampling=True, dynamic_sampling_max_tries=0)
+
+
 def test_the_curve_is_plotted_on_the_page_and_summarised_in_the_text_renders(trained, capsys):
     results, _ = trained
     page = results.with_suffix(".html").read_text(encoding="utf-8")

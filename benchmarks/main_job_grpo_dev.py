@@ -1,0 +1,144 @@
+"""Development runs of the main job's GRPO from a saved SFT checkpoint (issue 36, item 1), with the recipe's config
+or one changed (dynamic sampling, another learning rate or schedule): what GRPO adds from a given start.
+
+The third protocol failed where the 850-step SFT landed low (6.9%): from there 110 GRPO updates gained +1.2 points,
+since most groups of 8 samples all fail and train nothing. ``main_job_start.py`` saves the SFT's checkpoints; this
+script runs the main job's GRPO (:func:`agentgym_r1.leaderboard.training.grpo_config` for the budget, with the
+``--config`` fields over it, e.g. ``{"dynamic_sampling": true, "dynamic_sampling_max_tries": 2}``) from one of them,
+and scores the start and the result greedily on ``--dev`` problems of the development generator (``--dev-seed``,
+never a protocol's held-out one), paired (McNemar's exact test).
+
+    PYTHONPATH=. python benchmarks/main_job_grpo_dev.py --start runs/main-job-start/seed4-default/step850 \
+        --seed 4 --config '{"dynamic_sampling": true, "dynamic_sampling_max_tries": 2}' --out runs/grpo-dev/s4-dyn.json
+    PYTHONPATH=. python benchmarks/main_job_grpo_dev.py --table runs/grpo-dev/*.json
+
+Budgets are in updates (``grpo_steps``) and generated episodes (counted), never in time; the wall time is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import study  # benchmarks/ (the script's folder, on the path when it runs): provenance of every result
+
+REFUSED = (0, 3, 11)  # the training generator and the protocols' held-out generators
+
+
+def run(a: argparse.Namespace) -> dict:
+    import torch
+    from transformers import TrainerCallback
+
+    from agentgym_r1.adapters.loading import load_model, load_tokenizer
+    from agentgym_r1.leaderboard.batched import EnginePlayer
+    from agentgym_r1.leaderboard.suites import env_kwargs
+    from agentgym_r1.leaderboard.training import ENV_ID, HELD_OUT_OPTIONS, SOURCE, TrainBudget, TrainPlan, grpo_config
+    from agentgym_r1.trainers.grpo import AgentGRPOTrainer
+
+    torch.set_num_threads(a.threads)
+    budget = TrainBudget(**{**json.loads(a.budget), "seed": a.seed})
+    tokenizer = load_tokenizer(str(a.start), "the SFT checkpoint")
+    model = load_model(str(a.start), "the SFT checkpoint", device="cpu")
+    dev = env_kwargs(ENV_ID, SOURCE, {**HELD_OUT_OPTIONS, "seed": a.dev_seed})
+
+    def score() -> str:
+        model.eval()
+        player = EnginePlayer.from_model(model, tokenizer, budget.max_new_tokens)
+        try:
+            records = player.play(ENV_ID, dev, [(i, i) for i in range(a.dev)], 64)
+            return "".join("1" if r.success else "0" for r in records)
+        finally:
+            player.close()
+            model.train()
+
+    before = score()
+    episodes: list[int] = []
+
+    class Count(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "sampling/episodes_total" in logs:
+                episodes.append(int(logs["sampling/episodes_total"]))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = TrainPlan(results=str(Path(tmp) / "results.sqlite"), out_dir=Path(tmp), budget=budget)
+        args = grpo_config(plan, **{"logging_steps": 1, **json.loads(a.config)})
+        trainer = AgentGRPOTrainer(model, args, tokenizer, callbacks=[Count()])
+        t = time.monotonic()
+        try:
+            trainer.train()
+        finally:
+            trainer.rollouts.close()
+        seconds = time.monotonic() - t
+    after = score()
+    return {
+        "start": str(a.start),
+        "seed": a.seed,
+        "budget": json.loads(a.budget),
+        "config": json.loads(a.config),
+        "dev_seed": a.dev_seed,
+        "before": before,
+        "after": after,
+        "updates": budget.grpo_steps,
+        "episodes": episodes[-1] if episodes else None,
+        "train_s": round(seconds, 1),
+        "threads": a.threads,
+        "load_after": os.getloadavg(),
+    }
+
+
+def table(paths: list[Path]) -> str:
+    from agentgym_r1.leaderboard.board import mcnemar, wilson
+
+    def pct(bits: str) -> str:
+        s = wilson(bits.count("1"), len(bits))
+        return f"{100 * s.value:.1f} [{100 * s.low:.1f}, {100 * s.high:.1f}]"
+
+    lines = [
+        "| run | start | config | before | after | newly solved / lost | McNemar p | updates | train wall | commit |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        r = json.loads(path.read_text())
+        gained = sum(b == "0" and c == "1" for b, c in zip(r["before"], r["after"], strict=True))
+        lost = sum(b == "1" and c == "0" for b, c in zip(r["before"], r["after"], strict=True))
+        dirty = " (dirty)" if r["provenance"]["dirty"] else ""
+        lines.append(
+            f"| {path.stem} | {r['start']} | `{json.dumps(r['config'])}` | {pct(r['before'])} | {pct(r['after'])} | "
+            f"{gained} / {lost} | {mcnemar(gained, lost):.2g} | {r['updates']} | {r['train_s']:.0f} s | "
+            f"{r['provenance']['commit'][:7]}{dirty} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--start", type=Path, help="an SFT checkpoint (main_job_start.py saves them)")
+    p.add_argument("--seed", type=int, default=0, help="the GRPO run's seed (TrainBudget.seed)")
+    p.add_argument("--config", default="{}", metavar="JSON", help="AgentGRPOConfig fields over the recipe's")
+    p.add_argument("--budget", default="{}", metavar="JSON", help="TrainBudget fields over the recipe's")
+    p.add_argument("--dev", type=int, default=512, help="development problems scored before and after")
+    p.add_argument("--dev-seed", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", type=Path)
+    p.add_argument("--table", type=Path, nargs="+", help="print the table of these result files, run nothing")
+    a = p.parse_args(argv)
+    if a.table:
+        print(table(a.table))
+        return
+    if a.start is None or a.out is None:
+        p.error("--start and --out are needed to run")
+    if a.dev_seed in REFUSED:
+        p.error(f"--dev-seed {a.dev_seed} is the training generator (0) or a protocol's held-out one (3, 11)")
+    record = study.start(__file__, a.out.parent)  # before any work: the commit and tree the run used
+    result = {**run(a), "provenance": record}
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(result, indent=1))
+    print(table([a.out]))
+
+
+if __name__ == "__main__":
+    main()
