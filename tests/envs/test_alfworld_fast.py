@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from array import array
 from pathlib import Path
 
 import numpy as np
@@ -84,28 +83,6 @@ def test_operator_order_and_goal_match_fast_downward(engines):
         chosen = ops[rng.integers(len(ops))].id
         lib.apply_operator(chosen, None)
         state.apply(chosen)
-
-
-def test_the_watchers_are_flat_arrays_that_list_each_preconditions_operators_in_id_order(engines):
-    """The operators watching each variable's value, read from three int arrays (no container per variable or value
-    for the garbage collector), are the ones whose preconditions ask for it, in id order."""
-    import gc
-
-    stock, _ = engines
-    task = machine(stock.compile(_real(16))).task
-    expected: dict[tuple[int, int], list[int]] = {}
-    for i, op in enumerate(task.operators):
-        for var, value in op.preconditions:
-            expected.setdefault((var, value), []).append(i)
-    assert expected
-    for var, names in enumerate(task.value_names):
-        for value in range(len(names)):
-            assert list(task.watchers.get(var, value)) == expected.get((var, value), [])
-    # three objects whatever the game's size (a dict and a list per variable and value before: 719 for this game's
-    # stored form), none holding another container
-    held = [o for o in gc.get_referents(task.watchers) if not isinstance(o, type)]
-    assert len(held) == 3 and all(isinstance(a, array) and a.typecode == "i" for a in held)
-    assert not [o for a in held for o in gc.get_referents(a) if not isinstance(o, type)]
 
 
 def test_invalid_command_is_nothing_happens_and_keeps_the_state(engines):

@@ -104,7 +104,7 @@ class SasTask:
     operators: list[Operator]
     axioms: list[Axiom]
     rank: list[int] = field(default_factory=list)
-    watchers: Watchers | None = None
+    watchers: list[dict[int, list[int]]] = field(default_factory=list)
     derived: list[int] = field(default_factory=list)
     strata: list[list[Axiom]] = field(default_factory=list)
     initial: SasState | None = None
@@ -180,7 +180,10 @@ class SasTask:
         self.rank = [0] * len(order)
         for position, op in enumerate(order):
             self.rank[op] = position
-        self.watchers = Watchers.of([len(names) for names in self.value_names], self.operators)
+        self.watchers = [{} for _ in self.value_names]
+        for i, op in enumerate(self.operators):
+            for var, value in op.preconditions:
+                self.watchers[var].setdefault(value, []).append(i)
         for var, value, _ in (e for op in self.operators for e in op.effects):
             if self.value_names[var][value] == NONE_OF_THOSE:
                 raise UnsupportedGameError("an operator effect to '<none of those>'")
@@ -314,48 +317,6 @@ class PackedRows(_Packed):
         return row
 
 
-class Watchers:
-    """For each variable and value, the operators whose preconditions ask for it, in id order, as three flat int
-    arrays (compressed rows: ``base[var] + value`` indexes ``starts``, which bound a run of ``ops``). A dict and a
-    list per variable and value were half of the containers an unpickled game made, each one more object for the
-    cyclic garbage collector to scan on every full pass (benchmarks/reports/alfworld.md); arrays are none."""
-
-    __slots__ = ("base", "ops", "starts")
-
-    def __init__(self, base: array, starts: array, ops: array) -> None:
-        self.base, self.starts, self.ops = base, starts, ops
-
-    @classmethod
-    def of(cls, sizes: Sequence[int], operators: Sequence[Operator]) -> Watchers:
-        """The watchers of ``operators`` over variables with ``sizes[var]`` values each."""
-        runs: list[list[list[int]]] = [[[] for _ in range(n)] for n in sizes]
-        for i, op in enumerate(operators):
-            for var, value in op.preconditions:
-                runs[var][value].append(i)
-        base, starts, ops = array("i"), array("i", [0]), array("i")
-        for per_value in runs:
-            base.append(len(starts) - 1)
-            for found in per_value:
-                ops.extend(found)
-                starts.append(len(ops))
-        return cls(base, starts, ops)
-
-    def get(self, var: int, value: int) -> array:
-        """The ids of the operators with the precondition ``var = value`` (empty when none)."""
-        k = self.base[var] + value
-        return self.ops[self.starts[k] : self.starts[k + 1]]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Watchers):
-            return NotImplemented
-        return (self.base, self.starts, self.ops) == (other.base, other.starts, other.ops)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable arrays inside: unhashable, as the lists it replaced
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Watchers, (self.base, self.starts, self.ops))
-
-
 class SasState:
     """One env's state in a :class:`SasTask`: the variable values and the applicable operators, kept incrementally."""
 
@@ -394,11 +355,11 @@ class SasState:
                 self._watch(var, before, values[var])
 
     def _watch(self, var: int, old: int, new: int) -> None:
-        watch, unmet, open_ = self.task.watchers, self.unmet, self.open
-        for op in watch.get(var, old):
+        watch, unmet, open_ = self.task.watchers[var], self.unmet, self.open
+        for op in watch.get(old, ()):
             unmet[op] += 1
             open_.discard(op)
-        for op in watch.get(var, new):
+        for op in watch.get(new, ()):
             unmet[op] -= 1
             if unmet[op] == 0:
                 open_.add(op)
