@@ -25,8 +25,7 @@ import time
 from pathlib import Path
 
 import study  # benchmarks/ (the script's folder, on the path when it runs): provenance of every result
-
-REFUSED = (0, 3, 11)  # the training generator and the protocols' held-out generators
+from main_job_start import REFUSED, commit_cell, outcomes, pct
 
 
 def run(a: argparse.Namespace) -> dict:
@@ -34,7 +33,6 @@ def run(a: argparse.Namespace) -> dict:
     from transformers import TrainerCallback
 
     from agentgym_r1.adapters.loading import load_model, load_tokenizer
-    from agentgym_r1.leaderboard.batched import EnginePlayer
     from agentgym_r1.leaderboard.suites import env_kwargs
     from agentgym_r1.leaderboard.training import ENV_ID, HELD_OUT_OPTIONS, SOURCE, TrainBudget, TrainPlan, grpo_config
     from agentgym_r1.trainers.grpo import AgentGRPOTrainer
@@ -46,14 +44,7 @@ def run(a: argparse.Namespace) -> dict:
     dev = env_kwargs(ENV_ID, SOURCE, {**HELD_OUT_OPTIONS, "seed": a.dev_seed})
 
     def score() -> str:
-        model.eval()
-        player = EnginePlayer.from_model(model, tokenizer, budget.max_new_tokens)
-        try:
-            records = player.play(ENV_ID, dev, [(i, i) for i in range(a.dev)], 64)
-            return "".join("1" if r.success else "0" for r in records)
-        finally:
-            player.close()
-            model.train()
+        return outcomes(model, tokenizer, budget.max_new_tokens, {"dev": (dev, a.dev)})["dev"]
 
     before = score()
     episodes: list[int] = []
@@ -91,11 +82,7 @@ def run(a: argparse.Namespace) -> dict:
 
 
 def table(paths: list[Path]) -> str:
-    from agentgym_r1.leaderboard.board import mcnemar, wilson
-
-    def pct(bits: str) -> str:
-        s = wilson(bits.count("1"), len(bits))
-        return f"{100 * s.value:.1f} [{100 * s.low:.1f}, {100 * s.high:.1f}]"
+    from agentgym_r1.leaderboard.board import mcnemar
 
     lines = [
         "| run | start | config | before | after | newly solved / lost | McNemar p | updates | train wall | commit |",
@@ -105,11 +92,10 @@ def table(paths: list[Path]) -> str:
         r = json.loads(path.read_text())
         gained = sum(b == "0" and c == "1" for b, c in zip(r["before"], r["after"], strict=True))
         lost = sum(b == "1" and c == "0" for b, c in zip(r["before"], r["after"], strict=True))
-        dirty = " (dirty)" if r["provenance"]["dirty"] else ""
         lines.append(
             f"| {path.stem} | {r['start']} | `{json.dumps(r['config'])}` | {pct(r['before'])} | {pct(r['after'])} | "
             f"{gained} / {lost} | {mcnemar(gained, lost):.2g} | {r['updates']} | {r['train_s']:.0f} s | "
-            f"{r['provenance']['commit'][:7]}{dirty} |"
+            f"{commit_cell(r['provenance'])} |"
         )
     return "\n".join(lines)
 

@@ -35,16 +35,49 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import study  # benchmarks/ (the script's folder, on the path when it runs): provenance of every result
 from main_job_seeds import KERNELS, child_env
+
+REFUSED = frozenset({0, 3, 11})  # the training generator and the registered protocols' held-out generators
+
+
+def outcomes(model: Any, tokenizer: Any, max_new_tokens: int, sets: dict[str, tuple[dict, int]]) -> dict[str, str]:
+    """Each set's first ``n`` problems (``sets[name] = (env kwargs, n)``) played greedily by the model in memory, as
+    the board plays them (64 episodes per engine batch), as a string of ``1`` (solved) and ``0``; the model is left in
+    train mode."""
+    from agentgym_r1.leaderboard.batched import EnginePlayer
+    from agentgym_r1.leaderboard.training import ENV_ID
+
+    model.eval()
+    player = EnginePlayer.from_model(model, tokenizer, max_new_tokens)
+    try:
+        return {
+            k: "".join("1" if r.success else "0" for r in player.play(ENV_ID, kw, [(i, i) for i in range(n)], 64))
+            for k, (kw, n) in sets.items()
+        }
+    finally:
+        player.close()
+        model.train()
+
+
+def pct(bits: str) -> str:
+    """A string of outcomes as its success rate with the 95% Wilson interval, in percent."""
+    from agentgym_r1.leaderboard.board import wilson
+
+    s = wilson(bits.count("1"), len(bits))
+    return f"{100 * s.value:.1f} [{100 * s.low:.1f}, {100 * s.high:.1f}]"
+
+
+def commit_cell(provenance: dict) -> str:
+    return f"{provenance['commit'][:7]}{' (dirty)' if provenance['dirty'] else ''}"
 
 
 def run_one(seed: int, kernels: str, a: argparse.Namespace) -> dict:
     """The SFT of one run with its reads, in this process (the parent set the kernel variable before torch loads)."""
     import torch
 
-    from agentgym_r1.leaderboard.batched import EnginePlayer
     from agentgym_r1.leaderboard.suites import env_kwargs
     from agentgym_r1.leaderboard.training import ENV_ID, HELD_OUT_OPTIONS, SOURCE, TrainBudget, sft_start, train_sft
 
@@ -63,16 +96,7 @@ def run_one(seed: int, kernels: str, a: argparse.Namespace) -> dict:
         if step < a.first_step or (step - a.first_step) % a.every:
             return
         t0 = time.monotonic()
-        model.eval()
-        player = EnginePlayer.from_model(model, tokenizer, budget.max_new_tokens)
-        try:
-            got = {
-                k: "".join("1" if r.success else "0" for r in player.play(ENV_ID, kw, [(i, i) for i in range(n)], 64))
-                for k, (kw, n) in sets.items()
-            }
-        finally:
-            player.close()
-            model.train()
+        got = outcomes(model, tokenizer, budget.max_new_tokens, sets)
         path = a.out / name / f"step{step}"
         model.save_pretrained(str(path))
         tokenizer.save_pretrained(str(path))
@@ -100,12 +124,6 @@ def pick(reads: list[dict]) -> dict:
 
 
 def table(out: Path) -> str:
-    from agentgym_r1.leaderboard.board import wilson
-
-    def pct(bits: str) -> str:
-        s = wilson(bits.count("1"), len(bits))
-        return f"{100 * s.value:.1f} [{100 * s.low:.1f}, {100 * s.high:.1f}]"
-
     lines = [
         "| seed | kernels | dev at the last step | picked step (monitor) | dev at the picked step | "
         "dev at each read (lowest-highest) | commit |",
@@ -118,8 +136,7 @@ def table(out: Path) -> str:
         lines.append(
             f"| {r['seed']} | {r['kernels']} ({r['torch_capability']}) | {pct(last['dev'])} | {best['step']} "
             f"({best['monitor'].count('1')}/{len(best['monitor'])}) | {pct(best['dev'])} | "
-            f"{min(devs):.1f}-{max(devs):.1f} | {r['provenance']['commit'][:7]}"
-            f"{' (dirty)' if r['provenance']['dirty'] else ''} |"
+            f"{min(devs):.1f}-{max(devs):.1f} | {commit_cell(r['provenance'])} |"
         )
     return "\n".join(lines)
 
@@ -144,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.table:
         print(table(a.out))
         return 0
-    if {a.monitor_seed, a.dev_seed} & {0, 3, 11}:
+    if {a.monitor_seed, a.dev_seed} & REFUSED:
         p.error("the monitoring and development generators must not be the training one (0) or a protocol's (3, 11)")
     if a.child:
         seed, kernels = int(a.child[0]), a.child[1]
