@@ -293,9 +293,7 @@ class Shared:
         self.obj = obj
 
     def __reduce__(self) -> tuple[Any, ...]:
-        buffer = io.BytesIO()
-        _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(self.obj)
-        blob = buffer.getvalue()
+        blob = _pickled(self.obj)
         return (shared, (hashlib.blake2b(blob, digest_size=16).digest(), blob))
 
 
@@ -326,12 +324,17 @@ def clear_shared() -> None:
         _SHARED.clear()
 
 
+def _pickled(obj: Any) -> bytes:
+    """``obj`` pickled with :class:`_Pickler` (TextWorld's logic objects rebuilt, grammar parts shared)."""
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buffer.getvalue()
+
+
 def pack(obj: Any) -> bytes:
     """``obj`` as a zlib-compressed pickle, with TextWorld's logic objects pickled by constructor (:class:`_Pickler`);
     :func:`unpack` reads it. Only for bytes that a checksum guards (an entry's payload): unpickling runs code."""
-    buffer = io.BytesIO()
-    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
-    return zlib.compress(buffer.getvalue(), 1)
+    return zlib.compress(_pickled(obj), 1)
 
 
 def unpack(blob: bytes) -> Any:
