@@ -12,6 +12,16 @@ never a protocol's held-out one), paired (McNemar's exact test).
         --seed 4 --config '{"dynamic_sampling": true, "dynamic_sampling_max_tries": 2}' --out runs/grpo-dev/s4-dyn.json
     PYTHONPATH=. python benchmarks/main_job_grpo_dev.py --table runs/grpo-dev/*.json
 
+``--control-sft LR`` runs the control instead of GRPO: the same number of updates (``grpo_steps``) of supervised
+fine-tuning from the same start on the main job's expert rows (its ``sft_episodes`` of the training generator, in the
+checkpoint's tokenizer), batch ``sft_batch``, at the constant learning rate ``LR`` without warm-up, batches drawn with
+replacement by a generator seeded ``seed + 10_000`` (not the SFT's own draw, which would replay its first batches). At
+GRPO's learning rate it asks whether GRPO's gain over a start trained at a higher constant rate is more than what
+settling at the lower rate gives; at the SFT's own rate, what more SFT gives.
+
+    PYTHONPATH=. python benchmarks/main_job_grpo_dev.py --start runs/main-job-start/seed0-default/step850 --seed 0 \
+        --control-sft 6e-4 --out runs/grpo-dev/s0-sft6e-4.json
+
 Budgets are in updates (``grpo_steps``) and generated episodes (counted), never in time; the wall time is reported.
 """
 
@@ -23,6 +33,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import study  # benchmarks/ (the script's folder, on the path when it runs): provenance of every result
 from main_job_start import REFUSED, commit_cell, outcomes, pct
@@ -47,6 +58,11 @@ def run(a: argparse.Namespace) -> dict:
         return outcomes(model, tokenizer, budget.max_new_tokens, {"dev": (dev, a.dev)})["dev"]
 
     before = score()
+    if a.control_sft is not None:
+        t = time.monotonic()
+        control_sft(model, tokenizer, budget, a.control_sft)
+        seconds = time.monotonic() - t
+        return {**record(a, budget, before, score(), seconds), "control_sft_lr": a.control_sft}
     episodes: list[int] = []
 
     class Count(TrainerCallback):
@@ -64,7 +80,34 @@ def run(a: argparse.Namespace) -> dict:
         finally:
             trainer.rollouts.close()
         seconds = time.monotonic() - t
-    after = score()
+    return {**record(a, budget, before, score(), seconds), "episodes": episodes[-1] if episodes else None}
+
+
+CONTROL_DRAW = 10_000  # the control's batches: a draw seeded seed + 10_000, apart from the SFT's own
+
+
+def control_sft(model: Any, tokenizer: Any, budget: Any, lr: float) -> None:
+    """``budget.grpo_steps`` updates of SFT of ``model`` on the main job's expert rows at the constant ``lr``."""
+    from agentgym_r1.envs.gsm8k.expert import expert_actions
+    from agentgym_r1.leaderboard.training import ENV_ID, SOURCE, TASK_OPTIONS
+    from agentgym_r1.trainers.sft import expert_rows, sft
+
+    kwargs = {"source": SOURCE, **TASK_OPTIONS}
+    rows = expert_rows(ENV_ID, kwargs, range(budget.sft_episodes), tokenizer, expert_actions).samples
+    model.train()
+    sft(
+        model,
+        tokenizer,
+        rows,
+        steps=budget.grpo_steps,
+        batch_size=budget.sft_batch,
+        lr=lr,
+        warmup_steps=0,
+        seed=budget.seed + CONTROL_DRAW,
+    )
+
+
+def record(a: argparse.Namespace, budget: Any, before: str, after: str, seconds: float) -> dict:
     return {
         "start": str(a.start),
         "seed": a.seed,
@@ -74,7 +117,6 @@ def run(a: argparse.Namespace) -> dict:
         "before": before,
         "after": after,
         "updates": budget.grpo_steps,
-        "episodes": episodes[-1] if episodes else None,
         "train_s": round(seconds, 1),
         "threads": a.threads,
         "load_after": os.getloadavg(),
@@ -85,19 +127,38 @@ def table(paths: list[Path]) -> str:
     from agentgym_r1.leaderboard.board import mcnemar
 
     lines = [
-        "| run | start | config | before | after | newly solved / lost | McNemar p | updates | train wall | commit |",
+        "| run | start | config (or control) | before | after | newly solved / lost | McNemar p | updates | train wall "
+        "| commit |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for path in paths:
         r = json.loads(path.read_text())
         gained = sum(b == "0" and c == "1" for b, c in zip(r["before"], r["after"], strict=True))
         lost = sum(b == "1" and c == "0" for b, c in zip(r["before"], r["after"], strict=True))
+        arm = f"SFT at lr {r['control_sft_lr']:g}" if "control_sft_lr" in r else f"`{json.dumps(r['config'])}`"
         lines.append(
-            f"| {path.stem} | {r['start']} | `{json.dumps(r['config'])}` | {pct(r['before'])} | {pct(r['after'])} | "
+            f"| {path.stem} | {r['start']} | {arm} | {pct(r['before'])} | {pct(r['after'])} | "
             f"{gained} / {lost} | {mcnemar(gained, lost):.2g} | {r['updates']} | {r['train_s']:.0f} s | "
             f"{commit_cell(r['provenance'])} |"
         )
     return "\n".join(lines)
+
+
+def versus(first: Path, second: Path) -> str:
+    """The two runs' results compared directly, paired on the same problems: the problems only the first solves, only
+    the second, and McNemar's exact p. Runs from different starts or sets are refused."""
+    from agentgym_r1.leaderboard.board import mcnemar
+
+    a, b = (json.loads(path.read_text()) for path in (first, second))
+    for key in ("start", "dev_seed", "before"):
+        if a[key] != b[key]:
+            raise SystemExit(f"{first.stem} and {second.stem} differ in {key}: not paired")
+    only_a = sum(x == "1" and y == "0" for x, y in zip(a["after"], b["after"], strict=True))
+    only_b = sum(x == "0" and y == "1" for x, y in zip(a["after"], b["after"], strict=True))
+    return (
+        f"{first.stem} {pct(a['after'])} against {second.stem} {pct(b['after'])}: solved by the first only {only_a}, "
+        f"by the second only {only_b}, McNemar p = {mcnemar(only_a, only_b):.2g}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,12 +167,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0, help="the GRPO run's seed (TrainBudget.seed)")
     p.add_argument("--config", default="{}", metavar="JSON", help="AgentGRPOConfig fields over the recipe's")
     p.add_argument("--budget", default="{}", metavar="JSON", help="TrainBudget fields over the recipe's")
+    p.add_argument("--control-sft", type=float, metavar="LR", help="run the continued-SFT control at this lr instead")
     p.add_argument("--dev", type=int, default=512, help="development problems scored before and after")
     p.add_argument("--dev-seed", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path)
     p.add_argument("--table", type=Path, nargs="+", help="print the table of these result files, run nothing")
+    p.add_argument("--versus", type=Path, nargs=2, help="compare two result files' trained rows, run nothing")
     a = p.parse_args(argv)
+    if a.versus:
+        print(versus(*a.versus))
+        return
     if a.table:
         print(table(a.table))
         return

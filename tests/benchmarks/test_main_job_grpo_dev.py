@@ -31,25 +31,35 @@ BUDGET = {
 }
 
 
-def test_grpo_from_a_checkpoint_scores_both_rows_on_the_same_problems(tmp_path):
+def tiny_start(tmp_path: Path, seed: int) -> tuple[Path, object, object, object]:
+    """The tiny SFT of seed ``seed``, saved as a start: its folder, budget, tokenizer and model."""
     from agentgym_r1.leaderboard.training import TrainBudget, sft_start, train_sft
 
     torch.set_num_threads(1)
-    budget = TrainBudget(**{**BUDGET, "seed": 1})
+    budget = TrainBudget(**{**BUDGET, "seed": seed})
     tokenizer, model, rows = sft_start(budget)
     train_sft(budget, tokenizer, model, rows, None)
     start = tmp_path / "sft"
     model.save_pretrained(str(start))
     tokenizer.save_pretrained(str(start))
+    return start, budget, tokenizer, model
 
-    out = tmp_path / "runs" / "dyn.json"
-    config = {"dynamic_sampling": True, "dynamic_sampling_max_tries": 2}
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "main_job_grpo_dev.py"), "--start", str(start), "--seed", "1"]
-    cmd += ["--budget", json.dumps(BUDGET), "--config", json.dumps(config), "--dev", "6", "--out", str(out)]
+
+def run_script(start: Path, seed: int, out: Path, *args: str) -> dict:
+    """``main_job_grpo_dev.py`` from ``start`` on 6 development problems with the tiny budget; its result file."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "main_job_grpo_dev.py"), "--start", str(start)]
+    cmd += ["--seed", str(seed), "--budget", json.dumps(BUDGET), "--dev", "6", "--out", str(out), *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    r = json.loads(out.read_text(encoding="utf-8"))
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_grpo_from_a_checkpoint_scores_both_rows_on_the_same_problems(tmp_path):
+    start = tiny_start(tmp_path, 1)[0]
+    out = tmp_path / "runs" / "dyn.json"
+    config = {"dynamic_sampling": True, "dynamic_sampling_max_tries": 2}
+    r = run_script(start, 1, out, "--config", json.dumps(config))
     assert len(r["before"]) == len(r["after"]) == 6 and set(r["before"] + r["after"]) <= {"0", "1"}
     assert r["updates"] == 2 and r["config"] == config and r["provenance"]["commit"]
     # each update plays its batch (2 tasks x 2 samples) and, the tiny start solving nothing, refills every group once
@@ -62,3 +72,30 @@ def test_grpo_from_a_checkpoint_scores_both_rows_on_the_same_problems(tmp_path):
 def test_a_protocols_held_out_generator_is_refused(tmp_path):
     with pytest.raises(SystemExit):
         main_job_grpo_dev.main(["--start", str(tmp_path), "--out", str(tmp_path / "x.json"), "--dev-seed", "3"])
+
+
+def test_the_sft_control_trains_as_many_updates_from_the_start_and_pairs_with_grpo(tmp_path):
+    from agentgym_r1.adapters.loading import load_model
+
+    start, budget, tokenizer, model = tiny_start(tmp_path, 2)
+
+    # the control's own function moves the weights: as many updates at the given rate, from the start
+    moved = load_model(str(start), "start", device="cpu")
+    main_job_grpo_dev.control_sft(moved, tokenizer, budget, 1e-3)
+    diff = max((p - q).abs().max().item() for p, q in zip(moved.parameters(), model.parameters(), strict=True))
+    assert diff > 0
+
+    out = tmp_path / "runs" / "sft.json"
+    r = run_script(start, 2, out, "--control-sft", "1e-3")
+    assert r["control_sft_lr"] == 1e-3 and r["updates"] == 2 and len(r["before"]) == len(r["after"]) == 6
+    assert "| SFT at lr 0.001 |" in main_job_grpo_dev.table([out])
+
+    # paired against another run from the same start; a run from another start is refused
+    other = tmp_path / "runs" / "other.json"
+    other.write_text(json.dumps({**r, "after": "".join("1" if c == "0" else "0" for c in r["after"])}))
+    line = main_job_grpo_dev.versus(out, other)
+    solved = r["after"].count("1")
+    assert f"by the first only {solved}, by the second only {6 - solved}" in line
+    other.write_text(json.dumps({**r, "start": "elsewhere"}))
+    with pytest.raises(SystemExit, match="differ in start"):
+        main_job_grpo_dev.versus(out, other)
