@@ -27,6 +27,10 @@ lr ``--lr`` on a cosine to 0 over the updates, temperature 1, rows without advan
 **The controls** continue each kernel setting's SFT start with the same SFT recipe instead of GRPO: as many SFT
 steps as GRPO updates (equal updates), and eight times as many (equal trained sequences: a GRPO update trains on 128
 episodes, an SFT step on 16), scored on the same problems and compared pairwise with the start and each GRPO run.
+``control --control-lr LR`` trains the control as GRPO's rate trains instead: one run of ``--control-steps`` steps at
+``LR`` on a cosine to 0, no warm-up (GRPO's schedule), so that what a lower, decaying rate gives the start is not
+counted as GRPO's (``control-<steps>-lr<LR>.json``; the main job's development runs found it gains more than GRPO
+there, ``benchmarks/reports/main_job.md``).
 """
 
 from __future__ import annotations
@@ -153,12 +157,29 @@ def run_control(a: argparse.Namespace, where: Path, record: dict, seeds: list[in
     model = AutoModelForCausalLM.from_pretrained(where / "sft").train()
     _, rows = expert_data(a.sft_episodes, tokenizer)
     start = time.time()
-    sft_chunks(model, tokenizer, rows, a.sft_steps, a.sft_steps + a.control_steps, f"{a.kernels} control")
+    if a.control_lr is None:  # the SFT recipe continued: chunks of 50 at 3e-3
+        sft_chunks(model, tokenizer, rows, a.sft_steps, a.sft_steps + a.control_steps, f"{a.kernels} control")
+        name = f"control-{a.control_steps}.json"
+    else:  # GRPO's rate and schedule: one optimizer, a cosine to 0 over the steps
+        from agentgym_r1.trainers.sft import sft
+
+        sft(
+            model,
+            tokenizer,
+            rows,
+            steps=a.control_steps,
+            batch_size=16,
+            lr=a.control_lr,
+            schedule="cosine",
+            warmup_steps=0,
+            seed=a.sft_steps,
+        )
+        name = f"control-{a.control_steps}-lr{a.control_lr:g}.json"
     seconds = time.time() - start
     after = score(model, tokenizer, a.held_out_seed, seeds)
     write(
-        where / f"control-{a.control_steps}.json",
-        {"steps": a.control_steps, "seconds": seconds} | {"after": after, **record},
+        where / name,
+        {"steps": a.control_steps, "lr": a.control_lr, "seconds": seconds} | {"after": after, **record},
     )
 
 
@@ -277,8 +298,9 @@ def table(out: Path) -> str:
             g = json.loads(grpo.read_text())
             t = summary(c["after"], g["after"])
             runs.append(f"seed {g['seed']}: {t['gained']} / {t['lost']}, {t['p']:.2g}")
+        at = "" if c.get("lr") is None else f" at lr {c['lr']:g}, cosine"
         lines.append(
-            f"| {path.parent.name} | SFT +{c['steps']} steps | {100 * f['value']:.1f}% [{100 * f['low']:.1f}, "
+            f"| {path.parent.name} | SFT +{c['steps']} steps{at} | {100 * f['value']:.1f}% [{100 * f['low']:.1f}, "
             f"{100 * f['high']:.1f}] | {s['gained']} / {s['lost']}, p {s['p']:.2g} | {'; '.join(runs)} |"
         )
     if rows:
@@ -350,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--updates", type=int, default=200)
     p.add_argument("--control-steps", type=int, default=200, help="control: more SFT steps from the start")
     p.add_argument("--controls", type=int, nargs="*", default=[200, 1600], help="all: the controls' SFT steps")
+    p.add_argument("--control-lr", type=float, help="control: at this lr on a cosine to 0 (GRPO's schedule)")
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--sft-steps", type=int, default=850)
     p.add_argument("--sft-episodes", type=int, default=20_000)

@@ -42,3 +42,27 @@ def test_a_confirmatory_run_outside_the_protocol_is_refused(tmp_path):
     with pytest.raises(ProtocolError, match="draft"):
         gc.main(["grpo", "--seed", "0", "--out", str(tmp_path / "out"), "--protocol", str(protocol)])
     assert not (tmp_path / "out").exists()  # refused before any work
+
+
+def test_the_control_at_grpos_rate_is_its_own_row_beside_the_recipes_control(tmp_path):
+    """``control --control-lr``: one run at that rate on a cosine (GRPO's schedule), written apart from the recipe's
+    control and labelled with its rate in the table."""
+    import argparse
+    import json
+
+    pytest.importorskip("trl")
+    from agentgym_r1.adapters.scratch import make_model
+
+    tokenizer, _ = gc.expert_data(1)
+    make_model(tokenizer, tmp_path / "default" / "sft", hidden=32, layers=1)
+    tokenizer.save_pretrained(tmp_path / "default" / "sft")
+    seeds = [0, 1, 2]
+    (tmp_path / "default" / "start.json").write_text(json.dumps({"success": [False] * 3}))
+    base = dict(sft_episodes=8, sft_steps=0, control_steps=2, kernels="default", held_out_seed=7, threads=1)
+    gc.run_control(argparse.Namespace(**base, control_lr=None), tmp_path / "default", {}, seeds)
+    gc.run_control(argparse.Namespace(**base, control_lr=3e-4), tmp_path / "default", {}, seeds)
+    recipe = json.loads((tmp_path / "default" / "control-2.json").read_text())
+    lower = json.loads((tmp_path / "default" / "control-2-lr0.0003.json").read_text())
+    assert recipe["lr"] is None and lower["lr"] == 3e-4 and len(lower["after"]) == 3
+    text = gc.table(tmp_path)
+    assert "| default | SFT +2 steps at lr 0.0003, cosine |" in text and "| default | SFT +2 steps |" in text
