@@ -22,6 +22,13 @@ settling at the lower rate gives; at the SFT's own rate, what more SFT gives.
     PYTHONPATH=. python benchmarks/main_job_grpo_dev.py --start runs/main-job-start/seed0-default/step850 --seed 0 \
         --control-sft 6e-4 --out runs/grpo-dev/s0-sft6e-4.json
 
+**Confirmatory runs** (``--protocol PAGE``): the committed protocol's guard (``benchmarks/study.py``) refuses a dirty
+tree, another commit, an unlisted seed or held-out set before any work; the problems scored are then the first
+``--dev`` *new* problems of the generator ``--dev-seed`` (no problem whose text training can draw, no repeat: the rule
+and guard of ``gsm8k_confirm.py``, which stops the run naming any overlap), recorded with the result. ``--new-only``
+applies that rule to a development run. ``--pooled FILES`` pairs, for each start, its GRPO run with its control and
+prints the mean difference over the starts with a 95% percentile bootstrap interval over starts and problems.
+
 Budgets are in updates (``grpo_steps``) and generated episodes (counted), never in time; the wall time is reported.
 """
 
@@ -36,7 +43,9 @@ from pathlib import Path
 from typing import Any
 
 import study  # benchmarks/ (the script's folder, on the path when it runs): provenance of every result
-from main_job_start import REFUSED, commit_cell, outcomes, pct
+from main_job_start import HELD_OUT_GENERATORS, REFUSED, commit_cell, outcomes, pct
+
+BOOTSTRAP, BOOTSTRAP_SEED = 10_000, 36  # the pooled analysis's resamples and their generator
 
 
 def run(a: argparse.Namespace) -> dict:
@@ -55,7 +64,7 @@ def run(a: argparse.Namespace) -> dict:
     dev = env_kwargs(ENV_ID, SOURCE, {**HELD_OUT_OPTIONS, "seed": a.dev_seed})
 
     def score() -> str:
-        return outcomes(model, tokenizer, budget.max_new_tokens, {"dev": (dev, a.dev)})["dev"]
+        return outcomes(model, tokenizer, budget.max_new_tokens, {"dev": (dev, a.problems)})["dev"]
 
     before = score()
     if a.control_sft is not None:
@@ -114,6 +123,7 @@ def record(a: argparse.Namespace, budget: Any, before: str, after: str, seconds:
         "budget": json.loads(a.budget),
         "config": json.loads(a.config),
         "dev_seed": a.dev_seed,
+        "problems": a.problems,
         "before": before,
         "after": after,
         "updates": budget.grpo_steps,
@@ -161,6 +171,53 @@ def versus(first: Path, second: Path) -> str:
     )
 
 
+def new_problems(generator_seed: int, n: int) -> list[int]:
+    """The first ``n`` reset seeds of the generator whose problem no training draw holds and no earlier one repeats,
+    checked by the guard (``gsm8k_confirm.check_overlap`` raises ``HeldOutOverlapError`` naming an overlap)."""
+    from gsm8k_confirm import TRAIN_POOL, check_overlap, held_out_set, problems
+
+    train = set(problems(None, range(TRAIN_POOL)).values())
+    seeds = held_out_set(generator_seed, n, train)
+    check_overlap(generator_seed, seeds, train)
+    return seeds
+
+
+def pooled(paths: list[Path]) -> str:
+    """For each start, its GRPO run's success minus its control's on the same problems; the mean over starts with a
+    95% percentile bootstrap interval (starts and problems drawn with replacement, the same problems for every start
+    of a resample). A start without exactly one GRPO run and one control, or runs on other problems, is refused."""
+    import numpy as np
+
+    by_start: dict[str, dict[str, dict]] = {}
+    for path in paths:
+        r = json.loads(path.read_text())
+        arm = "control" if "control_sft_lr" in r else "grpo"
+        if arm in by_start.setdefault(r["start"], {}):
+            raise SystemExit(f"two {arm} runs from {r['start']}")
+        by_start[r["start"]][arm] = r
+    pairs = []
+    for start, arms in sorted(by_start.items()):
+        if set(arms) != {"grpo", "control"} or arms["grpo"]["before"] != arms["control"]["before"]:
+            raise SystemExit(f"{start}: a GRPO run and a control on the same problems are needed, got {sorted(arms)}")
+        if arms["grpo"].get("problems") != arms["control"].get("problems"):
+            raise SystemExit(f"{start}: the GRPO run and the control scored different problems")
+        pairs.append([[c == "1" for c in arms[k]["after"]] for k in ("grpo", "control")])
+    diff = np.array([[float(g) - float(c) for g, c in zip(*pair, strict=True)] for pair in pairs])  # starts x problems
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    n_starts, n_problems = diff.shape
+    means = np.empty(BOOTSTRAP)
+    for b in range(BOOTSTRAP):
+        rows = rng.integers(n_starts, size=n_starts)
+        cols = rng.integers(n_problems, size=n_problems)
+        means[b] = diff[np.ix_(rows, cols)].mean()
+    low, high = np.percentile(means, [2.5, 97.5])
+    per = ", ".join(f"{100 * d.mean():+.1f}" for d in diff)
+    return (
+        f"GRPO minus control over {n_starts} starts x {n_problems} problems: {100 * diff.mean():+.2f} points "
+        f"[{100 * low:+.2f}, {100 * high:+.2f}] (95% bootstrap, {BOOTSTRAP} resamples); per start {per}"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--start", type=Path, help="an SFT checkpoint (main_job_start.py saves them)")
@@ -174,7 +231,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path)
     p.add_argument("--table", type=Path, nargs="+", help="print the table of these result files, run nothing")
     p.add_argument("--versus", type=Path, nargs=2, help="compare two result files' trained rows, run nothing")
+    p.add_argument("--pooled", type=Path, nargs="+", help="the pooled GRPO-against-control analysis, run nothing")
+    p.add_argument("--protocol", type=Path, help="a confirmatory run: the committed protocol page (refused otherwise)")
+    p.add_argument("--new-only", action="store_true", help="score new problems only (always so with --protocol)")
     a = p.parse_args(argv)
+    if a.pooled:
+        print(pooled(a.pooled))
+        return
     if a.versus:
         print(versus(*a.versus))
         return
@@ -183,9 +246,15 @@ def main(argv: list[str] | None = None) -> None:
         return
     if a.start is None or a.out is None:
         p.error("--start and --out are needed to run")
-    if a.dev_seed in REFUSED:
-        p.error(f"--dev-seed {a.dev_seed} is the training generator (0) or a protocol's held-out one (3, 11)")
-    record = study.start(__file__, a.out.parent)  # before any work: the commit and tree the run used
+    if a.dev_seed in REFUSED and a.protocol is None:
+        p.error(f"--dev-seed {a.dev_seed} is the training generator (0) or a protocol's ({HELD_OUT_GENERATORS})")
+    from gsm8k_confirm import held_out_name
+
+    # before any work: the commit and tree the run used; with a protocol, its guard refuses the run first
+    record = study.start(
+        __file__, a.out.parent, a.protocol, a.seed, [held_out_name(a.dev_seed)] if a.protocol else None
+    )
+    a.problems = new_problems(a.dev_seed, a.dev) if a.protocol or a.new_only else a.dev
     result = {**run(a), "provenance": record}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=1))

@@ -40,13 +40,16 @@ from typing import Any
 import study  # benchmarks/ (the script's folder, on the path when it runs): provenance of every result
 from main_job_seeds import KERNELS, child_env
 
-REFUSED = frozenset({0, 3, 11})  # the training generator and the registered protocols' held-out generators
+REFUSED = frozenset({0, 3, 7, 11, 13})  # the training generator and the registered protocols' held-out generators
+HELD_OUT_GENERATORS = ", ".join(str(g) for g in sorted(REFUSED - {0}))
 
 
-def outcomes(model: Any, tokenizer: Any, max_new_tokens: int, sets: dict[str, tuple[dict, int]]) -> dict[str, str]:
-    """Each set's first ``n`` problems (``sets[name] = (env kwargs, n)``) played greedily by the model in memory, as
-    the board plays them (64 episodes per engine batch), as a string of ``1`` (solved) and ``0``; the model is left in
-    train mode."""
+def outcomes(
+    model: Any, tokenizer: Any, max_new_tokens: int, sets: dict[str, tuple[dict, int | list[int]]]
+) -> dict[str, str]:
+    """Each set's first ``n`` problems (``sets[name] = (env kwargs, n)``), or the problems of the listed reset seeds,
+    played greedily by the model in memory, as the board plays them (64 episodes per engine batch), as a string of
+    ``1`` (solved) and ``0``; the model is left in train mode."""
     from agentgym_r1.leaderboard.batched import EnginePlayer
     from agentgym_r1.leaderboard.training import ENV_ID
 
@@ -54,12 +57,18 @@ def outcomes(model: Any, tokenizer: Any, max_new_tokens: int, sets: dict[str, tu
     player = EnginePlayer.from_model(model, tokenizer, max_new_tokens)
     try:
         return {
-            k: "".join("1" if r.success else "0" for r in player.play(ENV_ID, kw, [(i, i) for i in range(n)], 64))
+            k: "".join("1" if r.success else "0" for r in player.play(ENV_ID, kw, items(n), 64))
             for k, (kw, n) in sets.items()
         }
     finally:
         player.close()
         model.train()
+
+
+def items(problems: int | list[int]) -> list[tuple[int, int]]:
+    """The board's ``(index, reset seed)`` items: the first ``problems`` reset seeds, or the listed ones."""
+    seeds = range(problems) if isinstance(problems, int) else problems
+    return list(enumerate(seeds))
 
 
 def pct(bits: str) -> str:
@@ -162,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         print(table(a.out))
         return 0
     if {a.monitor_seed, a.dev_seed} & REFUSED:
-        p.error("the monitoring and development generators must not be the training one (0) or a protocol's (3, 11)")
+        p.error(
+            "the monitoring and development generators must not be the training one (0) or a protocol's "
+            f"({HELD_OUT_GENERATORS})"
+        )
     if a.child:
         seed, kernels = int(a.child[0]), a.child[1]
         record = study.start(__file__, a.out, None, seed, None)

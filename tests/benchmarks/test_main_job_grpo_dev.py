@@ -99,3 +99,59 @@ def test_the_sft_control_trains_as_many_updates_from_the_start_and_pairs_with_gr
     other.write_text(json.dumps({**r, "start": "elsewhere"}))
     with pytest.raises(SystemExit, match="differ in start"):
         main_job_grpo_dev.versus(out, other)
+
+
+def result(tmp_path: Path, name: str, start: str, after: str, control: bool, problems: list[int]) -> Path:
+    path = tmp_path / f"{name}.json"
+    r = {"start": start, "before": "0" * len(after), "after": after, "problems": problems}
+    path.write_text(json.dumps({**r, "control_sft_lr": 6e-4} if control else r))
+    return path
+
+
+def test_pooled_pairs_each_starts_grpo_run_with_its_control(tmp_path):
+    problems = list(range(8))
+    files = [
+        result(tmp_path, "a-grpo", "a", "11110000", False, problems),
+        result(tmp_path, "a-ctl", "a", "11000000", True, problems),  # GRPO +2 of 8 from start a
+        result(tmp_path, "b-grpo", "b", "10000000", False, problems),
+        result(tmp_path, "b-ctl", "b", "10000000", True, problems),  # even from start b
+    ]
+    line = main_job_grpo_dev.pooled(files)
+    assert line.startswith("GRPO minus control over 2 starts x 8 problems: +12.50 points [")
+    assert "per start +25.0, +0.0" in line
+    low, high = (float(x) for x in line.split("[")[1].split("]")[0].split(", "))
+    assert low <= 12.5 <= high and low >= 0.0  # no resample can put start a's GRPO below its control
+    # a start without its control, or a control on other problems, is refused
+    with pytest.raises(SystemExit, match="a GRPO run and a control"):
+        main_job_grpo_dev.pooled(files[:3])
+    other = result(tmp_path, "b-ctl2", "b", "10000000", True, [9, *problems[1:]])
+    with pytest.raises(SystemExit, match="different problems"):
+        main_job_grpo_dev.pooled([*files[:3], other])
+
+
+def test_listed_problems_are_played_as_the_first_ones_are(tmp_path):
+    from main_job_start import outcomes
+
+    from agentgym_r1.leaderboard.suites import env_kwargs
+    from agentgym_r1.leaderboard.training import ENV_ID, HELD_OUT_OPTIONS, SOURCE
+
+    _, budget, tokenizer, model = tiny_start(tmp_path, 1)
+    kw = env_kwargs(ENV_ID, SOURCE, {**HELD_OUT_OPTIONS, "seed": 2})
+    first = outcomes(model, tokenizer, budget.max_new_tokens, {"x": (kw, 6)})["x"]
+    listed = outcomes(model, tokenizer, budget.max_new_tokens, {"x": (kw, [5, 0, 3])})["x"]
+    assert listed == first[5] + first[0] + first[3]
+
+
+def test_a_confirmatory_run_outside_its_protocol_is_refused_before_any_work(tmp_path):
+    from agentgym_r1.error import ProtocolError
+
+    protocol = tmp_path / "p.md"
+    protocol.write_text("```protocol\nstatus: draft\ncommit: x\nseeds: [0]\nheld_out: []\nconfig: {}\n```\n")
+    out = tmp_path / "out" / "r.json"
+    with pytest.raises(ProtocolError, match="draft"):
+        main_job_grpo_dev.main(
+            ["--start", str(tmp_path), "--out", str(out), "--dev-seed", "13", "--protocol", str(protocol)]
+        )
+    assert not out.parent.exists()
+    with pytest.raises(SystemExit):  # without the protocol, its held-out generator is refused to a development run
+        main_job_grpo_dev.main(["--start", str(tmp_path), "--out", str(out), "--dev-seed", "13"])
