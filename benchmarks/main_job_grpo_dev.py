@@ -117,6 +117,8 @@ def control_sft(model: Any, tokenizer: Any, budget: Any, lr: float) -> None:
 
 
 def record(a: argparse.Namespace, budget: Any, before: str, after: str, seconds: float) -> dict:
+    import torch
+
     return {
         "start": str(a.start),
         "seed": a.seed,
@@ -129,6 +131,7 @@ def record(a: argparse.Namespace, budget: Any, before: str, after: str, seconds:
         "updates": budget.grpo_steps,
         "train_s": round(seconds, 1),
         "threads": a.threads,
+        "torch_capability": torch.backends.cpu.get_cpu_capability(),  # the kernels torch chose (AVX2, AVX512, ...)
         "load_after": os.getloadavg(),
     }
 
