@@ -61,7 +61,7 @@ def run(a: argparse.Namespace) -> dict:
     budget = TrainBudget(**{**json.loads(a.budget), "seed": a.seed})
     tokenizer = load_tokenizer(str(a.start), "the SFT checkpoint")
     model = load_model(str(a.start), "the SFT checkpoint", device="cpu")
-    dev = env_kwargs(ENV_ID, SOURCE, {**HELD_OUT_OPTIONS, "seed": a.dev_seed})
+    dev = env_kwargs(ENV_ID, SOURCE, {**HELD_OUT_OPTIONS, "seed": a.dev_seed, **json.loads(a.dev_options)})
 
     def score() -> str:
         return outcomes(model, tokenizer, budget.max_new_tokens, {"dev": (dev, a.problems)})["dev"]
@@ -125,6 +125,7 @@ def record(a: argparse.Namespace, budget: Any, before: str, after: str, seconds:
         "budget": json.loads(a.budget),
         "config": json.loads(a.config),
         "dev_seed": a.dev_seed,
+        "dev_options": json.loads(a.dev_options),
         "problems": a.problems,
         "before": before,
         "after": after,
@@ -163,8 +164,8 @@ def versus(first: Path, second: Path) -> str:
     from agentgym_r1.leaderboard.board import mcnemar
 
     a, b = (json.loads(path.read_text()) for path in (first, second))
-    for key in ("start", "dev_seed", "before"):
-        if a[key] != b[key]:
+    for key in ("start", "dev_seed", "dev_options", "before"):
+        if a.get(key) != b.get(key):
             raise SystemExit(f"{first.stem} and {second.stem} differ in {key}: not paired")
     only_a = sum(x == "1" and y == "0" for x, y in zip(a["after"], b["after"], strict=True))
     only_b = sum(x == "0" and y == "1" for x, y in zip(a["after"], b["after"], strict=True))
@@ -230,6 +231,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--control-sft", type=float, metavar="LR", help="run the continued-SFT control at this lr instead")
     p.add_argument("--dev", type=int, default=512, help="development problems scored before and after")
     p.add_argument("--dev-seed", type=int, default=2)
+    p.add_argument(
+        "--dev-options", default="{}", metavar="JSON", help="env options over the scored set's, e.g. two-step problems"
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path)
     p.add_argument("--table", type=Path, nargs="+", help="print the table of these result files, run nothing")

@@ -86,9 +86,10 @@ def test_the_sft_control_trains_as_many_updates_from_the_start_and_pairs_with_gr
     assert diff > 0
 
     out = tmp_path / "runs" / "sft.json"
-    r = run_script(start, 2, out, "--control-sft", "1e-3")
+    r = run_script(start, 2, out, "--control-sft", "1e-3", "--dev-options", '{"min_steps": 2, "max_steps": 2}')
     assert r["control_sft_lr"] == 1e-3 and r["updates"] == 2 and len(r["before"]) == len(r["after"]) == 6
     assert r["torch_capability"] == torch.backends.cpu.get_cpu_capability()  # the kernels the run used
+    assert r["dev_options"] == {"min_steps": 2, "max_steps": 2}  # scored on two-step problems, recorded
     assert "| SFT at lr 0.001 |" in main_job_grpo_dev.table([out])
 
     # paired against another run from the same start; a run from another start is refused
