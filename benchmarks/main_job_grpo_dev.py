@@ -45,8 +45,6 @@ from typing import Any
 import study  # benchmarks/ (the script's folder, on the path when it runs): provenance of every result
 from main_job_start import HELD_OUT_GENERATORS, REFUSED, commit_cell, outcomes, pct
 
-BOOTSTRAP, BOOTSTRAP_SEED = 10_000, 36  # the pooled analysis's resamples and their generator
-
 
 def run(a: argparse.Namespace) -> dict:
     import torch
@@ -189,7 +187,8 @@ def new_problems(generator_seed: int, n: int) -> list[int]:
 def pooled(paths: list[Path]) -> str:
     """For each start, its GRPO run's success minus its control's on the same problems; the mean over starts with a
     95% percentile bootstrap interval (starts and problems drawn with replacement, the same problems for every start
-    of a resample). A start without exactly one GRPO run and one control, or runs on other problems, is refused."""
+    of a resample; :func:`study.bootstrap`, the draws every study makes). A start without exactly one GRPO run and
+    one control, or runs on other problems, is refused."""
     import numpy as np
 
     by_start: dict[str, dict[str, dict]] = {}
@@ -207,18 +206,11 @@ def pooled(paths: list[Path]) -> str:
             raise SystemExit(f"{start}: the GRPO run and the control scored different problems")
         pairs.append([[c == "1" for c in arms[k]["after"]] for k in ("grpo", "control")])
     diff = np.array([[float(g) - float(c) for g, c in zip(*pair, strict=True)] for pair in pairs])  # starts x problems
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    n_starts, n_problems = diff.shape
-    means = np.empty(BOOTSTRAP)
-    for b in range(BOOTSTRAP):
-        rows = rng.integers(n_starts, size=n_starts)
-        cols = rng.integers(n_problems, size=n_problems)
-        means[b] = diff[np.ix_(rows, cols)].mean()
-    low, high = np.percentile(means, [2.5, 97.5])
+    low, high = study.bootstrap(diff, np.random.default_rng(study.BOOT_SEED))
     per = ", ".join(f"{100 * d.mean():+.1f}" for d in diff)
     return (
-        f"GRPO minus control over {n_starts} starts x {n_problems} problems: {100 * diff.mean():+.2f} points "
-        f"[{100 * low:+.2f}, {100 * high:+.2f}] (95% bootstrap, {BOOTSTRAP} resamples); per start {per}"
+        f"GRPO minus control over {diff.shape[0]} starts x {diff.shape[1]} problems: {100 * diff.mean():+.2f} points "
+        f"[{100 * low:+.2f}, {100 * high:+.2f}] (95% bootstrap, {study.RESAMPLES} resamples); per start {per}"
     )
 
 

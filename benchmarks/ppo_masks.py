@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from study import BOOT_SEED, interval, resample_indices
+from study import BOOT_SEED, bootstrap
 
 VARIANTS = {  # label prefix -> what it ablates
     "ppo": "full masks",
@@ -42,11 +42,6 @@ def load(out: Path, seeds: list[int]) -> tuple[np.ndarray, dict[str, np.ndarray]
             if r["seeds"] != start["seeds"]:
                 raise ValueError(f"{r['run']} was scored on other questions than the start")
     return np.array(start["solved"]), {v: np.array([r["solved"] for r in rows]) for v, rows in runs.items()}
-
-
-def bootstrap(diff: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    """The 95% percentile interval of the mean per-seed difference, seeds and questions resampled."""
-    return interval(np.array([diff[np.ix_(s, q)].mean() for s, q in resample_indices(*diff.shape, rng)]))
 
 
 def report(out: Path, seeds: list[int]) -> str:

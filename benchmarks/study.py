@@ -71,6 +71,14 @@ def interval(values: Any) -> tuple[float, float]:
     return float(low), float(high)
 
 
+def bootstrap(diff: Any, rng: Any) -> tuple[float, float]:
+    """The 95% percentile interval of the mean of ``diff`` (seeds x questions, a numpy array), seeds and questions
+    resampled (:func:`resample_indices`)."""
+    import numpy as np
+
+    return interval(np.array([diff[np.ix_(s, q)].mean() for s, q in resample_indices(*diff.shape, rng)]))
+
+
 def git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``git -C root args`` (not checked: callers read the return code)."""
     return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
