@@ -135,8 +135,13 @@ def record(a: argparse.Namespace, budget: Any, before: str, after: str, seconds:
     }
 
 
+def solved(bits: str) -> list[bool]:
+    """A string of outcomes (``1`` solved, ``0`` not) as booleans, for :func:`board.pair_outcomes`."""
+    return [c == "1" for c in bits]
+
+
 def table(paths: list[Path]) -> str:
-    from agentgym_r1.leaderboard.board import mcnemar
+    from agentgym_r1.leaderboard.board import pair_outcomes
 
     lines = [
         "| run | start | config (or control) | before | after | newly solved / lost | McNemar p | updates | train wall "
@@ -145,12 +150,11 @@ def table(paths: list[Path]) -> str:
     ]
     for path in paths:
         r = json.loads(path.read_text())
-        gained = sum(b == "0" and c == "1" for b, c in zip(r["before"], r["after"], strict=True))
-        lost = sum(b == "1" and c == "0" for b, c in zip(r["before"], r["after"], strict=True))
+        t = pair_outcomes(solved(r["before"]), solved(r["after"]))
         arm = f"SFT at lr {r['control_sft_lr']:g}" if "control_sft_lr" in r else f"`{json.dumps(r['config'])}`"
         lines.append(
             f"| {path.stem} | {r['start']} | {arm} | {pct(r['before'])} | {pct(r['after'])} | "
-            f"{gained} / {lost} | {mcnemar(gained, lost):.2g} | {r['updates']} | {r['train_s']:.0f} s | "
+            f"{t.gained} / {t.lost} | {t.p:.2g} | {r['updates']} | {r['train_s']:.0f} s | "
             f"{commit_cell(r['provenance'])} |"
         )
     return "\n".join(lines)
@@ -159,17 +163,16 @@ def table(paths: list[Path]) -> str:
 def versus(first: Path, second: Path) -> str:
     """The two runs' results compared directly, paired on the same problems: the problems only the first solves, only
     the second, and McNemar's exact p. Runs from different starts or sets are refused."""
-    from agentgym_r1.leaderboard.board import mcnemar
+    from agentgym_r1.leaderboard.board import pair_outcomes
 
     a, b = (json.loads(path.read_text()) for path in (first, second))
     for key in ("start", "dev_seed", "dev_options", "before"):
         if a.get(key) != b.get(key):
             raise SystemExit(f"{first.stem} and {second.stem} differ in {key}: not paired")
-    only_a = sum(x == "1" and y == "0" for x, y in zip(a["after"], b["after"], strict=True))
-    only_b = sum(x == "0" and y == "1" for x, y in zip(a["after"], b["after"], strict=True))
+    t = pair_outcomes(solved(b["after"]), solved(a["after"]))  # "gained": solved by the first only
     return (
-        f"{first.stem} {pct(a['after'])} against {second.stem} {pct(b['after'])}: solved by the first only {only_a}, "
-        f"by the second only {only_b}, McNemar p = {mcnemar(only_a, only_b):.2g}"
+        f"{first.stem} {pct(a['after'])} against {second.stem} {pct(b['after'])}: solved by the first only "
+        f"{t.gained}, by the second only {t.lost}, McNemar p = {t.p:.2g}"
     )
 
 
@@ -204,7 +207,7 @@ def pooled(paths: list[Path]) -> str:
             raise SystemExit(f"{start}: a GRPO run and a control on the same problems are needed, got {sorted(arms)}")
         if arms["grpo"].get("problems") != arms["control"].get("problems"):
             raise SystemExit(f"{start}: the GRPO run and the control scored different problems")
-        pairs.append([[c == "1" for c in arms[k]["after"]] for k in ("grpo", "control")])
+        pairs.append([solved(arms[k]["after"]) for k in ("grpo", "control")])
     diff = np.array([[float(g) - float(c) for g, c in zip(*pair, strict=True)] for pair in pairs])  # starts x problems
     low, high = study.bootstrap(diff, np.random.default_rng(study.BOOT_SEED))
     per = ", ".join(f"{100 * d.mean():+.1f}" for d in diff)
