@@ -95,17 +95,14 @@ CONTROL_DRAW = 10_000  # the control's batches: a draw seeded seed + 10_000, apa
 
 def control_sft(model: Any, tokenizer: Any, budget: Any, lr: float) -> None:
     """``budget.grpo_steps`` updates of SFT of ``model`` on the main job's expert rows at the constant ``lr``."""
-    from agentgym_r1.envs.gsm8k.expert import expert_actions
-    from agentgym_r1.leaderboard.training import ENV_ID, SOURCE, TASK_OPTIONS
-    from agentgym_r1.trainers.sft import expert_rows, sft
+    from agentgym_r1.leaderboard.training import sft_rows
+    from agentgym_r1.trainers.sft import sft
 
-    kwargs = {"source": SOURCE, **TASK_OPTIONS}
-    rows = expert_rows(ENV_ID, kwargs, range(budget.sft_episodes), tokenizer, expert_actions).samples
     model.train()
     sft(
         model,
         tokenizer,
-        rows,
+        sft_rows(budget, tokenizer),
         steps=budget.grpo_steps,
         batch_size=budget.sft_batch,
         lr=lr,

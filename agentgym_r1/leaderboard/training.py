@@ -308,7 +308,6 @@ def sft_start(budget: TrainBudget) -> tuple[Any, Any, list[Any]]:
 
     from agentgym_r1.adapters.scratch import make_model, play_expert, render_chat, train_tokenizer
     from agentgym_r1.envs.gsm8k.expert import expert_actions
-    from agentgym_r1.trainers.sft import expert_rows
 
     env = gym.make(ENV_ID, source=SOURCE, **TASK_OPTIONS)
     try:
@@ -320,9 +319,17 @@ def sft_start(budget: TrainBudget) -> tuple[Any, Any, list[Any]]:
         env.close()
     tokenizer = train_tokenizer(texts, vocab_size=budget.vocab, split_digits=True, cross_spaces=True)
     model = make_model(tokenizer, hidden=budget.hidden, layers=budget.layers, mlp_ratio=4, seed=budget.seed).train()
+    return tokenizer, model, sft_rows(budget, tokenizer)
+
+
+def sft_rows(budget: TrainBudget, tokenizer: Any) -> list[Any]:
+    """The SFT's rows: ``sft_episodes`` expert episodes of the training generator played through the rollout engine in
+    ``tokenizer`` (:func:`agentgym_r1.trainers.sft.expert_rows`); a saved checkpoint's tokenizer gives its rows."""
+    from agentgym_r1.envs.gsm8k.expert import expert_actions
+    from agentgym_r1.trainers.sft import expert_rows
+
     kwargs = {"source": SOURCE, **TASK_OPTIONS}
-    rows = expert_rows(ENV_ID, kwargs, range(budget.sft_episodes), tokenizer, expert_actions).samples
-    return tokenizer, model, rows
+    return expert_rows(ENV_ID, kwargs, range(budget.sft_episodes), tokenizer, expert_actions).samples
 
 
 def train_sft(
