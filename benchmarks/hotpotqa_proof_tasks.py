@@ -45,13 +45,13 @@ def expert_actions(task: Any) -> list[str]:
     return [f"<search>{t}</search>" for t in supporting_titles(task.meta)] + [f"<answer>{gold(task)}</answer>"]
 
 
-def questions(seeds: Sequence[int]) -> list[Any]:
-    """The tasks that ``reset(seed=s)`` draws, for each seed."""
+def questions(seeds: Sequence[int], env_kwargs: dict[str, Any] | None = None) -> list[Any]:
+    """The tasks that ``reset(seed=s)`` draws, for each seed (from ``env_kwargs``, the proof's env by default)."""
     import gymnasium as gym
 
     import agentgym_r1  # noqa: F401  (registers the ids)
 
-    env = gym.make(ENV_ID, **ENV_KWARGS)
+    env = gym.make(ENV_ID, **(ENV_KWARGS if env_kwargs is None else env_kwargs))
     tasks = []
     for s in seeds:
         env.reset(seed=s)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import hotpotqa_proof_tasks as hotpot  # benchmarks/: the HotpotQA proof's env and expert
 import torch
 
 import agentgym_r1  # noqa: F401  (registers the ids)
@@ -104,39 +105,20 @@ GSM8K = Bench(
 
 # HotpotQA: one knowledge base (the proof's: generator seeded 0, 5,000 entities), so held-out questions are drawn
 # from far reset seeds, skipping any question that a training seed draws at any level (`hotpotqa_questions`).
-HOTPOT_BASE = {
-    "source": "synthetic",
-    "seed": 0,
-    "kb_size": 5000,
-    "parser": "tag",
-    "top_k": 1,
-    "system_prompt": "Answer it.",
-}
+HOTPOT_BASE = {k: v for k, v in hotpot.ENV_KWARGS.items() if k != "difficulty"}  # the proof's env, every level
 HOTPOT_TRAIN = 8000  # the proof's training seeds
 HOTPOT_HELD_FROM, HOTPOT_DEV_FROM = 6_000_000, 7_000_000  # seeds no earlier HotpotQA run drew (hotpotqa_splits.py)
 
 
-def hotpot_expert(task: Any) -> list[str]:
-    from hotpotqa_proof_tasks import expert_actions
-
-    return expert_actions(task)
-
-
 def hotpot_tasks(level: str, seeds: list[int]) -> list[Any]:
-    env = gym.make("AgentR1/HotpotQA-v0", **HOTPOT_BASE, difficulty=level)
-    tasks = []
-    for s in seeds:
-        env.reset(seed=s)
-        tasks.append(env.unwrapped.task)
-    env.close()
-    return tasks
+    return hotpot.questions(seeds, {**HOTPOT_BASE, "difficulty": level})
 
 
 def hotpot_questions(out: Path, name: str, level: str, first: int, n: int) -> tuple[dict[str, Any], list[int]]:
     """The first ``n`` reset seeds from ``first`` whose ``level`` question is new: no training question (reset seeds
     ``0 .. HOTPOT_TRAIN - 1``, any level) and no repeat. Cached in ``OUT/questions.json``; checked with
     ``hotpotqa_splits.check_overlap`` (``HeldOutOverlapError`` names an overlap) before it is used."""
-    import hotpotqa_splits as splits
+    import hotpotqa_splits as splits  # benchmarks/: the overlap check
 
     kwargs = {**HOTPOT_BASE, "difficulty": level}
     key = f"{name}-{level}-{first}-{n}"
@@ -170,7 +152,7 @@ HOTPOTQA = Bench(
     completion=512,  # three or four passages: about 1.5x the proof's easy episodes (320)
     vocab=1000,
     train_pool=HOTPOT_TRAIN,
-    expert=hotpot_expert,
+    expert=hotpot.expert_actions,
     held=lambda out, n: hotpot_questions(out, "held", "hard", HOTPOT_HELD_FROM, n),
     dev=lambda out, level, n: hotpot_questions(out, "dev", level, HOTPOT_DEV_FROM, n),
 )
