@@ -28,6 +28,7 @@ the env, and the later phases read it from ``OUT/sft.json``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import time
@@ -114,6 +115,12 @@ def hotpot_tasks(level: str, seeds: list[int]) -> list[Any]:
     return hotpot.questions(seeds, {**HOTPOT_BASE, "difficulty": level})
 
 
+@functools.cache
+def hotpot_training() -> list[Any]:
+    """Every question training can draw: reset seeds ``0 .. HOTPOT_TRAIN - 1`` at every level."""
+    return [t for lv in LEVELS for t in hotpot_tasks(lv, list(range(HOTPOT_TRAIN)))]
+
+
 def hotpot_questions(out: Path, name: str, level: str, first: int, n: int) -> tuple[dict[str, Any], list[int]]:
     """The first ``n`` reset seeds from ``first`` whose ``level`` question is new: no training question (reset seeds
     ``0 .. HOTPOT_TRAIN - 1``, any level) and no repeat. Cached in ``OUT/questions.json``; checked with
@@ -124,7 +131,7 @@ def hotpot_questions(out: Path, name: str, level: str, first: int, n: int) -> tu
     key = f"{name}-{level}-{first}-{n}"
     path = out / "questions.json"
     cache = json.loads(path.read_text()) if path.exists() else {}
-    train = [t for lv in LEVELS for t in hotpot_tasks(lv, list(range(HOTPOT_TRAIN)))]
+    train = hotpot_training()
     if key not in cache:
         texts = {t.prompt for t in train}
         env = gym.make("AgentR1/HotpotQA-v0", **kwargs)

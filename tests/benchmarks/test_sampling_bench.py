@@ -31,3 +31,33 @@ def test_the_start_and_a_condition_run_and_are_reported(tmp_path, capsys):
     sampling_bench.report(tmp_path)
     table = capsys.readouterr().out
     assert "| start (SFT) |" in table and "| dynamic | 1 |" in table and "| uniform | not run |" in table
+
+
+@pytest.mark.timeout(600)
+def test_the_hotpotqa_bench_scores_new_hard_questions(tmp_path, capsys):
+    """HotpotQA's bench: the start and a condition run on it; its held-out and development questions are hard (and
+    each level's) questions from far reset seeds, none of them a training question."""
+    sampling_bench.run_sft(tmp_path, steps=1, demos=6, held=2, size=(32, 1), bench=sampling_bench.HOTPOTQA)
+    start = json.loads((tmp_path / "sft.json").read_text())
+    assert start["env"] == "hotpotqa" and len(start["held_out"]) == 2 and start["provenance"]["commit"]
+    sampling_bench.run_dev(tmp_path, 1)
+    assert set(json.loads((tmp_path / "dev.json").read_text())["solved"]) == {"easy", "medium", "hard"}
+    sampling_bench.run_condition(tmp_path, "uniform", episodes=1, held=2, lr=3e-4, seed=0)
+    row = json.loads((tmp_path / "uniform.json").read_text())
+    assert row["updates"] == 1 and row["config"]["env_kwargs"]["difficulty"] == "hard"
+
+    kwargs, seeds = sampling_bench.HOTPOTQA.held(tmp_path, 2)
+    assert kwargs["difficulty"] == "hard" and min(seeds) >= sampling_bench.HOTPOT_HELD_FROM
+    train = {t.prompt for t in sampling_bench.hotpot_training()}
+    assert not train & {t.prompt for t in sampling_bench.hotpot_tasks("hard", seeds)}
+
+
+def test_a_held_out_set_that_overlaps_training_is_refused_before_training(tmp_path):
+    """A cached held-out set holding a training question (reset seed 0) stops the run, naming the overlap."""
+    from agentgym_r1.error import HeldOutOverlapError
+
+    key = f"held-hard-{sampling_bench.HOTPOT_HELD_FROM}-2"
+    (tmp_path / "questions.json").write_text(json.dumps({key: [0, sampling_bench.HOTPOT_HELD_FROM]}))
+    with pytest.raises(HeldOutOverlapError, match="training questions"):
+        sampling_bench.run_sft(tmp_path, steps=1, demos=6, held=2, size=(32, 1), bench=sampling_bench.HOTPOTQA)
+    assert not (tmp_path / "sft").exists()
