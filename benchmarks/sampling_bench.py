@@ -229,6 +229,7 @@ def run_sft(
     if demos > bench.train_pool:
         raise SystemExit(f"--demos is at most {bench.train_pool} for {bench.name} (its training reset seeds)")
     held_kwargs, held_seeds = bench.held(out, held)  # the overlap check, before any training
+    record = provenance(out)  # the code that runs, before the tree can change under it
     t0 = time.time()
     envs = [gym.make(bench.env_id, **bench.base, difficulty=level) for level in LEVELS]
     texts = []
@@ -261,7 +262,7 @@ def run_sft(
         "layers": size[1],
         "seconds": seconds,
         "threads": torch.get_num_threads(),
-        "provenance": provenance(out),
+        "provenance": record,
     }
     save(out, "sft", {**row, "held_out": success})
     print(f"sft: {steps} steps, held-out hard {sum(success)}/{held}, {seconds:.0f}s", flush=True)
@@ -291,6 +292,7 @@ def run_condition(out: Path, name: str, episodes: int, held: int, lr: float, see
     bench = bench_of(out)
     condition = bench.conditions()[name]
     held_kwargs, held_seeds = bench.held(out, held)  # the overlap check, before any training
+    record = provenance(out)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out / "sft")
     model = AutoModelForCausalLM.from_pretrained(out / "sft").train()
     args = AgentGRPOConfig(
@@ -342,7 +344,7 @@ def run_condition(out: Path, name: str, episodes: int, held: int, lr: float, see
         "episodes": trainer.sampling.generated,
         "train_seconds": seconds,
         "threads": torch.get_num_threads(),
-        "provenance": provenance(out),
+        "provenance": record,
         "held_out": success,
         "log": history,
     }
