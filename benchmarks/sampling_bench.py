@@ -282,7 +282,9 @@ def run_dev(out: Path, n: int) -> None:
     print(f"start on the development problems ({where}), solved of {n}: {row}", flush=True)
 
 
-def run_condition(out: Path, name: str, episodes: int, held: int, lr: float, seed: int) -> None:
+def run_condition(
+    out: Path, name: str, episodes: int, held: int, lr: float, seed: int, temperature: float = 1.0
+) -> None:
     """GRPO from the start under one condition until ``episodes`` episodes were generated; the held-out score."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, TrainerCallback
 
@@ -307,7 +309,7 @@ def run_condition(out: Path, name: str, episodes: int, held: int, lr: float, see
         learning_rate=lr,
         lr_scheduler_type="constant",
         beta=0.0,
-        temperature=1.0,
+        temperature=temperature,
         max_steps=10_000,
         logging_steps=1,
         report_to="none",
@@ -339,6 +341,7 @@ def run_condition(out: Path, name: str, episodes: int, held: int, lr: float, see
         "condition": name,
         "config": dict(condition),
         "lr": lr,
+        "temperature": temperature,
         "seed": seed,
         "updates": trainer.state.global_step,
         "episodes": trainer.sampling.generated,
@@ -348,18 +351,23 @@ def run_condition(out: Path, name: str, episodes: int, held: int, lr: float, see
         "held_out": success,
         "log": history,
     }
-    save(out, name, row)
+    save(out, result_name(name, seed), row)
     print(
-        f"{name}: {row['updates']} updates, {row['episodes']} episodes, {seconds:.0f}s, "
+        f"{result_name(name, seed)}: {row['updates']} updates, {row['episodes']} episodes, {seconds:.0f}s, "
         f"held-out hard {sum(success)}/{held}",
         flush=True,
     )
 
 
+def result_name(name: str, seed: int) -> str:
+    """A condition's result file's stem: ``name`` for seed 0 (the first runs' files), ``name-seedN`` else."""
+    return name if seed == 0 else f"{name}-seed{seed}"
+
+
 def report(out: Path) -> None:
-    """The Markdown table of what finished: success with its Wilson interval, and McNemar against uniform and the
-    start (gained / lost: problems solved only by the row / only by the other)."""
-    rows = {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json")) if p.stem != "dev"}
+    """The Markdown table of what finished: success with its Wilson interval, and McNemar against uniform of the same
+    seed and against the start (gained / lost: problems solved only by the row / only by the other)."""
+    rows = {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json")) if p.stem not in ("dev", "questions")}
     if "sft" not in rows:
         print("nothing finished yet")
         return
@@ -374,18 +382,21 @@ def report(out: Path) -> None:
         f"| start (SFT) | | | | {100 * s.value:.1f}% [{100 * s.low:.1f}, {100 * s.high:.1f}] "
         f"({sum(start)}/{len(start)}) | | |"
     )
-    base = rows.get("uniform", {}).get("held_out")
-    for name in CONDITIONS:
-        if name not in rows:
-            print(f"| {name} | not run | | | | | |")
-            continue
-        r, succ = rows[name], rows[name]["held_out"]
-        s = wilson(sum(succ), len(succ))
-        print(
-            f"| {name} | {r['updates']} | {r['episodes']} | {r['train_seconds'] / 60:.1f} min | "
-            f"{100 * s.value:.1f}% [{100 * s.low:.1f}, {100 * s.high:.1f}] ({sum(succ)}/{len(succ)}) | "
-            f"{paired(succ, base) if base and name != 'uniform' else ''} | {paired(succ, start)} |"
-        )
+    seeds = sorted({r.get("seed", 0) for k, r in rows.items() if k != "sft"} or {0})
+    for seed in seeds:
+        base = rows.get(result_name("uniform", seed), {}).get("held_out")
+        for name in CONDITIONS:
+            label = result_name(name, seed)
+            if label not in rows:
+                print(f"| {label} | not run | | | | | |")
+                continue
+            r, succ = rows[label], rows[label]["held_out"]
+            s = wilson(sum(succ), len(succ))
+            print(
+                f"| {label} | {r['updates']} | {r['episodes']} | {r['train_seconds'] / 60:.1f} min | "
+                f"{100 * s.value:.1f}% [{100 * s.low:.1f}, {100 * s.high:.1f}] ({sum(succ)}/{len(succ)}) | "
+                f"{paired(succ, base) if base and name != 'uniform' else ''} | {paired(succ, start)} |"
+            )
 
 
 def paired(after: list[bool], before: list[bool]) -> str:
@@ -410,6 +421,7 @@ def main() -> None:
     parser.add_argument("--sft-schedule", default="constant_with_warmup", help="sft: the rate's schedule (TRL's names)")
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--temperature", type=float, default=1.0, help="the rollouts' sampling temperature")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=list(CONDITIONS))
     a = parser.parse_args()
@@ -432,8 +444,8 @@ def main() -> None:
         return
     names = a.conditions if a.phase == "all" else [a.phase] if a.phase in CONDITIONS else []
     for name in names:
-        if not (a.out / f"{name}.json").exists():
-            run_condition(a.out, name, a.episodes, a.held_out, a.lr, a.seed)
+        if not (a.out / f"{result_name(name, a.seed)}.json").exists():
+            run_condition(a.out, name, a.episodes, a.held_out, a.lr, a.seed, a.temperature)
     report(a.out)
 
 

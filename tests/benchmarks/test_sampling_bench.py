@@ -45,6 +45,12 @@ def test_the_hotpotqa_bench_scores_new_hard_questions(tmp_path, capsys):
     sampling_bench.run_condition(tmp_path, "uniform", episodes=1, held=2, lr=3e-4, seed=0)
     row = json.loads((tmp_path / "uniform.json").read_text())
     assert row["updates"] == 1 and row["config"]["env_kwargs"]["difficulty"] == "hard"
+    sampling_bench.run_condition(tmp_path, "uniform", episodes=1, held=2, lr=3e-4, seed=1, temperature=0.6)
+    again = json.loads((tmp_path / "uniform-seed1.json").read_text())  # a second seed beside the first
+    assert (again["seed"], again["temperature"]) == (1, 0.6) and row["temperature"] == 1.0
+    sampling_bench.report(tmp_path)
+    table = capsys.readouterr().out
+    assert "| uniform | 1 |" in table and "| uniform-seed1 | 1 |" in table and "| dynamic-seed1 | not run |" in table
 
     kwargs, seeds = sampling_bench.HOTPOTQA.held(tmp_path, 2)
     assert kwargs["difficulty"] == "hard" and min(seeds) >= sampling_bench.HOTPOT_HELD_FROM
