@@ -397,6 +397,21 @@ def report(out: Path) -> None:
                 f"{100 * s.value:.1f}% [{100 * s.low:.1f}, {100 * s.high:.1f}] ({sum(succ)}/{len(succ)}) | "
                 f"{paired(succ, base) if base and name != 'uniform' else ''} | {paired(succ, start)} |"
             )
+    if bench_of(out) is HOTPOTQA:
+        by_type(out, {k: r["held_out"] for k, r in rows.items()})
+
+
+def by_type(out: Path, outcomes: dict[str, list[bool]]) -> None:
+    """HotpotQA: each row's held-out successes by question type (a yes/no comparison is solved half the time by a
+    guess, so a row's total can move with its guesses alone)."""
+    kwargs, seeds = HOTPOTQA.held(out, len(outcomes["sft"]))
+    types = [hotpot.question_type(t) for t in hotpot_tasks(kwargs["difficulty"], seeds)]
+    names = sorted(set(types))
+    print(f"\n| run | {' | '.join(f'{n} (of {types.count(n)})' for n in names)} |")
+    print(f"|---|{'---|' * len(names)}")
+    for label, succ in outcomes.items():
+        solved = [sum(ok for ok, t in zip(succ, types, strict=True) if t == n) for n in names]
+        print(f"| {'start (SFT)' if label == 'sft' else label} | {' | '.join(map(str, solved))} |")
 
 
 def paired(after: list[bool], before: list[bool]) -> str:

@@ -51,6 +51,9 @@ def test_the_hotpotqa_bench_scores_new_hard_questions(tmp_path, capsys):
     sampling_bench.report(tmp_path)
     table = capsys.readouterr().out
     assert "| uniform | 1 |" in table and "| uniform-seed1 | 1 |" in table and "| dynamic-seed1 | not run |" in table
+    by_type = table.split("\n\n")[-1].splitlines()  # HotpotQA's rows by question type, counts of the 2 questions
+    assert by_type[0].startswith("| run | ") and sum(int(c.split(")")[0]) for c in by_type[0].split("(of ")[1:]) == 2
+    assert {line.split(" | ")[0] for line in by_type[2:]} == {"| start (SFT)", "| uniform", "| uniform-seed1"}
 
     kwargs, seeds = sampling_bench.HOTPOTQA.held(tmp_path, 2)
     assert kwargs["difficulty"] == "hard" and min(seeds) >= sampling_bench.HOTPOT_HELD_FROM
