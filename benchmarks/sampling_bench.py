@@ -397,8 +397,9 @@ def report(out: Path) -> None:
                 f"{100 * s.value:.1f}% [{100 * s.low:.1f}, {100 * s.high:.1f}] ({sum(succ)}/{len(succ)}) | "
                 f"{paired(succ, base) if base and name != 'uniform' else ''} | {paired(succ, start)} |"
             )
-    if bench_of(out) is HOTPOTQA:
-        by_type(out, {k: r["held_out"] for k, r in rows.items()})
+    if bench_of(out) is HOTPOTQA:  # the rows in the table's order
+        order = ["sft"] + [result_name(name, seed) for seed in seeds for name in CONDITIONS]
+        by_type(out, {k: rows[k]["held_out"] for k in order if k in rows})
 
 
 def by_type(out: Path, outcomes: dict[str, list[bool]]) -> None:
