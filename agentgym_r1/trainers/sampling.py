@@ -8,9 +8,11 @@ off, or outside training, it plays the resets TRL gave, once, unchanged: the row
   disagree most, so its advantages are largest); the level reaches the env as ``env_kwargs.difficulty`` of that
   group's reset (:meth:`agentgym_r1.trainers.common.Rollouts.prompts`).
 * **dynamic sampling** (``dynamic_sampling: true``): groups whose rewards are all the same (no advantage, no
-  gradient) are set aside and new tasks, drawn from the training dataset, are played in their place, up to
-  ``dynamic_sampling_max_tries`` rollouts a step. A batch still short then is filled with the set-aside groups played
-  last, so the step trains on what was collected (those rows carry no advantage), and a warning and
+  gradient), or with ``dynamic_sampling_filter: success`` groups whose samples all succeed or all fail (DAPO's
+  filter, which a shaped reward's penalties cannot pass), are set aside and new tasks, drawn from the training
+  dataset, are played in their place, up to ``dynamic_sampling_max_tries`` rollouts a step. A batch still short
+  then is filled with the set-aside groups played last, so the step trains on what was collected (those rows carry
+  no advantage, or with ``success`` only their penalties' differences), and a warning and
   ``sampling/unfilled_groups`` say so: the loop is bounded, never endless.
 
 Why not TRL's: TRL 1.16 has no dynamic sampling (read: ``trl/trainer/grpo_trainer.py`` only counts the groups of
@@ -126,7 +128,7 @@ class TaskSampling:
             episodes += len(batch.episodes)
             timings = {k: timings.get(k, 0.0) + v for k, v in batch.timings.items()}
             for group in self._groups(batch.episodes):
-                (kept if self._spread(group) or not self.args.dynamic_sampling else spare).append(group)
+                (kept if self._keeps(group) or not self.args.dynamic_sampling else spare).append(group)
             if len(kept) >= needed or tries >= tries_allowed:
                 break
             pending = [self._draw_reset() for _ in range(needed - len(kept))]
@@ -157,9 +159,13 @@ class TaskSampling:
                     self.curriculum.record(level, sum(e.success for e in played) / len(played))
         return groups
 
-    @staticmethod
-    def _spread(group: list[Episode]) -> bool:
-        rewards = [e.reward for e in group if not e.failed]
+    def _keeps(self, group: list[Episode]) -> bool:
+        """Whether dynamic sampling keeps ``group``: its played samples' rewards differ, or (filter ``success``)
+        some of them succeeded and some did not."""
+        played = [e for e in group if not e.failed]
+        if self.args.dynamic_sampling_filter == "success":
+            return len({bool(e.success) for e in played}) > 1
+        rewards = [e.reward for e in played]
         return len(rewards) > 1 and max(rewards) - min(rewards) > SPREAD
 
     def _draw_reset(self) -> dict[str, Any]:
@@ -183,11 +189,12 @@ class TaskSampling:
             }
             if unfilled:
                 logger.warning(
-                    "dynamic sampling: %d of %d groups still had equal rewards after %d rollouts "
+                    "dynamic sampling: %d of %d groups still had equal %s after %d rollouts "
                     "(dynamic_sampling_max_tries=%d); training on what was collected, those %d groups with no "
                     "advantage. Raise dynamic_sampling_max_tries, or make the tasks easier or harder.",
                     unfilled,
                     needed,
+                    "rewards" if self.args.dynamic_sampling_filter == "reward" else "successes",
                     tries,
                     self.args.dynamic_sampling_max_tries,
                     unfilled,

@@ -16,6 +16,7 @@ from typing import Any
 from agentgym_r1.error import ConfigError
 
 CURRICULA = (None, "pass_rate")
+FILTERS = frozenset({"reward", "success"})  # dynamic_sampling_filter: what must differ inside a kept group
 DEFAULT_LEVELS = ("easy", "medium", "hard")
 
 
@@ -34,6 +35,10 @@ class SamplingArguments:
             says so (`sampling/unfilled_groups`).
         dynamic_sampling_max_tries (`int`, *optional*, defaults to `4`):
             Rollouts a step may play, the first included (at least 2 with dynamic sampling: one to refill).
+        dynamic_sampling_filter (`str`, *optional*, defaults to `"reward"`):
+            What must differ inside a group for it to be kept: `"reward"` (its samples' rewards, penalties
+            included) or `"success"` (DAPO's filter: some samples solve the task and some do not). With shaped
+            rewards (format or invalid-action penalties) `"reward"` keeps groups that differ only by a penalty.
 
         > Parameters that control the curriculum
 
@@ -58,6 +63,10 @@ class SamplingArguments:
     )
     dynamic_sampling_max_tries: int = field(
         default=4, metadata={"help": "rollouts a step may play with dynamic sampling, the first included"}
+    )
+    dynamic_sampling_filter: str = field(
+        default="reward",
+        metadata={"help": "what must differ in a group to keep it: 'reward' or 'success' (DAPO's accuracy filter)"},
     )
     curriculum: str | None = field(
         default=None, metadata={"help": "'pass_rate': draw difficulty levels by their recent group pass rate"}
@@ -98,6 +107,12 @@ class SamplingArguments:
                 "dynamic_sampling=true with top_k=1: every sample of a task is the same greedy text, so no group's "
                 "rewards can ever differ and no batch could be filled. Sample (top_k: 0, temperature > 0) or set "
                 "dynamic_sampling: false."
+            )
+        if self.dynamic_sampling_filter not in FILTERS:
+            raise ConfigError(
+                f"dynamic_sampling_filter={self.dynamic_sampling_filter!r} is not one of {sorted(FILTERS)}. Use "
+                "'reward' (a group is kept when its rewards differ) or 'success' (when some samples succeed and some "
+                "do not)."
             )
         if self.curriculum not in CURRICULA:
             raise ConfigError(f"curriculum={self.curriculum!r} is not one of 'pass_rate' or null. Use one of them.")

@@ -160,6 +160,7 @@ GRPO_ONLY = {  # TRL's GRPOConfig and our AgentGRPOConfig fields
     "max_staleness": COUNT0,
     "staleness_is_cap": POSITIVE,
     "dynamic_sampling_max_tries": COUNT,
+    "dynamic_sampling_filter": NAME,
     "curriculum": NAME,
     "curriculum_band": ("[0.2]", "[-0.1, 0.5]", "[0.5, 1.5]", "[0.8, 0.2]", "[.nan, 0.5]", "[0.2, 0.5, 0.8]"),
     "curriculum_window": COUNT,

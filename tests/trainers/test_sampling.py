@@ -16,6 +16,7 @@ pytest.importorskip("trl")
 
 from transformers import TrainerCallback  # noqa: E402
 
+from agentgym_r1.core.env import Grade  # noqa: E402
 from agentgym_r1.trainers.sampling import STATE_FILE, PassRateCurriculum  # noqa: E402
 from tests.trainers.kit import CountEnv, HalfConstantEnv, grpo_args, tiny_model, tiny_tokenizer  # noqa: E402
 
@@ -219,3 +220,50 @@ def test_a_resumed_curriculum_draws_what_the_uninterrupted_run_drew(tmp_path, to
     _, resumed = curriculum_run(tmp_path / "whole", tokenizer, resumed_model, max_steps=2, resume=str(checkpoint))
     assert resumed.steps == [whole.steps[1]]
     assert resumed.states[-1]["rng"] == whole.states[1]["rng"]
+
+
+class ParitySuccessEnv(CountEnv):
+    """CountEnv (rewards differ by length) whose answer succeeds when it has an even length: successes can differ."""
+
+    def _act(self, action):
+        turn = super()._act(action)
+        if turn.terminated:
+            self.grade = Grade(turn.outcome, len(action) % 2 == 0)
+        return turn
+
+
+def test_the_success_filter_sets_aside_groups_that_differ_only_by_reward(tmp_path, tokenizer, caplog) -> None:
+    """``dynamic_sampling_filter: success`` (DAPO's filter). CountEnv's rewards differ by length but nothing ever
+    succeeds: the reward filter keeps every group in one try (the test above), the success filter keeps none and
+    stops at its bound of tries, saying so. The shaped-reward case the HotpotQA sampling benchmark met."""
+    args = grpo_args(tmp_path, dynamic_sampling=True, dynamic_sampling_max_tries=3, dynamic_sampling_filter="success")
+    with caplog.at_level(logging.WARNING, logger="agentgym_r1.trainers.sampling"):
+        captured, spy = spied_step(tiny_model(tokenizer), args, tokenizer, CountEnv)
+    metrics = logged(captured["trainer"])
+    assert len(spy.calls) == 3 and metrics["sampling/tries"] == 3
+    assert metrics["sampling/kept_groups"] == 0 and metrics["sampling/unfilled_groups"] == 2
+    assert "2 of 2 groups still had equal successes after 3 rollouts" in caplog.text
+
+
+def test_the_success_filter_keeps_groups_whose_successes_differ(tmp_path, tokenizer) -> None:
+    """Every group the success filter keeps has a sample that succeeded and one that did not; the groups it could not
+    fill are counted; the reward filter on the same env keeps groups whose successes are all equal."""
+    kept = {}
+    for keep in ("success", "reward"):
+        torch.manual_seed(0)
+        args = grpo_args(
+            tmp_path / keep,
+            dynamic_sampling=True,
+            dynamic_sampling_max_tries=6,
+            dynamic_sampling_filter=keep,
+            per_device_train_batch_size=16,
+        )
+        captured, spy = spied_step(tiny_model(tokenizer), args, tokenizer, ParitySuccessEnv)
+        groups = [captured["batch"].episodes[i : i + 4] for i in range(0, 16, 4)]
+        kept[keep] = sum(len({e.success for e in g}) > 1 for g in groups)
+        unfilled = logged(captured["trainer"])["sampling/unfilled_groups"]
+        if keep == "success":
+            assert kept[keep] == 4 - unfilled and kept[keep] >= 1
+            played = [e for _, b in spy.calls for e in b.episodes]
+            assert any(e.success for e in played) and not all(e.success for e in played)
+    assert kept["reward"] < 4, "the reward filter kept a group with equal successes (else the test proves nothing)"
