@@ -9,6 +9,8 @@ checked before training). Conditions:
 
 * ``uniform``: today's trainer on ``difficulty: hard`` (tasks uniform over the training data);
 * ``dynamic``: the same with ``dynamic_sampling: true`` (groups whose rewards are all equal refilled);
+* ``dynamic-success``: the same with ``dynamic_sampling_filter: success`` (DAPO's filter: groups whose samples all
+  succeed or all fail refilled; a shaped reward's penalties cannot keep a group);
 * ``curriculum``: ``curriculum: pass_rate`` over easy / medium / hard, band [0.2, 0.8];
 * ``levels`` (the curriculum's control): the three levels drawn uniformly (``curriculum_explore: 1``, so the band
   changes nothing): is a gain the band's, or only that of easier tasks?
@@ -70,13 +72,19 @@ class Bench:
         return {
             "uniform": {"env_kwargs": hard},
             "dynamic": {"env_kwargs": hard, "dynamic_sampling": True, "dynamic_sampling_max_tries": 3},
+            "dynamic-success": {
+                "env_kwargs": hard,
+                "dynamic_sampling": True,
+                "dynamic_sampling_max_tries": 3,
+                "dynamic_sampling_filter": "success",
+            },
             "curriculum": {"env_kwargs": self.base, "curriculum": "pass_rate", "curriculum_band": [0.2, 0.8]},
             "levels": {"env_kwargs": self.base, "curriculum": "pass_rate", "curriculum_explore": 1.0},
         }
 
 
 LEVELS = ("easy", "medium", "hard")
-CONDITIONS = ("uniform", "dynamic", "curriculum", "levels")
+CONDITIONS = ("uniform", "dynamic", "dynamic-success", "curriculum", "levels")
 
 # GSM8K: held-out hard problems come from another generator (seeded 1), the development ones from a third.
 GSM8K_BASE = {"source": "synthetic", "system_prompt": "Solve it."}
