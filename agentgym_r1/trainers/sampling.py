@@ -188,16 +188,19 @@ class TaskSampling:
                 "sampling/unfilled_groups": float(unfilled),
             }
             if unfilled:
+                by_reward = self.args.dynamic_sampling_filter == "reward"
+                equal, missing = ("rewards", "advantage") if by_reward else ("successes", "success signal")
                 logger.warning(
                     "dynamic sampling: %d of %d groups still had equal %s after %d rollouts "
                     "(dynamic_sampling_max_tries=%d); training on what was collected, those %d groups with no "
-                    "advantage. Raise dynamic_sampling_max_tries, or make the tasks easier or harder.",
+                    "%s. Raise dynamic_sampling_max_tries, or make the tasks easier or harder.",
                     unfilled,
                     needed,
-                    "rewards" if self.args.dynamic_sampling_filter == "reward" else "successes",
+                    equal,
                     tries,
                     self.args.dynamic_sampling_max_tries,
                     unfilled,
+                    missing,
                 )
         if self.curriculum is not None:
             drawn = self.last_levels

@@ -243,6 +243,7 @@ def test_the_success_filter_sets_aside_groups_that_differ_only_by_reward(tmp_pat
     assert len(spy.calls) == 3 and metrics["sampling/tries"] == 3
     assert metrics["sampling/kept_groups"] == 0 and metrics["sampling/unfilled_groups"] == 2
     assert "2 of 2 groups still had equal successes after 3 rollouts" in caplog.text
+    assert "those 2 groups with no success signal" in caplog.text
 
 
 def test_the_success_filter_keeps_groups_whose_successes_differ(tmp_path, tokenizer) -> None:
