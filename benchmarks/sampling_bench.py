@@ -34,7 +34,7 @@ import functools
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ import torch
 import agentgym_r1  # noqa: F401  (registers the ids)
 from agentgym_r1.adapters import ChatTokenizer, RolloutConfig, RolloutEngine, SamplingParams
 from agentgym_r1.adapters.backends.hf import HFBackend
+from agentgym_r1.envs.gsm8k.expert import expert_actions as gsm8k_expert_actions
 from agentgym_r1.leaderboard.board import pair_outcomes, wilson
 
 
@@ -92,12 +93,6 @@ HELD_OUT = {**GSM8K_BASE, "difficulty": "hard", "seed": 1}
 DEV_SEED = 5  # the generator the start's strength is checked on (``dev``): never the held-out seed 1
 
 
-def gsm8k_expert(task: Any) -> list[str]:
-    from agentgym_r1.envs.gsm8k.expert import expert_actions
-
-    return expert_actions(task)
-
-
 GSM8K = Bench(
     name="gsm8k",
     env_id="AgentR1/GSM8K-v0",
@@ -107,19 +102,19 @@ GSM8K = Bench(
     completion=320,
     vocab=800,
     train_pool=100_000,
-    expert=gsm8k_expert,
+    expert=gsm8k_expert_actions,
     held=lambda out, n: (HELD_OUT, list(range(n))),
     dev=lambda out, level, n: ({**GSM8K_BASE, "difficulty": level, "seed": DEV_SEED}, list(range(n))),
 )
 
 # HotpotQA: one knowledge base (the proof's: generator seeded 0, 5,000 entities), so held-out questions are drawn
-# from far reset seeds, skipping any question that a training seed draws at any level (`hotpotqa_questions`).
+# from far reset seeds, skipping any question that a training seed draws at any level (`hotpot_questions`).
 HOTPOT_BASE = {k: v for k, v in hotpot.ENV_KWARGS.items() if k != "difficulty"}  # the proof's env, every level
-HOTPOT_TRAIN = 8000  # the proof's training seeds
+HOTPOT_TRAIN = hotpot.TRAIN_SEEDS  # the proof's training seeds, 0 .. 7,999
 HOTPOT_HELD_FROM, HOTPOT_DEV_FROM = 6_000_000, 7_000_000  # seeds no earlier HotpotQA run drew (hotpotqa_splits.py)
 
 
-def hotpot_tasks(level: str, seeds: list[int]) -> list[Any]:
+def hotpot_tasks(level: str, seeds: Sequence[int]) -> list[Any]:
     return hotpot.questions(seeds, {**HOTPOT_BASE, "difficulty": level})
 
 
@@ -133,29 +128,19 @@ def hotpot_questions(out: Path, name: str, level: str, first: int, n: int) -> tu
     """The first ``n`` reset seeds from ``first`` whose ``level`` question is new: no training question (reset seeds
     ``0 .. HOTPOT_TRAIN - 1``, any level) and no repeat. Cached in ``OUT/questions.json``; checked with
     ``hotpotqa_splits.check_overlap`` (``HeldOutOverlapError`` names an overlap) before it is used."""
-    import hotpotqa_splits as splits  # benchmarks/: the overlap check
+    import hotpotqa_splits as splits  # benchmarks/: the scan for new questions and the overlap check
 
-    kwargs = {**HOTPOT_BASE, "difficulty": level}
     key = f"{name}-{level}-{first}-{n}"
     path = out / "questions.json"
     cache = json.loads(path.read_text()) if path.exists() else {}
     train = hotpot_training()
     if key not in cache:
-        texts = {t.prompt for t in train}
-        env = gym.make("AgentR1/HotpotQA-v0", **kwargs)
-        seeds, seed = [], first
-        while len(seeds) < n:
-            env.reset(seed=seed)
-            if env.unwrapped.task.prompt not in texts:
-                seeds.append(seed)
-                texts.add(env.unwrapped.task.prompt)
-            seed += 1
-        env.close()
-        cache[key] = seeds
+        skip = {t.prompt for t in train}
+        cache[key] = splits.scan(lambda seeds: hotpot_tasks(level, seeds), first, n, lambda task: True, skip, key)
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cache))
     splits.check_overlap(key, hotpot_tasks(level, cache[key]), train)
-    return kwargs, cache[key]
+    return {**HOTPOT_BASE, "difficulty": level}, cache[key]
 
 
 HOTPOTQA = Bench(
@@ -211,11 +196,6 @@ def score(model: Any, tokenizer: Any, bench: Bench, env_kwargs: dict[str, Any], 
         engine.close()
         model.train(was_training)
     return [bool(e.success) for e in batch.episodes]
-
-
-def held_out(model: Any, tokenizer: Any, out: Path, bench: Bench, n: int) -> list[bool]:
-    """Greedy success on the bench's ``n`` held-out ``hard`` problems, in order."""
-    return score(model, tokenizer, bench, *bench.held(out, n))
 
 
 def run_sft(
