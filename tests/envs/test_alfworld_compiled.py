@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import zlib
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +20,12 @@ pytest.importorskip("fast_downward")
 pytest.importorskip("alfworld")
 
 from agentgym_r1.envs.alfworld import ALFWorldEnv, compiled
-from agentgym_r1.envs.alfworld.compiled import ENV_VAR, GameStore, file_digest, pack, unpack
+from agentgym_r1.envs.alfworld.compiled import ENV_VAR, FactTable, GameStore, file_digest, pack, unpack
 from agentgym_r1.envs.alfworld.engine import TRANSLATION, Engine, clear_compiled
 from agentgym_r1.envs.alfworld.fast import FastEngine
 from agentgym_r1.envs.alfworld.parity import invalid_command
 from agentgym_r1.envs.alfworld.precompile import precompile
-from agentgym_r1.envs.alfworld.sas import PackedOperators, PackedRows
+from agentgym_r1.envs.alfworld.sas import PackedOperators, PackedRows, PackedTexts
 from agentgym_r1.error import ConfigError, DataNotFoundError
 from tests.conftest import SHARED_DATA
 
@@ -121,7 +122,31 @@ def test_a_stored_task_decodes_its_packed_operators_to_the_compiled_ones(cold):
     assert any(conditions for op in stored.operators for _, _, conditions in op.effects)  # conditional effects too
     assert list(stored.value_names) == task.value_names and stored.value_names[-1] == task.value_names[-1]
     again = unpack(pack(stored))  # a stored task stored again keeps its packed form
-    assert list(again.operators) == task.operators and (again.rank, again.watchers) == (task.rank, task.watchers)
+    assert list(again.operators) == task.operators and (again.rank, again.watch) == (task.rank, task.watch)
+    commands = FastEngine(None).compile(path).machine.commands
+    assert isinstance(game.machine.commands, PackedTexts) and list(game.machine.commands) == commands
+    packed = unpack(pack(PackedTexts.of(["a", None, "", "bc"])))  # a None (a dynamic text) and an empty one kept apart
+    assert list(packed) == ["a", None, "", "bc"] and packed[-1] == "bc" and packed[1:3] == [None, ""]
+
+
+def test_the_watch_lists_are_the_operators_that_read_each_value_in_operator_order(cold):
+    """A state's applicable set is kept by the operators each (variable, value) holds a precondition of; the packed
+    rows are exactly those, in operator order, for every value of every variable (and empty where none reads it)."""
+    store, path, _, _ = cold
+    _, game = load_fresh(store, path)
+    task = game.machine.task
+    expected: dict[tuple[int, int], list[int]] = {}
+    for i, op in enumerate(task.operators):
+        for pair in op.preconditions:
+            expected.setdefault(pair, []).append(i)
+    rows = {
+        (var, value): list(task.watch.ops(var, value))
+        for var in range(len(task.value_names))
+        for value in range(len(task.value_names[var]))
+    }
+    assert {k: v for k, v in rows.items() if v} == expected and len(expected) > 100
+    order = sorted(range(len(task.operators)), key=lambda i: task.operators[i].preconditions)
+    assert [order.index(i) for i in range(len(order))] == list(task.rank)
 
 
 def test_unpacking_leaves_the_garbage_collector_as_it_found_it():
@@ -193,12 +218,34 @@ def test_stored_facts_are_textworld_propositions_that_hash_and_compare_as_constr
         assert made in game.pristine.facts_with_signature(made.signature)
 
 
+def test_a_fact_table_rebuilds_every_fact_and_reads_share_equal_facts(cold):
+    """Facts are stored a row per signature (FactTable): the stored state's facts are the fresh compilation's,
+    signature by signature; a nullary fact, an empty signature and three arguments round-trip; a fact read twice is
+    one object (the process keeps one per fact, as TextWorld's constructor does)."""
+    from textworld.logic import Proposition, Variable
+
+    store, path, _, _ = cold
+    _, game = load_fresh(store, path)
+    clear_compiled()
+    fresh = FastEngine(None).compile(path).pristine._facts
+    assert dict(game.pristine._facts) == dict(fresh) and len(fresh) > 5
+    a, b, c = Variable("a_1", "object"), Variable("r_2", "receptacle"), Variable("l_3", "location")
+    table = defaultdict(set)
+    table[Proposition("dark", []).signature].add(Proposition("dark", []))
+    table[Proposition("between", [a, b, c]).signature].add(Proposition("between", [a, b, c]))
+    table[Proposition("holds", [a]).signature] = set()
+    again = unpack(pack(FactTable(table)))
+    assert type(again) is defaultdict and again == table and again[Proposition("holds", [a]).signature] == set()
+    one, two = unpack(pack(FactTable(fresh))), unpack(pack(FactTable(fresh)))
+    assert all(x is y for sig in one for x, y in zip(sorted(one[sig]), sorted(two[sig]), strict=True))
+
+
 def _truncated(blob: bytes) -> bytes:
     return blob[: len(blob) // 2]
 
 
 def _flipped(blob: bytes) -> bytes:
-    i = len(blob) - 100  # inside the compressed payload
+    i = len(blob) - 100  # inside the payload
     return blob[:i] + bytes([blob[i] ^ 0x01]) + blob[i + 1 :]
 
 

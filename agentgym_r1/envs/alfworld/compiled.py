@@ -12,15 +12,18 @@ so each game of a split is compiled once per machine, not once per process (env 
   by deleting the directory; an engine version's entries are never read by another version.
 * **Key.** The game file's bytes (its SHA-256; a game copied or linked elsewhere is the same entry) and
   :func:`engine_version`: a hash of this format's number, the Python version, the TextWorld, fast-downward, alfworld
-  and TatSu versions and the source of the modules whose objects are stored (engine, fast, sas, textgen).
+  and TatSu versions and the source of the modules whose objects are stored or rebuild them (compiled, engine, fast,
+  sas, textgen).
 * **Trust.** An entry is a magic line, a JSON header (format, engine version, game hash, payload hash and length)
-  and the zlib-compressed pickle of the game (:func:`pack`). Every field is checked before the payload is unpickled;
-  an entry that fails (truncated, corrupted, another version's, not owned by this user) is counted, logged and
-  rebuilt.
-* **A warm read** unpickles what the fast engine plays, not the rest: the game's fast-downward translation is a
-  pickle of its own inside the payload (covered by its checksum), unpickled when the planner or the stock engine
-  first needs it (``engine.Translation``); the SAS task's operators are decoded one at a time on first use
-  (``sas.PackedOperators``).
+  and the pickle of the game (not compressed: inflating cost a read more than anything else). Every field is checked
+  before the payload is unpickled; an entry that fails (truncated, corrupted, another version's, not owned by this
+  user) is counted, logged and rebuilt.
+* **A warm read** unpickles what the fast engine plays, not the rest, and makes few objects: the game's
+  fast-downward translation is a compressed pickle of its own inside the payload (covered by its checksum), unpickled
+  when the planner or the stock engine first needs it (``engine.Translation``); the SAS task's operators and the
+  static command texts are decoded one at a time on first use (``sas.PackedOperators``, ``sas.PackedTexts``); its
+  watch lists and ranks are int arrays (``sas.Watchers``); the facts are a row per signature (:class:`FactTable`),
+  and a fact another game of the process has is that game's object.
 * **Writes** go to a temporary file in the entry's directory, then ``os.replace`` (atomic on POSIX), so a reader sees
   a whole entry or none. A lock file per entry (``filelock``: ``flock`` on Unix) makes processes that need the same
   game at once compile it once: the others wait, then read the entry. A store that cannot be written (read-only or
@@ -44,7 +47,7 @@ import sys
 import tempfile
 import threading
 import zlib
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -54,12 +57,12 @@ from agentgym_r1.error import ConfigError, require
 
 log = logging.getLogger(__name__)
 
-FORMAT = 3  # bump when the entry layout changes; engine_version() covers the stored objects' code
+FORMAT = 4  # bump when the entry layout changes; engine_version() covers the stored objects' code
 MAGIC = b"agentgym-r1 alfworld compiled game\n"
 ENV_VAR = "AGENTGYM_R1_COMPILE_CACHE"
 OFF = frozenset({"0", "off", "false", "no", "none"})
 LOCK_TIMEOUT = 300.0  # seconds to wait for another process compiling the same game, then compile it here too
-_SOURCES = ("engine.py", "fast.py", "sas.py", "textgen.py")  # the modules whose objects an entry pickles
+_SOURCES = ("compiled.py", "engine.py", "fast.py", "sas.py", "textgen.py")  # the modules an entry's objects use
 _DISTRIBUTIONS = ("textworld", "fast-downward-textworld", "alfworld", "tatsu")
 
 
@@ -264,6 +267,55 @@ def _proposition(name: str, arguments: tuple[Any, ...]) -> Any:
     return p
 
 
+class FactTable:
+    """A ``textworld.logic.State``'s facts (``State._facts``: signature -> set of propositions), pickled as one row
+    per signature (its name, its types, and its facts' argument names as one string) and rebuilt by
+    :func:`fact_table`: one call per signature, not a call per fact and per argument (a read's largest part before).
+    Rebuilt facts are the values the constructors make (:func:`_proposition`)."""
+
+    __slots__ = ("facts",)
+
+    def __init__(self, facts: dict[Any, set[Any]]) -> None:
+        self.facts = facts
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        rows = []
+        for sig, props in self.facts.items():
+            args = sorted("\t".join(v.name for v in p.arguments) for p in props)  # sorted: equal sets, equal bytes
+            assert all(tuple(v.type for v in p.arguments) == sig.types for p in props)
+            assert not any("\n" in a for a in args) and (sig.types or len(args) <= 1)
+            rows.append((sig.name, sig.types, len(args), "\n".join(args)))
+        return (fact_table, (tuple(rows),))
+
+
+def fact_table(rows: tuple[tuple[str, tuple[str, ...], int, str], ...]) -> Any:
+    """The ``State._facts`` (a ``defaultdict(set)``) that :class:`FactTable` pickled. A process keeps one proposition
+    per fact it read (bounded, as TextWorld's metaclass keeps every one it makes): the games of a split share most of
+    their facts (static ones such as ``cancontain``, and generated games reuse object names), and a fact read before
+    costs one dict lookup."""
+    proposition = _logic_classes()[3]
+    table: defaultdict[Any, set[Any]] = defaultdict(set)
+    for name, types, count, text in rows:
+        sig = _value(2, name, types)
+        known = _FACTS.get((name, types))
+        if known is None or len(known) >= _FACTS_SIZE:
+            known = _FACTS[(name, types)] = {}
+        props = set()
+        for line in (text.split("\n") if types else [""]) if count else ():
+            p = known.get(line)
+            if p is None:
+                p = known[line] = object.__new__(proposition)
+                p.name, p.arguments, p.signature = name, tuple(map(_variable, line.split("\t"), types)), sig
+                p._hash = hash((name, p.arguments))
+            props.add(p)
+        table[sig] = props
+    return table
+
+
+_FACTS: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}  # (predicate, types) -> argument names -> proposition
+_FACTS_SIZE = 1 << 16  # facts kept per predicate and types
+
+
 def _grammar(rules: dict[str, list[Any]]) -> Any:
     from textworld.envs.pddl.textgen import ContextSensitiveGrammar
 
@@ -338,20 +390,28 @@ def pack(obj: Any) -> bytes:
 
 
 def unpack(blob: bytes) -> Any:
-    # Unpickling a game makes tens of thousands of containers, none of them garbage: the cyclic collector's passes
-    # during it (triggered by allocation counts) find nothing and scan the graph again and again, so it is paused for
-    # the call and restored as found (a thread that turns it off meanwhile may see it on again: harmless).
+    """What :func:`pack` packed."""
+    return loads(zlib.decompress(blob))
+
+
+def loads(raw: bytes) -> Any:
+    """``pickle.loads(raw)`` with the cyclic garbage collector paused. Unpickling a game makes thousands of
+    containers, none of them garbage: the collector's passes during it (triggered by allocation counts) find nothing
+    and scan the graph again and again, so it is paused for the call and restored as found (a thread that turns it
+    off meanwhile may see it on again: harmless)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return pickle.loads(zlib.decompress(blob))
+        return pickle.loads(raw)
     finally:
         if enabled:
             gc.enable()
 
 
 def _encode(game: Any, digest: str) -> bytes:
-    payload = pack(game)
+    # Not compressed: inflating the payload cost a warm read more than its checksum over four times the bytes (1.6 ms
+    # against 0.3 ms a game); the parts a read leaves for later (the translation) are compressed on their own.
+    payload = _pickled(game)
     header = {
         "format": FORMAT,
         "engine": engine_version(),
@@ -367,7 +427,10 @@ def _decode(blob: bytes, digest: str, kind: type) -> tuple[Any, str | None]:
     and the payload's hash check out."""
     if not blob.startswith(MAGIC):
         return None, "no magic line"
-    line, sep, payload = blob[len(MAGIC) :].partition(b"\n")
+    end = blob.find(b"\n", len(MAGIC))
+    sep = end >= 0
+    line = blob[len(MAGIC) : end] if sep else b""
+    payload = memoryview(blob)[end + 1 :] if sep else memoryview(b"")  # a view: the payload is not copied
     try:
         header = json.loads(line) if sep else None
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -381,7 +444,7 @@ def _decode(blob: bytes, digest: str, kind: type) -> tuple[Any, str | None]:
     if header.get("payload") != hashlib.sha256(payload).hexdigest():
         return None, "payload checksum mismatch"
     try:
-        game = unpack(payload)
+        game = loads(payload)
     except Exception as e:  # a payload that hashes right but does not load: written by a broken build
         return None, f"payload does not load ({type(e).__name__}: {e})"
     if not isinstance(game, kind):

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym_r1.envs.alfworld.compiled import GameStore, file_digest, pack, unpack
+from agentgym_r1.envs.alfworld.compiled import FactTable, GameStore, file_digest, pack, unpack
 from agentgym_r1.error import ConfigError, DataFormatError, DataNotFoundError, require
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,7 @@ class CompiledGame:
         if translation is None:
             translation = Translation.of({name: getattr(self.pristine, name) for name in TRANSLATION})
         facts = {k: v for k, v in fields.items() if k not in TRANSLATION and k != "_translation"}
+        facts["_facts"] = FactTable(facts["_facts"])  # rebuilt as the defaultdict it was
         return {**self.__dict__, "initial": None, "pristine": facts, "translation": translation}
 
     def __setstate__(self, state: dict[str, Any]) -> None:

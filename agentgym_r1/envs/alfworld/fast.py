@@ -25,6 +25,7 @@ objects (``_facts``, ``_valid_actions``, ``_entity_infos``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ from agentgym_r1.envs.alfworld.engine import (
     take_lib,
 )
 from agentgym_r1.envs.alfworld.sas import (
+    PackedTexts,
     SasState,
     SasTask,
     UnsupportedGameError,
@@ -80,11 +82,17 @@ class FastGame:
         self._ops: list[OperatorText | None] = [None] * len(self.task.operators)
         self.initial: tuple[Any, dict[str, int]] | None = None
         self._check()
-        self.commands = self._static_commands()
+        self.commands: Sequence[str | None] = self._static_commands()
 
     def __getstate__(self) -> dict[str, Any]:
-        # pickled for the disk cache (agentgym_r1.envs.alfworld.compiled) as compiled: what play fills comes later
-        return {**self.__dict__, "initial": None, "_ops": [None] * len(self._ops)}
+        # pickled for the disk cache (agentgym_r1.envs.alfworld.compiled) as compiled, the static command texts as
+        # one string (PackedTexts: a string object per operator made a read slower); what play fills comes later
+        return {
+            **self.__dict__,
+            "commands": PackedTexts.of(self.commands),
+            "initial": None,
+            "_ops": [None] * len(self._ops),
+        }
 
     def _check(self) -> None:
         """Parse every rule, query, template and feedback now: an unsupported game fails before its first step, and

@@ -103,8 +103,8 @@ class SasTask:
     goal: tuple[tuple[int, int], ...]
     operators: list[Operator]
     axioms: list[Axiom]
-    rank: list[int] = field(default_factory=list)
-    watchers: list[dict[int, list[int]]] = field(default_factory=list)
+    rank: array = field(default_factory=lambda: array("i"))  # each operator's position in fast-downward's order
+    watch: Watchers | None = None
     derived: list[int] = field(default_factory=list)
     strata: list[list[Axiom]] = field(default_factory=list)
     initial: SasState | None = None
@@ -177,13 +177,10 @@ class SasTask:
 
     def _index(self) -> None:
         order = sorted(range(len(self.operators)), key=lambda i: self.operators[i].preconditions)  # stable: by id
-        self.rank = [0] * len(order)
+        self.rank = array("i", bytes(4 * len(order)))
         for position, op in enumerate(order):
             self.rank[op] = position
-        self.watchers = [{} for _ in self.value_names]
-        for i, op in enumerate(self.operators):
-            for var, value in op.preconditions:
-                self.watchers[var].setdefault(value, []).append(i)
+        self.watch = Watchers.of([len(values) for values in self.value_names], self.operators)
         for var, value, _ in (e for op in self.operators for e in op.effects):
             if self.value_names[var][value] == NONE_OF_THOSE:
                 raise UnsupportedGameError("an operator effect to '<none of those>'")
@@ -197,7 +194,8 @@ class SasTask:
     def __getstate__(self) -> dict[str, Any]:
         # Pickled for the disk cache (agentgym_r1.envs.alfworld.compiled): the operators (thousands of objects, most
         # of a stored game's unpickling time) and the value names as packed columns, decoded one at a time on first
-        # use (an episode touches a few dozen). Everything derived from them (rank, watchers, initial) is kept as is.
+        # use (an episode touches a few dozen). Everything derived from them is kept as is: rank and the watch lists
+        # are int arrays already (a list of ints pickles as an object per int above 256, and a read made them all).
         state = {k: v for k, v in self.__dict__.items() if k != "names"}  # names: a cached property
         return {
             **state,
@@ -268,6 +266,8 @@ class PackedOperators(_Packed):
                     ints.extend(pair)
             starts.append(len(ints))
         assert all("\n" not in op.name for op in operators)  # SAS is line-based: a name is one line
+        if not ints or max(ints) < 1 << 16:  # variables and values of a game fit 16 bits: half the bytes to read
+            ints = array("H", ints)
         return cls("\n".join(op.name for op in operators), ints, starts)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -317,6 +317,33 @@ class PackedRows(_Packed):
         return row
 
 
+class PackedTexts(_Packed):
+    """A list of strings or ``None``s stored as one string, the items' bounds and a flag per ``None``; each item cut
+    out on first access. Equal to the list packed."""
+
+    def __init__(self, text: str, starts: array, absent: bytes) -> None:
+        self._text, self._starts, self._absent = text, starts, absent
+        self._decoded: list[str | None] = [None] * len(absent)
+
+    @classmethod
+    def of(cls, items: Sequence[str | None]) -> PackedTexts:
+        if isinstance(items, PackedTexts):
+            return items
+        starts = array("i", [0])
+        for item in items:
+            starts.append(starts[-1] + len(item or ""))
+        return cls("".join(item or "" for item in items), starts, bytes(item is None for item in items))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PackedTexts, (self._text, self._starts, self._absent))
+
+    def _decode(self, i: int) -> str | None:
+        if self._absent[i]:
+            return None
+        text = self._decoded[i] = self._text[self._starts[i] : self._starts[i + 1]]
+        return text
+
+
 class SasState:
     """One env's state in a :class:`SasTask`: the variable values and the applicable operators, kept incrementally."""
 
@@ -355,14 +382,57 @@ class SasState:
                 self._watch(var, before, values[var])
 
     def _watch(self, var: int, old: int, new: int) -> None:
-        watch, unmet, open_ = self.task.watchers[var], self.unmet, self.open
-        for op in watch.get(old, ()):
+        watch, unmet, open_ = self.task.watch, self.unmet, self.open
+        assert watch is not None
+        for op in watch.ops(var, old):
             unmet[op] += 1
             open_.discard(op)
-        for op in watch.get(new, ()):
+        for op in watch.ops(var, new):
             unmet[op] -= 1
             if unmet[op] == 0:
                 open_.add(op)
+
+
+class Watchers:
+    """The operators whose preconditions read each (variable, value), in operator order: one int array of operator
+    ids (``table``), cut into a row per (variable, value): ``row = first[var] + value``, its operators
+    ``table[start[row]:start[row + 1]]``. Three arrays instead of a dict and lists per variable: a stored game reads
+    them as three buffers, not thousands of objects."""
+
+    __slots__ = ("first", "start", "table")
+
+    def __init__(self, first: array, start: array, ops: array) -> None:
+        self.first, self.start, self.table = first, start, ops
+
+    @classmethod
+    def of(cls, domains: Sequence[int], operators: Sequence[Operator]) -> Watchers:
+        first = array("i", [0])
+        for size in domains:
+            first.append(first[-1] + size)
+        rows: list[list[int]] = [[] for _ in range(first[-1])]
+        for i, op in enumerate(operators):
+            for var, value in op.preconditions:
+                rows[first[var] + value].append(i)
+        start, ops = array("i", [0]), array("i")
+        for row in rows:
+            ops.extend(row)
+            start.append(len(ops))
+        return cls(first[:-1], start, ops)
+
+    def ops(self, var: int, value: int) -> array:
+        row = self.first[var] + value
+        return self.table[self.start[row] : self.start[row + 1]]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Watchers, (self.first, self.start, self.table))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Watchers):
+            return NotImplemented
+        return (self.first, self.start, self.table) == (other.first, other.start, other.table)
+
+    def __hash__(self) -> int:
+        return hash(bytes(self.table))
 
 
 def split_atom(name: str) -> tuple[bool, str, list[str]]:
