@@ -298,8 +298,12 @@ def fact_table(rows: tuple[tuple[str, tuple[str, ...], int, str], ...]) -> Any:
     for name, types, count, text in rows:
         sig = _value(2, name, types)
         known = _FACTS.get((name, types))
-        if known is None or len(known) >= _FACTS_SIZE:
+        if known is None:
+            if len(_FACTS) >= _FACT_KEYS:
+                _FACTS.clear()
             known = _FACTS[(name, types)] = {}
+        elif len(known) >= _FACTS_SIZE:
+            known.clear()
         props = set()
         for line in (text.split("\n") if types else [""]) if count else ():
             p = known.get(line)
@@ -313,7 +317,8 @@ def fact_table(rows: tuple[tuple[str, tuple[str, ...], int, str], ...]) -> Any:
 
 
 _FACTS: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}  # (predicate, types) -> argument names -> proposition
-_FACTS_SIZE = 1 << 16  # facts kept per predicate and types
+_FACTS_SIZE = 1 << 13  # facts kept per predicate and types (about 300 bytes each); ALFWorld has about 25 such pairs
+_FACT_KEYS = 1 << 10
 
 
 def _grammar(rules: dict[str, list[Any]]) -> Any:
