@@ -1,7 +1,7 @@
 """ALFWorld at the full split: one pass over distinct games with the compiled-game store cold, then warm.
 
     PYTHONPATH=. python benchmarks/alfworld_cache_bench.py [--games 512] [--split 3553] [--steps 30]
-        [--data DIR] [--precompile-workers 2] [--out DIR]
+        [--data DIR] [--precompile-workers 2] [--episodes-per-game 8] [--out DIR]
 
 The split is ``--data`` when it holds ``json_2.1.1/train`` in alfworld-download's layout (the real 3,553 training
 games; ``--games`` of them sampled with seed 0), else a ``--split``-entry split in that layout whose first
@@ -13,7 +13,9 @@ the env's own time). Each pass runs in a fresh process, so the in-process cache 
 1. cold: an empty store (every game compiled on its first reset, and written);
 2. warm: the same store again (every game read);
 3. with ``--precompile-workers N``: ``precompile`` into a new empty store in N worker processes (its wall time),
-   then a pass on it.
+   then a pass on it;
+4. with ``--episodes-per-game N``: the warm store again, each game played N times in a row (different walks), as
+   the N samples of a GRPO group on one env process play it: read once, then from the in-process cache.
 
 Reported per pass: time from the env's construction to its first step, total env time (resets and steps, wall and
 this process's CPU time), the time inside ``engine.compile`` and its share of env time, and that per game. Every
@@ -41,7 +43,7 @@ import numpy as np
 import agentgym_r1
 from agentgym_r1.envs.alfworld.engine import import_textworld
 import_textworld()
-root, store, listed, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+root, store, listed, steps, episodes = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 files = json.loads(open(listed).read())
 t1 = time.perf_counter()
 env = gym.make("AgentR1/ALFWorld-v1", source=root, split="train", compile_cache=store)
@@ -59,13 +61,17 @@ engine.compile = timed
 env_wall = env_cpu = 0.0
 first_step = None
 digest = __import__("hashlib").sha256()
+first = __import__("hashlib").sha256()  # each game's first episode only: the same walk as a one-episode pass
 for n, path in enumerate(files):
-    rng = np.random.default_rng(n)
+  for e in range(episodes):  # a game's later episodes: the in-process cache, as a GRPO group on one env process
+    rng = np.random.default_rng([n, e] if e else n)
     t, c = time.perf_counter(), time.process_time()
     obs, info = env.reset(options={"game_file": path})
     env_wall += time.perf_counter() - t
     env_cpu += time.process_time() - c
     digest.update(obs.encode())
+    if e == 0:
+        first.update(obs.encode())
     for _ in range(steps):
         admissible = info["env"]["admissible_commands"]
         command = admissible[rng.integers(len(admissible))]
@@ -76,14 +82,16 @@ for n, path in enumerate(files):
         if first_step is None:
             first_step = time.perf_counter() - t1
         digest.update(obs.encode())
+        if e == 0:
+            first.update(obs.encode())
         if terminated or truncated:
             break
-    if (n + 1) % 16 == 0:
+    if e == episodes - 1 and (n + 1) % 16 == 0:
         print(f"    {n + 1} games, env {env_wall:.1f} s, compile {compile_time[0]:.1f} s", file=sys.stderr, flush=True)
 print(json.dumps({
     "imports_s": t1 - t0, "split": len(env.unwrapped.games), "games": len(files), "first_step_s": first_step,
     "env_wall_s": env_wall, "env_cpu_s": env_cpu, "compile_wall_s": compile_time[0], "compile_cpu_s": compile_time[1],
-    "stats": dict(env.unwrapped.store.stats), "observations": digest.hexdigest(),
+    "stats": dict(env.unwrapped.store.stats), "observations": digest.hexdigest(), "first": first.hexdigest(),
 }))
 """
 
@@ -107,11 +115,11 @@ def make_split(root: Path, size: int, distinct: int) -> list[str]:
     return files
 
 
-def run_pass(label: str, root: Path, store: Path, listed: Path, steps: int) -> dict:
+def run_pass(label: str, root: Path, store: Path, listed: Path, steps: int, episodes: int = 1) -> dict:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     t = time.perf_counter()
     out = subprocess.run(
-        [sys.executable, "-c", PASS, str(root), str(store), str(listed), str(steps)],
+        [sys.executable, "-c", PASS, str(root), str(store), str(listed), str(steps), str(episodes)],
         check=True,
         env=env,
         stdout=subprocess.PIPE,
@@ -150,6 +158,12 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=512)
     parser.add_argument("--split", type=int, default=3553)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument(
+        "--episodes-per-game",
+        type=int,
+        default=1,
+        help="also a warm pass playing each game this many times in a row (a GRPO group on one env process)",
+    )
     parser.add_argument("--data", default=None, help="a directory with json_2.1.1/train (the real split)")
     parser.add_argument("--precompile-workers", type=int, default=0)
     parser.add_argument("--out", default=None, help="keep the split and stores here (default: a temporary dir)")
@@ -191,6 +205,11 @@ def main() -> None:
                 f"workers ({report.cached} cached, {len(report.failed)} failed)"
             )
             passes.append(run_pass("ahead", root, work / "store-ahead", listing, args.steps))
+        if args.episodes_per_game > 1:
+            n = args.episodes_per_game
+            grouped = run_pass(f"warm x{n}", root, store, listing, args.steps, n)
+            assert grouped["first"] == warm["observations"], "a game's first episode differs from the one-episode pass"
+            print(f"  (warm x{n}: each game played {n} times in a row, read once; per game figures cover the {n})")
         same = len({p["observations"] for p in passes}) == 1
         print(f"  every pass saw the same observations: {same}")
         print(
