@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import pickle
 import subprocess
 import sys
 import zlib
@@ -236,6 +237,9 @@ def test_a_fact_table_rebuilds_every_fact_and_reads_share_equal_facts(cold):
     table[Proposition("holds", [a]).signature] = set()
     again = unpack(pack(FactTable(table)))
     assert type(again) is defaultdict and again == table and again[Proposition("holds", [a]).signature] == set()
+    bad = Variable("a\t1", "object")  # a name that would break a row: not stored (GameStore.save logs it)
+    with pytest.raises(pickle.PicklingError, match="does not fit"):
+        pack(FactTable({Proposition("holds", [bad]).signature: {Proposition("holds", [bad])}}))
     one, two = unpack(pack(FactTable(fresh))), unpack(pack(FactTable(fresh)))
     assert all(x is y for sig in one for x, y in zip(sorted(one[sig]), sorted(two[sig]), strict=True))
 

@@ -282,8 +282,10 @@ class FactTable:
         rows = []
         for sig, props in self.facts.items():
             args = sorted("\t".join(v.name for v in p.arguments) for p in props)  # sorted: equal sets, equal bytes
-            assert all(tuple(v.type for v in p.arguments) == sig.types for p in props)
-            assert not any("\n" in a for a in args) and (sig.types or len(args) <= 1)
+            if any(tuple(v.type for v in p.arguments) != sig.types for p in props) or any(
+                "\n" in a or "\t" in a for p in props for a in (v.name for v in p.arguments)
+            ):  # PDDL names have no whitespace; a fact that breaks the layout leaves the game unstored (GameStore.save)
+                raise pickle.PicklingError(f"a fact of {sig} does not fit a fact table row")
             rows.append((sig.name, sig.types, len(args), "\n".join(args)))
         return (fact_table, (tuple(rows),))
 
