@@ -259,10 +259,11 @@ def _signature(name: str, types: tuple[str, ...]) -> Any:
     return _value(2, name, types)
 
 
-def _proposition(name: str, arguments: tuple[Any, ...]) -> Any:
+def _proposition(name: str, arguments: tuple[Any, ...], signature: Any = None) -> Any:
+    """A proposition as its constructor makes it; ``signature`` when the caller has it already (a fact table's row)."""
     p = object.__new__(_logic_classes()[3])
     p.name, p.arguments = name, arguments
-    p.signature = _value(2, name, tuple(v.type for v in arguments))
+    p.signature = _value(2, name, tuple(v.type for v in arguments)) if signature is None else signature
     p._hash = hash((name, arguments))
     return p
 
@@ -295,7 +296,6 @@ def fact_table(rows: tuple[tuple[str, tuple[str, ...], int, str], ...]) -> Any:
     per fact it read (bounded, as TextWorld's metaclass keeps every one it makes): the games of a split share most of
     their facts (static ones such as ``cancontain``, and generated games reuse object names), and a fact read before
     costs one dict lookup."""
-    proposition = _logic_classes()[3]
     table: defaultdict[Any, set[Any]] = defaultdict(set)
     for name, types, count, text in rows:
         sig = _value(2, name, types)
@@ -310,9 +310,7 @@ def fact_table(rows: tuple[tuple[str, tuple[str, ...], int, str], ...]) -> Any:
         for line in (text.split("\n") if types else [""]) if count else ():
             p = known.get(line)
             if p is None:
-                p = known[line] = object.__new__(proposition)
-                p.name, p.arguments, p.signature = name, tuple(map(_variable, line.split("\t"), types)), sig
-                p._hash = hash((name, p.arguments))
+                p = known[line] = _proposition(name, tuple(map(_variable, line.split("\t"), types)), sig)
             props.add(p)
         table[sig] = props
     return table
@@ -435,11 +433,11 @@ def _decode(blob: bytes, digest: str, kind: type) -> tuple[Any, str | None]:
     if not blob.startswith(MAGIC):
         return None, "no magic line"
     end = blob.find(b"\n", len(MAGIC))
-    sep = end >= 0
-    line = blob[len(MAGIC) : end] if sep else b""
-    payload = memoryview(blob)[end + 1 :] if sep else memoryview(b"")  # a view: the payload is not copied
+    if end < 0:
+        return None, "unreadable header"
+    payload = memoryview(blob)[end + 1 :]  # a view: the payload is not copied
     try:
-        header = json.loads(line) if sep else None
+        header = json.loads(blob[len(MAGIC) : end])
     except (UnicodeDecodeError, json.JSONDecodeError):
         header = None
     if not isinstance(header, dict):
